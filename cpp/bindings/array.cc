@@ -1,0 +1,131 @@
+// fusionjit.Array (see array.h). Operators and methods written in Python are attached to
+// the class by fusionjit/_src/array.py.
+#include "bindings/array.h"
+
+#include <pybind11/stl.h>
+
+#include <cstring>
+
+#include "support/error.h"
+
+namespace fj::py_bindings {
+namespace {
+
+PyTypeObject* g_array_type = nullptr;
+
+}  // namespace
+
+int64_t PyArray::size() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+int NumpyTypeNum(DType t) {
+  switch (t) {
+    case DType::kPred: return py::detail::npy_api::NPY_BOOL_;
+    case DType::kS32: return py::dtype::of<int32_t>().num();
+    case DType::kS64: return py::dtype::of<int64_t>().num();
+    case DType::kU32: return py::dtype::of<uint32_t>().num();
+    case DType::kU64: return py::dtype::of<uint64_t>().num();
+    case DType::kF32: return py::detail::npy_api::NPY_FLOAT_;
+    case DType::kF64: return py::detail::npy_api::NPY_DOUBLE_;
+  }
+  return -1;
+}
+
+py::dtype NumpyDType(DType t) {
+  static py::dtype* cache[7] = {};
+  int i = static_cast<int>(t);
+  if (!cache[i]) cache[i] = new py::dtype(NumpyTypeNum(t));
+  return *cache[i];
+}
+
+std::optional<DType> DTypeFromNumpy(const py::dtype& d) {
+  int num = d.num();
+  for (DType t : kAllDTypes) {
+    if (NumpyTypeNum(t) == num && d.itemsize() == DTypeBytes(t)) return t;
+  }
+  return std::nullopt;
+}
+
+py::array NumpyView(const PyArray& a) {
+  std::vector<py::ssize_t> shape(a.shape.begin(), a.shape.end());
+  std::vector<py::ssize_t> strides(shape.size());
+  py::ssize_t stride = DTypeBytes(a.dtype);
+  for (int i = static_cast<int>(shape.size()) - 1; i >= 0; --i) {
+    strides[i] = stride;
+    stride *= shape[i];
+  }
+  auto* keep = new std::shared_ptr<Buffer>(a.buffer);
+  py::capsule base(keep, [](void* p) { delete static_cast<std::shared_ptr<Buffer>*>(p); });
+  py::array out(NumpyDType(a.dtype), shape, strides, a.buffer->data(), base);
+  py::detail::array_proxy(out.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+  return out;
+}
+
+PyArray ArrayFromNumpy(const py::array& x, bool weak_type) {
+  std::optional<DType> t = DTypeFromNumpy(x.dtype());
+  if (!t) {
+    throw py::type_error("fusionjit does not support arrays of dtype " +
+                         py::str(x.dtype()).cast<std::string>());
+  }
+  py::array c = py::array::ensure(x, py::array::c_style);
+  PyArray a;
+  a.dtype = *t;
+  a.weak_type = weak_type;
+  for (int i = 0; i < c.ndim(); ++i) a.shape.push_back(c.shape(i));
+  a.buffer = Buffer::Allocate(a.nbytes());
+  if (a.nbytes() > 0) std::memcpy(a.buffer->data(), c.data(), a.nbytes());
+  return a;
+}
+
+PyTypeObject* ArrayType() { return g_array_type; }
+
+py::object WrapArray(PyArray a) { return py::cast(std::move(a)); }
+
+void DefineArray(py::module_& m) {
+  using namespace pybind11::literals;
+  py::class_<PyArray> cls(m, "Array", py::buffer_protocol(), py::dynamic_attr());
+  cls.def_property_readonly("shape", [](const PyArray& a) {
+        py::tuple t(a.shape.size());
+        for (size_t i = 0; i < a.shape.size(); ++i) t[i] = a.shape[i];
+        return t;
+      })
+      .def_property_readonly("dtype", [](const PyArray& a) { return NumpyDType(a.dtype); })
+      .def_property_readonly("ndim", [](const PyArray& a) { return a.shape.size(); })
+      .def_property_readonly("size", &PyArray::size)
+      .def_property_readonly("nbytes", &PyArray::nbytes)
+      .def_property_readonly("itemsize", [](const PyArray& a) { return DTypeBytes(a.dtype); })
+      .def_property_readonly("weak_type", [](const PyArray& a) { return a.weak_type; })
+      .def("_numpy_view", &NumpyView)
+      .def("__array__",
+           [](const PyArray& a, py::object dtype, py::object copy) -> py::object {
+             py::array view = NumpyView(a);
+             bool want_copy = !copy.is_none() && copy.cast<bool>();
+             if (!dtype.is_none()) return view.attr("astype")(dtype);
+             if (want_copy) return view.attr("copy")();
+             return view;
+           },
+           "dtype"_a = py::none(), "copy"_a = py::none())
+      .def("block_until_ready", [](py::object self) { return self; })
+      .def_buffer([](const PyArray& a) {
+        std::vector<py::ssize_t> shape(a.shape.begin(), a.shape.end());
+        std::vector<py::ssize_t> strides(shape.size());
+        py::ssize_t stride = DTypeBytes(a.dtype);
+        for (int i = static_cast<int>(shape.size()) - 1; i >= 0; --i) {
+          strides[i] = stride;
+          stride *= shape[i];
+        }
+        py::dtype dt = NumpyDType(a.dtype);
+        std::string format = py::str(dt.attr("char")).cast<std::string>();
+        if (a.dtype == DType::kPred) format = "?";
+        return py::buffer_info(a.buffer->data(), DTypeBytes(a.dtype), format,
+                               static_cast<py::ssize_t>(shape.size()), shape, strides,
+                               /*readonly=*/true);
+      });
+  m.def("array_from_numpy", &ArrayFromNumpy, "x"_a, "weak_type"_a = false);
+  g_array_type = reinterpret_cast<PyTypeObject*>(cls.ptr());
+}
+
+}  // namespace fj::py_bindings

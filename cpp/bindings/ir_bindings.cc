@@ -1,0 +1,307 @@
+// Bindings for the IR (modules, the builder used by the Python lowering, the text form),
+// the compiler and executables. Nothing but translation between Python and C++.
+#include "bindings/ir_bindings.h"
+
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include "bindings/array.h"
+#include "compiler/compiler.h"
+#include "ir/builder.h"
+#include "ir/dot_printer.h"
+#include "ir/parser.h"
+#include "ir/verifier.h"
+#include "support/error.h"
+
+namespace fj::py_bindings {
+namespace {
+
+using namespace pybind11::literals;
+
+DType ParseDTypeOrThrow(const std::string& s) {
+  std::optional<DType> t = ParseDType(s);
+  if (!t) throw py::value_error("unknown dtype '" + s + "'");
+  return *t;
+}
+
+Opcode ParseOpcodeOrThrow(const std::string& s) {
+  std::optional<Opcode> op = ParseOpcode(s);
+  if (!op) throw py::value_error("unknown opcode '" + s + "'");
+  return *op;
+}
+
+std::vector<int64_t> IntList(py::handle h) {
+  std::vector<int64_t> v;
+  for (py::handle x : h) v.push_back(py::cast<int64_t>(x));
+  return v;
+}
+
+py::tuple ShapeTuple(const Shape& s) {
+  if (s.IsTuple()) {
+    py::list parts;
+    for (const Shape& e : s.tuple_shapes()) parts.append(ShapeTuple(e));
+    return py::make_tuple("tuple", py::tuple(parts));
+  }
+  return py::make_tuple(std::string(DTypeName(s.dtype())), py::tuple(py::cast(s.dims())));
+}
+
+InstructionAttrs ParseAttrs(const py::dict& attrs) {
+  InstructionAttrs a;
+  for (auto [k, v] : attrs) {
+    std::string key = py::cast<std::string>(k);
+    if (key == "dimensions") {
+      a.dimensions = IntList(v);
+    } else if (key == "slice_starts") {
+      a.slice.starts = IntList(v);
+    } else if (key == "slice_limits") {
+      a.slice.limits = IntList(v);
+    } else if (key == "slice_strides") {
+      a.slice.strides = IntList(v);
+    } else if (key == "direction") {
+      auto d = ParseComparisonDirection(py::cast<std::string>(v));
+      if (!d) throw py::value_error("unknown comparison direction");
+      a.direction = *d;
+    } else if (key == "index") {
+      a.index = py::cast<int64_t>(v);
+    } else if (key == "lhs_batch") {
+      a.dot.lhs_batch = IntList(v);
+    } else if (key == "rhs_batch") {
+      a.dot.rhs_batch = IntList(v);
+    } else if (key == "lhs_contracting") {
+      a.dot.lhs_contracting = IntList(v);
+    } else if (key == "rhs_contracting") {
+      a.dot.rhs_contracting = IntList(v);
+    } else if (key == "padding") {
+      for (py::handle p : v) {
+        py::tuple t = py::reinterpret_borrow<py::tuple>(p);
+        a.padding.push_back({py::cast<int64_t>(t[0]), py::cast<int64_t>(t[1]), py::cast<int64_t>(t[2])});
+      }
+    } else if (key == "fusion_kind") {
+      auto kind = ParseFusionKind(py::cast<std::string>(v));
+      if (!kind) throw py::value_error("unknown fusion kind");
+      a.fusion_kind = *kind;
+    } else if (key == "custom_call_target") {
+      a.custom_call_target = py::cast<std::string>(v);
+    } else if (key == "custom_call_config") {
+      a.custom_call_config = py::cast<std::string>(v);
+    } else {
+      throw py::value_error("unknown attribute '" + key + "'");
+    }
+  }
+  return a;
+}
+
+// Handles keep the module alive, so Python may hold them as long as it likes.
+struct InstrHandle {
+  std::shared_ptr<Module> module;
+  Instruction* instr;
+};
+
+struct ComputationHandle {
+  std::shared_ptr<Module> module;
+  Computation* comp;
+};
+
+struct ModuleBuilder {
+  std::shared_ptr<Module> module;
+  ComputationHandle entry;
+  explicit ModuleBuilder(const std::string& name) : module(std::make_shared<Module>(name)) {
+    Computation* c = module->AddComputation("main");
+    module->set_entry(c);
+    entry = {module, c};
+  }
+};
+
+struct ModuleHandle {
+  std::shared_ptr<Module> module;
+};
+
+py::dict KernelDict(const KernelInfo& k) {
+  return py::dict("name"_a = k.name, "fusion"_a = k.fusion, "kind"_a = k.kind, "units"_a = k.units,
+                  "parallel"_a = k.parallel, "bytes_read"_a = k.bytes_read,
+                  "bytes_written"_a = k.bytes_written);
+}
+
+// Runs an executable on Arrays or NumPy arrays of exactly the parameter shapes.
+py::list RunExecutable(const Executable& exe, const py::sequence& args) {
+  const std::vector<Shape>& params = exe.parameter_shapes();
+  if (args.size() != params.size()) {
+    throw py::value_error("executable takes " + std::to_string(params.size()) + " arguments, got " +
+                          std::to_string(args.size()));
+  }
+  std::vector<const void*> ptrs;
+  std::vector<py::object> keep;
+  for (size_t i = 0; i < params.size(); ++i) {
+    py::handle arg = args[i];
+    const Shape& want = params[i];
+    if (py::isinstance<PyArray>(arg)) {
+      const PyArray& a = arg.cast<const PyArray&>();
+      if (a.dtype != want.dtype() || a.shape != want.dims()) {
+        throw py::value_error("argument " + std::to_string(i) + " does not match parameter " +
+                              want.ToString());
+      }
+      ptrs.push_back(a.buffer->data());
+      continue;
+    }
+    py::array x = py::array::ensure(arg, py::array::c_style);
+    if (!x) throw py::type_error("argument " + std::to_string(i) + " is not an array");
+    std::optional<DType> t = DTypeFromNumpy(x.dtype());
+    std::vector<int64_t> dims(x.shape(), x.shape() + x.ndim());
+    if (!t || *t != want.dtype() || dims != want.dims()) {
+      throw py::value_error("argument " + std::to_string(i) + " does not match parameter " +
+                            want.ToString());
+    }
+    keep.push_back(x);
+    ptrs.push_back(x.data());
+  }
+  std::vector<std::shared_ptr<Buffer>> outs;
+  {
+    py::gil_scoped_release release;
+    outs = exe.Run(ptrs.data());
+  }
+  py::list result;
+  const std::vector<Shape>& out_shapes = exe.output_shapes();
+  for (size_t i = 0; i < outs.size(); ++i) {
+    PyArray a;
+    a.buffer = outs[i];
+    a.dtype = out_shapes[i].dtype();
+    a.shape = out_shapes[i].dims();
+    result.append(WrapArray(std::move(a)));
+  }
+  return result;
+}
+
+}  // namespace
+
+void DefineIr(py::module_& m) {
+  py::class_<InstrHandle>(m, "Instr")
+      .def_property_readonly("name", [](const InstrHandle& h) { return h.instr->name(); })
+      .def_property_readonly("shape", [](const InstrHandle& h) { return ShapeTuple(h.instr->shape()); })
+      .def("__repr__", [](const InstrHandle& h) { return h.instr->ToString(); });
+
+  py::class_<ComputationHandle>(m, "ComputationBuilder")
+      .def_property_readonly("name", [](const ComputationHandle& h) { return h.comp->name(); })
+      .def("parameter",
+           [](ComputationHandle& h, int64_t number, const std::string& dtype, std::vector<int64_t> dims,
+              const std::string& name) {
+             Builder b(h.comp);
+             return InstrHandle{h.module, b.Parameter(number, Shape(ParseDTypeOrThrow(dtype), dims), name)};
+           },
+           "number"_a, "dtype"_a, "dims"_a, "name"_a = "")
+      .def("constant",
+           [](ComputationHandle& h, py::array value, const std::string& name) {
+             py::array c = py::array::ensure(value, py::array::c_style);
+             std::optional<DType> t = DTypeFromNumpy(c.dtype());
+             if (!t) throw py::type_error("unsupported constant dtype " + py::str(c.dtype()).cast<std::string>());
+             std::vector<int64_t> dims(c.shape(), c.shape() + c.ndim());
+             Literal lit(Shape(*t, dims));
+             if (lit.byte_size() > 0) std::memcpy(lit.data(), c.data(), lit.byte_size());
+             return InstrHandle{h.module, Builder(h.comp).Constant(std::move(lit), name)};
+           },
+           "value"_a, "name"_a = "")
+      .def("add",
+           [](ComputationHandle& h, const std::string& opcode, const std::vector<InstrHandle>& operands,
+              py::object dtype, py::object dims, py::dict attrs, std::vector<ComputationHandle> called,
+              const std::string& source, const std::string& name) {
+             std::vector<Instruction*> ops;
+             for (const InstrHandle& o : operands) ops.push_back(o.instr);
+             std::vector<Computation*> calls;
+             for (const ComputationHandle& c : called) calls.push_back(c.comp);
+             std::optional<Shape> requested;
+             if (!dtype.is_none()) {
+               requested = Shape(ParseDTypeOrThrow(py::cast<std::string>(dtype)),
+                                 dims.is_none() ? std::vector<int64_t>{} : IntList(dims));
+             }
+             Instruction* instr = Builder(h.comp).Add(ParseOpcodeOrThrow(opcode), ops, ParseAttrs(attrs),
+                                                      calls, requested ? &*requested : nullptr, name);
+             instr->set_metadata(source);
+             return InstrHandle{h.module, instr};
+           },
+           "opcode"_a, "operands"_a, "dtype"_a = py::none(), "dims"_a = py::none(), "attrs"_a = py::dict(),
+           "called"_a = std::vector<ComputationHandle>{}, "source"_a = "", "name"_a = "")
+      .def("set_root", [](ComputationHandle& h, const InstrHandle& root) { h.comp->set_root(root.instr); });
+
+  py::class_<ModuleBuilder>(m, "ModuleBuilder")
+      .def(py::init<const std::string&>(), "name"_a)
+      .def_readonly("entry", &ModuleBuilder::entry)
+      .def("add_computation",
+           [](ModuleBuilder& b, const std::string& name) { return ComputationHandle{b.module, b.module->AddComputation(name)}; })
+      .def("scalar_combiner",
+           [](ModuleBuilder& b, const std::string& opcode, const std::string& dtype) {
+             return ComputationHandle{b.module, MakeScalarCombiner(*b.module, ParseOpcodeOrThrow(opcode), ParseDTypeOrThrow(dtype))};
+           })
+      .def("build", [](ModuleBuilder& b) {
+        VerifyModule(*b.module);
+        return ModuleHandle{b.module->Clone()};
+      });
+
+  py::class_<Executable, std::shared_ptr<Executable>>(m, "Executable")
+      .def("__call__", &RunExecutable)
+      .def_property_readonly("num_kernels", [](const Executable& e) { return e.kernels().size(); })
+      .def_property_readonly("kernels", [](const Executable& e) {
+        py::list out;
+        for (const KernelInfo& k : e.kernels()) out.append(KernelDict(k));
+        return out;
+      })
+      .def_property_readonly("input_shapes", [](const Executable& e) {
+        py::list out;
+        for (const Shape& s : e.parameter_shapes()) out.append(ShapeTuple(s));
+        return out;
+      })
+      .def_property_readonly("output_shapes", [](const Executable& e) {
+        py::list out;
+        for (const Shape& s : e.output_shapes()) out.append(ShapeTuple(s));
+        return out;
+      })
+      .def_property_readonly("temp_bytes", &Executable::temp_bytes);
+
+  py::class_<Compilation>(m, "Compilation")
+      .def_property_readonly("executable", [](const Compilation& c) { return c.executable; })
+      .def_property_readonly("optimized_text", [](const Compilation& c) { return c.optimized->ToString(); })
+      .def_property_readonly("optimized_dot", [](const Compilation& c) { return ModuleToDot(*c.optimized); })
+      .def_readonly("llvm_ir", &Compilation::llvm_ir)
+      .def_readonly("buffer_assignment", &Compilation::buffer_assignment)
+      .def_readonly("seconds_passes", &Compilation::seconds_passes)
+      .def_readonly("seconds_codegen", &Compilation::seconds_codegen)
+      .def_property_readonly("passes", [](const Compilation& c) {
+        py::list out;
+        for (const PassRecord& r : c.passes) out.append(py::make_tuple(r.name, r.changed, r.seconds));
+        return out;
+      });
+
+  py::class_<ModuleHandle>(m, "Module")
+      .def_property_readonly("name", [](const ModuleHandle& h) { return h.module->name(); })
+      .def("to_text", [](const ModuleHandle& h) { return h.module->ToString(); })
+      .def("__str__", [](const ModuleHandle& h) { return h.module->ToString(); })
+      .def("to_dot", [](const ModuleHandle& h) { return ModuleToDot(*h.module); })
+      .def("verify", [](const ModuleHandle& h) { VerifyModule(*h.module); })
+      .def("clone", [](const ModuleHandle& h) { return ModuleHandle{h.module->Clone()}; })
+      .def("optimized",
+           [](const ModuleHandle& h, bool simplify) {
+             std::shared_ptr<Module> copy = h.module->Clone();
+             CompileOptions o;
+             o.simplify = simplify;
+             RunOptimizationPasses(*copy, o);
+             return ModuleHandle{copy};
+           },
+           "simplify"_a = true)
+      .def("compile",
+           [](const ModuleHandle& h, int opt_level, int vector_width, bool simplify, bool keep_llvm_ir) {
+             CompileOptions o;
+             o.opt_level = opt_level;
+             o.vector_width = vector_width;
+             o.simplify = simplify;
+             o.keep_llvm_ir = keep_llvm_ir;
+             std::unique_ptr<Compilation> c;
+             {
+               py::gil_scoped_release release;
+               c = Compile(*h.module, o);
+             }
+             return c;
+           },
+           "opt_level"_a = 2, "vector_width"_a = 8, "simplify"_a = true, "keep_llvm_ir"_a = false);
+
+  m.def("parse_module", [](const std::string& text) { return ModuleHandle{ParseModule(text)}; }, "text"_a);
+}
+
+}  // namespace fj::py_bindings

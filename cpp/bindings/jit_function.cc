@@ -1,0 +1,332 @@
+// The jit fast path (see jit_function.h).
+//
+// A call is keyed by: the tree structure of the dynamic arguments, the static arguments
+// (by Python hash and ==), each leaf's (dtype, shape, weak type), and the configuration
+// epoch (bumped by fusionjit.config.update for options that change tracing). The leaf rules
+// mirror fusionjit/_src/dtypes.py: Python bool -> bool; int -> weak int32 (int64 with x64);
+// float -> weak float32 (float64); NumPy arrays and scalars keep their dtype, canonicalised
+// (64-bit types map to 32-bit ones unless x64 is enabled).
+#include "bindings/jit_function.h"
+
+#include <frameobject.h>
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <unordered_map>
+
+#include "bindings/array.h"
+#include "bindings/pytree.h"
+#include "runtime/executable.h"
+#include "support/error.h"
+
+namespace fj::py_bindings {
+namespace {
+
+using namespace pybind11::literals;
+
+bool g_enable_x64 = false;
+uint64_t g_config_epoch = 0;
+
+DType Canonical(DType t) {
+  if (g_enable_x64) return t;
+  switch (t) {
+    case DType::kS64: return DType::kS32;
+    case DType::kU64: return DType::kU32;
+    case DType::kF64: return DType::kF32;
+    default: return t;
+  }
+}
+
+struct LeafSig {
+  DType dtype;
+  bool weak;
+  std::vector<int64_t> shape;
+  bool operator==(const LeafSig& o) const {
+    return dtype == o.dtype && weak == o.weak && shape == o.shape;
+  }
+};
+
+struct CallSignature {
+  PyTreeDef treedef;
+  std::vector<py::object> statics;
+  std::vector<LeafSig> leaves;
+  uint64_t epoch = 0;
+  size_t hash = 0;
+
+  bool operator==(const CallSignature& o) const {
+    if (hash != o.hash || epoch != o.epoch || leaves != o.leaves || statics.size() != o.statics.size()) {
+      return false;
+    }
+    for (size_t i = 0; i < statics.size(); ++i) {
+      if (!statics[i].equal(o.statics[i])) return false;
+    }
+    return treedef == o.treedef;
+  }
+};
+
+struct SignatureHash {
+  size_t operator()(const CallSignature& s) const { return s.hash; }
+};
+
+struct CacheEntry {
+  std::shared_ptr<Executable> exe;
+  PyTreeDef out_treedef;
+  std::vector<bool> out_weak;
+  bool release_gil = false;
+};
+
+// What the fast path extracted from one leaf.
+struct LeafValue {
+  LeafSig sig;
+  const void* data = nullptr;
+  uint64_t scalar = 0;  // storage for Python scalars
+  bool is_scalar = false;
+};
+
+// Classifies a leaf; returns false if the fast path cannot handle it (tracers, objects
+// that are not arrays, dtypes that need conversion): the call then goes to Python.
+bool ClassifyLeaf(py::handle h, LeafValue& out, std::vector<py::object>& keep_alive) {
+  PyObject* p = h.ptr();
+  if (Py_TYPE(p) == ArrayType()) {
+    const PyArray& a = h.cast<const PyArray&>();
+    if (Canonical(a.dtype) != a.dtype) return false;
+    out.sig = {a.dtype, a.weak_type, a.shape};
+    out.data = a.buffer->data();
+    return true;
+  }
+  if (PyBool_Check(p)) {
+    out.sig = {DType::kPred, false, {}};
+    out.scalar = p == Py_True ? 1 : 0;
+    out.is_scalar = true;
+    return true;
+  }
+  if (PyLong_CheckExact(p)) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(p, &overflow);
+    if (overflow) return false;
+    if (g_enable_x64) {
+      out.sig = {DType::kS64, true, {}};
+      std::memcpy(&out.scalar, &v, 8);
+    } else {
+      if (v < INT32_MIN || v > INT32_MAX) return false;  // Python raises the overflow error
+      int32_t v32 = static_cast<int32_t>(v);
+      out.sig = {DType::kS32, true, {}};
+      std::memcpy(&out.scalar, &v32, 4);
+    }
+    out.is_scalar = true;
+    return true;
+  }
+  if (PyFloat_CheckExact(p)) {
+    double v = PyFloat_AS_DOUBLE(p);
+    if (g_enable_x64) {
+      out.sig = {DType::kF64, true, {}};
+      std::memcpy(&out.scalar, &v, 8);
+    } else {
+      float f = static_cast<float>(v);
+      out.sig = {DType::kF32, true, {}};
+      std::memcpy(&out.scalar, &f, 4);
+    }
+    out.is_scalar = true;
+    return true;
+  }
+  if (py::isinstance<py::array>(h)) {
+    py::array a = py::reinterpret_borrow<py::array>(h);
+    std::optional<DType> t = DTypeFromNumpy(a.dtype());
+    if (!t || Canonical(*t) != *t) return false;
+    if (!(a.flags() & py::array::c_style)) return false;
+    if (reinterpret_cast<uintptr_t>(a.data()) % DTypeBytes(*t) != 0) return false;
+    out.sig = {*t, false, std::vector<int64_t>(a.shape(), a.shape() + a.ndim())};
+    out.data = a.data();
+    keep_alive.push_back(py::reinterpret_borrow<py::object>(h));
+    return true;
+  }
+  return false;
+}
+
+std::string CallerLocation() {
+  PyFrameObject* frame = PyEval_GetFrame();
+  if (!frame) return "<unknown>";
+  PyCodeObject* code = PyFrame_GetCode(frame);
+  std::string file = py::str(code->co_filename).cast<std::string>();
+  int line = PyFrame_GetLineNumber(frame);
+  Py_DECREF(code);
+  return file + ":" + std::to_string(line);
+}
+
+class JitFunction {
+ public:
+  JitFunction(py::function fun, py::function cache_miss, std::vector<int> static_argnums,
+              std::vector<std::string> static_argnames)
+      : fun_(std::move(fun)), cache_miss_(std::move(cache_miss)),
+        static_argnums_(std::move(static_argnums)), static_argnames_(std::move(static_argnames)) {}
+
+  py::object Call(py::args args, py::kwargs kwargs) {
+    // Split static from dynamic arguments.
+    CallSignature sig;
+    sig.epoch = g_config_epoch;
+    size_t nargs = args.size();
+    py::list dyn_args;
+    for (size_t i = 0; i < nargs; ++i) {
+      if (IsStaticPosition(static_cast<int>(i), static_cast<int>(nargs))) {
+        sig.statics.push_back(args[i]);
+      } else {
+        dyn_args.append(args[i]);
+      }
+    }
+    py::dict dyn_kwargs;
+    if (kwargs) {
+      for (auto [k, v] : kwargs) {
+        std::string name = py::cast<std::string>(k);
+        if (IsStaticName(name)) {
+          sig.statics.push_back(py::make_tuple(k, v));
+        } else {
+          dyn_kwargs[k] = v;
+        }
+      }
+    }
+    size_t h = 0;
+    for (size_t i = 0; i < sig.statics.size(); ++i) {
+      Py_hash_t sh = PyObject_Hash(sig.statics[i].ptr());
+      if (sh == -1) {
+        PyErr_Clear();
+        throw py::type_error(
+            CallerLocation() + ": a static argument of jit(" + FunctionName() + ") has type " +
+            py::str(py::type::handle_of(sig.statics[i]).attr("__name__")).cast<std::string>() +
+            ", which is not hashable. Static arguments are part of the compilation cache key, so "
+            "they must be hashable: pass a tuple instead of a list, or make the argument dynamic.");
+      }
+      h = h * 1000003u ^ static_cast<size_t>(sh);
+    }
+
+    std::vector<py::object> leaves;
+    py::tuple dyn = py::make_tuple(py::tuple(dyn_args), dyn_kwargs);
+    sig.treedef = PyTreeDef::Flatten(dyn, leaves);
+    std::vector<LeafValue> values(leaves.size());
+    std::vector<py::object> keep_alive;
+    bool fast = true;
+    for (size_t i = 0; i < leaves.size() && fast; ++i) {
+      fast = ClassifyLeaf(leaves[i], values[i], keep_alive);
+    }
+    if (!fast) return Miss(args, kwargs, nullptr);
+    sig.leaves.reserve(values.size());
+    for (LeafValue& v : values) {
+      sig.leaves.push_back(v.sig);
+      h = h * 1000003u ^ (static_cast<size_t>(v.sig.dtype) * 2 + v.sig.weak);
+      for (int64_t d : v.sig.shape) h = h * 31 + static_cast<size_t>(d);
+    }
+    sig.hash = h ^ sig.treedef.Hash() ^ (sig.epoch * 0x9e3779b97f4a7c15ull);
+
+    auto it = cache_.find(sig);
+    if (it == cache_.end()) return Miss(args, kwargs, &sig);
+    return Run(it->second, values);
+  }
+
+  void Insert(const CallSignature& sig, CacheEntry entry) { cache_.emplace(sig, std::move(entry)); }
+  size_t cache_size() const { return cache_.size(); }
+  void clear() { cache_.clear(); }
+  const py::function& fun() const { return fun_; }
+
+ private:
+  bool IsStaticPosition(int i, int n) const {
+    for (int s : static_argnums_) {
+      if (s == i || (s < 0 && s + n == i)) return true;
+    }
+    return false;
+  }
+  bool IsStaticName(const std::string& name) const {
+    for (const std::string& s : static_argnames_) {
+      if (s == name) return true;
+    }
+    return false;
+  }
+  std::string FunctionName() const {
+    py::object name = py::getattr(fun_, "__name__", py::str("<function>"));
+    return py::str(name).cast<std::string>();
+  }
+
+  py::object Run(const CacheEntry& entry, std::vector<LeafValue>& values) {
+    const Executable& exe = *entry.exe;
+    std::vector<const void*> params(values.size());
+    for (size_t i = 0; i < values.size(); ++i) {
+      params[i] = values[i].is_scalar ? static_cast<const void*>(&values[i].scalar) : values[i].data;
+    }
+    const std::vector<Shape>& out_shapes = exe.output_shapes();
+    std::vector<std::shared_ptr<Buffer>> outs;
+    if (entry.release_gil) {
+      py::gil_scoped_release release;
+      outs = exe.Run(params.data());
+    } else {
+      outs = exe.Run(params.data());
+    }
+    std::vector<py::object> out_leaves;
+    out_leaves.reserve(outs.size());
+    for (size_t i = 0; i < outs.size(); ++i) {
+      PyArray a;
+      a.buffer = std::move(outs[i]);
+      a.dtype = out_shapes[i].dtype();
+      a.shape = out_shapes[i].dims();
+      a.weak_type = entry.out_weak[i];
+      out_leaves.push_back(WrapArray(std::move(a)));
+    }
+    return entry.out_treedef.Unflatten(out_leaves);
+  }
+
+  // Python traces and compiles, runs the call and replies (kind, info, result): kind
+  // "entry" with info = (executable, out_treedef, out_weak_types) to cache, or "result"
+  // when the call cannot be cached (tracer arguments: jit inside a trace).
+  py::object Miss(py::args args, py::kwargs kwargs, const CallSignature* sig) {
+    py::tuple reply = cache_miss_(args, kwargs ? kwargs : py::dict());
+    std::string kind = reply[0].cast<std::string>();
+    if (kind != "entry" || sig == nullptr) return reply[2];
+    py::tuple info = reply[1];
+    CacheEntry entry;
+    entry.exe = info[0].cast<std::shared_ptr<Executable>>();
+    entry.out_treedef = info[1].cast<PyTreeDef>();
+    for (py::handle w : info[2]) entry.out_weak.push_back(w.cast<bool>());
+    const std::vector<Shape>& params = entry.exe->parameter_shapes();
+    if (params.size() != sig->leaves.size()) {
+      throw py::value_error("internal error in fusionjit: traced " + std::to_string(params.size()) +
+                            " parameters for " + std::to_string(sig->leaves.size()) + " leaves");
+    }
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (params[i].dtype() != sig->leaves[i].dtype || params[i].dims() != sig->leaves[i].shape) {
+        throw py::value_error("internal error in fusionjit: parameter " + std::to_string(i) + " is " +
+                              params[i].ToString() + " but the argument's signature differs");
+      }
+    }
+    int64_t bytes = entry.exe->temp_bytes();
+    for (const Shape& s : entry.exe->output_shapes()) bytes += s.ByteSize();
+    for (const Shape& s : params) bytes += s.ByteSize();
+    bool parallel = false;
+    for (const KernelInfo& k : entry.exe->kernels()) parallel = parallel || k.parallel;
+    entry.release_gil = parallel || bytes > (1 << 20);
+    Insert(*sig, std::move(entry));
+    return reply[2];
+  }
+
+  py::function fun_;
+  py::function cache_miss_;
+  std::vector<int> static_argnums_;
+  std::vector<std::string> static_argnames_;
+  std::unordered_map<CallSignature, CacheEntry, SignatureHash> cache_;
+};
+
+}  // namespace
+
+void DefineJitFunction(py::module_& m) {
+  py::class_<JitFunction>(m, "JitFunction", py::dynamic_attr())
+      .def(py::init<py::function, py::function, std::vector<int>, std::vector<std::string>>(), "fun"_a,
+           "cache_miss"_a, "static_argnums"_a, "static_argnames"_a)
+      .def("__call__", &JitFunction::Call)
+      .def("_cache_size", &JitFunction::cache_size)
+      .def("_clear_cache", &JitFunction::clear)
+      .def_property_readonly("__wrapped__", &JitFunction::fun);
+  m.def("set_enable_x64", [](bool on) {
+    g_enable_x64 = on;
+    ++g_config_epoch;
+  });
+  m.def("bump_config_epoch", [] { ++g_config_epoch; });
+}
+
+}  // namespace fj::py_bindings

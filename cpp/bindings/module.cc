@@ -1,0 +1,48 @@
+// The extension module fusionjit._core: registers every binding and turns fj::Error into
+// Python exceptions (InvalidArgument -> FusionJitError(ValueError), Unimplemented ->
+// NotImplementedError, Internal -> InternalError(RuntimeError)).
+#include <pybind11/pybind11.h>
+
+#include "bindings/array.h"
+#include "bindings/ir_bindings.h"
+#include "bindings/jit_function.h"
+#include "bindings/pytree.h"
+#include "codegen/cpu/cpu_compiler.h"
+#include "runtime/thread_pool.h"
+#include "support/error.h"
+#include "support/flags.h"
+
+namespace py = pybind11;
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "fusionjit's C++ core: IR, passes, LLVM codegen and runtime";
+  static py::exception<fj::Error> invalid(m, "FusionJitError", PyExc_ValueError);
+  static py::exception<fj::Error> internal(m, "InternalError", PyExc_RuntimeError);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const fj::Error& e) {
+      switch (e.code()) {
+        case fj::ErrorCode::kInvalidArgument:
+          py::set_error(invalid, e.what());
+          break;
+        case fj::ErrorCode::kUnimplemented:
+          PyErr_SetString(PyExc_NotImplementedError, e.what());
+          break;
+        case fj::ErrorCode::kInternal:
+          py::set_error(internal, (std::string("internal error in fusionjit (please report it): ") + e.what()).c_str());
+          break;
+      }
+    }
+  });
+
+  fj::py_bindings::DefineArray(m);
+  fj::py_bindings::DefinePyTree(m);
+  fj::py_bindings::DefineIr(m);
+  fj::py_bindings::DefineJitFunction(m);
+
+  m.def("host_cpu", &fj::cpu::HostCpuDescription);
+  m.def("num_threads", [] { return fj::ThreadPool::Global().num_threads(); });
+  m.def("set_checks", [](bool on) { fj::GetDebugFlags().checks = on; });
+  m.def("checks_enabled", [] { return fj::GetDebugFlags().checks; });
+}

@@ -1,0 +1,39 @@
+// CPU code generation: the whole kernelized entry computation becomes one native function
+// (FjEntryFn) that calls its kernels directly, or through the thread pool when they are
+// large. Compiled with LLVM's new pass manager and ORC LLJIT for the host CPU.
+// No LLVM types in this header: the compiler layer includes it.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "analysis/buffer_assignment.h"
+#include "ir/module.h"
+#include "runtime/executable.h"
+#include "support/abi.h"
+
+namespace fj::cpu {
+
+struct CpuOptions {
+  int vector_width = 8;               // SIMD lanes per step (8 x f32 = one AVX2 register)
+  int opt_level = 2;                  // LLVM optimisation level, 0-3
+  int64_t parallel_min_elements = 1 << 16;  // smaller kernels run on the calling thread
+  bool keep_llvm_ir = false;          // fill CpuProgram::llvm_ir
+};
+
+struct CpuProgram {
+  FjEntryFn entry = nullptr;
+  std::shared_ptr<void> code;  // owns the JIT'd code
+  std::vector<KernelInfo> kernels;
+  std::string llvm_ir;  // optimised LLVM IR, when requested
+};
+
+// `module` must be kernelized (see fusion/kernel_wrapper.h); `buffers` is its assignment.
+CpuProgram CompileCpuProgram(const Module& module, const BufferAssignment& buffers,
+                             const CpuOptions& options);
+
+// The host CPU as LLVM sees it, e.g. "znver4 (+avx2,+avx512f,...)".
+std::string HostCpuDescription();
+
+}  // namespace fj::cpu

@@ -1,0 +1,119 @@
+// The LLJIT engine (see jit.h). LLVM errors become fj::Error; nothing here aborts.
+#include "codegen/cpu/jit.h"
+
+#include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
+#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/IR/Verifier.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+#include "support/error.h"
+
+namespace fj::cpu {
+namespace {
+
+std::string ErrorText(llvm::Error e) { return llvm::toString(std::move(e)); }
+
+template <typename T>
+T Unwrap(llvm::Expected<T> v, const char* what) {
+  if (!v) ThrowInternal(what, ": ", ErrorText(v.takeError()));
+  return std::move(*v);
+}
+
+llvm::orc::JITDylib& UnwrapRef(llvm::Expected<llvm::orc::JITDylib&> v, const char* what) {
+  if (!v) ThrowInternal(what, ": ", ErrorText(v.takeError()));
+  return *v;
+}
+
+}  // namespace
+
+JitEngine& JitEngine::Get() {
+  static JitEngine* engine = new JitEngine();  // lives as long as the process
+  return *engine;
+}
+
+JitEngine::JitEngine() {
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  auto jtmb = Unwrap(llvm::orc::JITTargetMachineBuilder::detectHost(), "detecting the host CPU");
+  jtmb.setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+  target_machine_ = Unwrap(jtmb.createTargetMachine(), "creating the target machine");
+  jit_ = Unwrap(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(jtmb)).create(),
+                "creating the JIT");
+}
+
+void JitEngine::Optimize(llvm::Module& module, int opt_level) {
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PassBuilder pb(target_machine_.get());
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::OptimizationLevel level = opt_level <= 0   ? llvm::OptimizationLevel::O0
+                                  : opt_level == 1 ? llvm::OptimizationLevel::O1
+                                  : opt_level == 2 ? llvm::OptimizationLevel::O2
+                                                   : llvm::OptimizationLevel::O3;
+  llvm::ModulePassManager mpm = level == llvm::OptimizationLevel::O0
+                                    ? pb.buildO0DefaultPipeline(level)
+                                    : pb.buildPerModuleDefaultPipeline(level);
+  mpm.run(module, mam);
+}
+
+std::pair<void*, std::shared_ptr<void>> JitEngine::Add(std::unique_ptr<llvm::Module> module,
+                                                       std::unique_ptr<llvm::LLVMContext> context,
+                                                       const std::string& symbol, int opt_level,
+                                                       std::string* ir_out) {
+  module->setDataLayout(target_machine_->createDataLayout());
+  module->setTargetTriple(target_machine_->getTargetTriple().str());
+  std::string cpu = target_machine_->getTargetCPU().str();
+  std::string features = target_machine_->getTargetFeatureString().str();
+  for (llvm::Function& f : *module) {
+    if (f.isDeclaration()) continue;
+    f.addFnAttr("target-cpu", cpu);
+    f.addFnAttr("target-features", features);
+  }
+  std::string verify_errors;
+  llvm::raw_string_ostream verify_os(verify_errors);
+  if (llvm::verifyModule(*module, &verify_os)) {
+    ThrowInternal("generated LLVM IR is invalid: ", verify_os.str());
+  }
+  Optimize(*module, opt_level);
+  if (ir_out) {
+    llvm::raw_string_ostream os(*ir_out);
+    module->print(os, nullptr);
+  }
+
+  std::lock_guard<std::mutex> lock(mu_);
+  llvm::orc::ExecutionSession& es = jit_->getExecutionSession();
+  std::string dylib_name = "fj_program_" + std::to_string(next_dylib_++);
+  llvm::orc::JITDylib& dylib = UnwrapRef(es.createJITDylib(dylib_name), "creating a JIT dylib");
+  // Math fallbacks (sinf, pow, ...) resolve against the process, i.e. libm.
+  auto generator = Unwrap(llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+                              jit_->getDataLayout().getGlobalPrefix()),
+                          "linking the process symbols");
+  dylib.addGenerator(std::move(generator));
+  if (llvm::Error e = jit_->addIRModule(dylib, llvm::orc::ThreadSafeModule(std::move(module), std::move(context)))) {
+    ThrowInternal("adding a module to the JIT: ", ErrorText(std::move(e)));
+  }
+  auto address = jit_->lookup(dylib, symbol);
+  if (!address) {
+    llvm::Error e = address.takeError();
+    std::string text = ErrorText(std::move(e));
+    (void)es.removeJITDylib(dylib);
+    ThrowInternal("compiling the program: ", text);
+  }
+  void* entry = address->toPtr<void*>();
+  llvm::orc::JITDylib* handle = &dylib;
+  // Freeing the code: remove the dylib when the last executable using it is gone.
+  std::shared_ptr<void> owner(static_cast<void*>(handle), [this](void* p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    llvm::consumeError(jit_->getExecutionSession().removeJITDylib(*static_cast<llvm::orc::JITDylib*>(p)));
+  });
+  return {entry, owner};
+}
+
+}  // namespace fj::cpu

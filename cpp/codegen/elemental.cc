@@ -1,0 +1,806 @@
+// The elemental emitter (see elemental.h). Integer semantics follow XLA and are defined for
+// every input: x / 0 == -1, x % 0 == x, INT_MIN / -1 == INT_MIN, shifts by the bit width
+// or more give 0 (arithmetic right shifts: the sign), float -> int conversion saturates
+// (NaN -> 0). maximum/minimum follow NumPy: NaN propagates, ties return the first operand.
+#include "codegen/elemental.h"
+
+#include <algorithm>
+
+#include "codegen/math.h"
+#include "llvm/IR/Intrinsics.h"
+#include "support/error.h"
+
+namespace fj::codegen {
+namespace {
+
+llvm::Value* AllOnes(llvm::Type* t) { return llvm::Constant::getAllOnesValue(t); }
+
+bool Contains(const std::vector<int64_t>& v, int64_t x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+}  // namespace
+
+bool Index::operator==(const Index& o) const { return dims == o.dims && linear == o.linear; }
+
+IndexDim LinearIndex(LaneMath& lanes, const Index& index, const std::vector<int64_t>& dims) {
+  if (index.linear) return *index.linear;
+  FJ_CHECK(index.dims.size() == dims.size(), "index rank ", index.dims.size(), " vs ", dims.size());
+  std::vector<int64_t> strides = RowMajorStrides(dims);
+  IndexDim linear = lanes.Constant(0);
+  bool first = true;
+  for (size_t k = 0; k < dims.size(); ++k) {
+    if (dims[k] == 1) continue;
+    IndexDim term = lanes.MulConst(index.dims[k], strides[k]);
+    linear = first ? term : lanes.Add(linear, term);
+    first = false;
+  }
+  return linear;
+}
+
+ElementalEmitter::ElementalEmitter(Builder& b, BufferReader reader, int width)
+    : b_(b), reader_(std::move(reader)), width_(width) {
+  scopes_.emplace_back();
+}
+
+Val ElementalEmitter::Emit(const Instruction* instr, const Index& index) {
+  for (auto scope = scopes_.rbegin(); scope != scopes_.rend(); ++scope) {
+    auto it = scope->find(instr);
+    if (it == scope->end()) continue;
+    for (const CacheEntry& e : it->second) {
+      if (e.width == width_ && e.index == index) return e.value;
+    }
+  }
+  Val v = EmitUncached(instr, index);
+  scopes_.back()[instr].push_back({width_, index, v});
+  return v;
+}
+
+llvm::Value* ElementalEmitter::ToI64(const Val& v, DType t) {
+  llvm::Type* i64 = b_.getInt64Ty();
+  llvm::Type* target = v.varying ? WithWidth(i64, width_) : i64;
+  return IsSignedInt(t) ? b_.CreateSExtOrTrunc(v.v, target) : b_.CreateZExtOrTrunc(v.v, target);
+}
+
+Val ElementalEmitter::EmitUncached(const Instruction* instr, const Index& index) {
+  LaneMath lanes = Lanes();
+  switch (instr->opcode()) {
+    case Opcode::kParameter:
+      return reader_(instr, index, width_);
+    case Opcode::kConstant: {
+      if (instr->shape().NumElements() == 1) {
+        const Literal& lit = instr->literal();
+        llvm::Type* t = RegisterType(b_.getContext(), lit.dtype());
+        if (IsFloat(lit.dtype())) return {llvm::ConstantFP::get(t, lit.GetDouble(0)), false};
+        return {llvm::ConstantInt::get(t, lit.GetUint64(0)), false};
+      }
+      return reader_(instr, index, width_);
+    }
+    case Opcode::kIota:
+      return EmitIota(instr, index);
+    case Opcode::kBroadcast: {
+      const Instruction* x = instr->operand(0);
+      Index sub;
+      if (x->shape().NumElements() == 1) {  // a scalar broadcast reads one element
+        sub.dims.assign(x->shape().rank(), lanes.Constant(0));
+        return Emit(x, sub);
+      }
+      for (int k = 0; k < x->shape().rank(); ++k) {
+        sub.dims.push_back(x->shape().dim(k) == 1 ? lanes.Constant(0)
+                                                  : index.dims[instr->dimensions()[k]]);
+      }
+      return Emit(x, sub);
+    }
+    case Opcode::kReshape:
+      return EmitReshape(instr, index);
+    case Opcode::kTranspose: {
+      const std::vector<int64_t>& perm = instr->dimensions();
+      Index sub;
+      sub.dims.resize(perm.size());
+      for (size_t k = 0; k < perm.size(); ++k) sub.dims[perm[k]] = index.dims[k];
+      return Emit(instr->operand(0), sub);
+    }
+    case Opcode::kReverse: {
+      Index sub = index;
+      for (int64_t d : instr->dimensions()) {
+        // size - 1 - i
+        sub.dims[d] = lanes.AddConst(lanes.MulConst(index.dims[d], -1), instr->shape().dim(d) - 1);
+      }
+      return Emit(instr->operand(0), sub);
+    }
+    case Opcode::kSlice: {
+      const SliceConfig& s = instr->attrs().slice;
+      Index sub;
+      for (size_t k = 0; k < s.starts.size(); ++k) {
+        sub.dims.push_back(lanes.AddConst(lanes.MulConst(index.dims[k], s.strides[k]), s.starts[k]));
+      }
+      return Emit(instr->operand(0), sub);
+    }
+    case Opcode::kConcatenate:
+      return EmitConcatenate(instr, index);
+    case Opcode::kPad:
+      return EmitPad(instr, index);
+    case Opcode::kDynamicSlice:
+      return EmitDynamicSlice(instr, index);
+    case Opcode::kDynamicUpdateSlice:
+      return EmitDynamicUpdateSlice(instr, index);
+    case Opcode::kReduce:
+      return EmitReduce(instr, index);
+    case Opcode::kArgMax:
+    case Opcode::kArgMin:
+      return EmitArgReduce(instr, index);
+    case Opcode::kDot:
+      return EmitDot(instr, index);
+    default:
+      if (IsElementwise(instr->opcode())) return EmitElementwise(instr, index);
+      ThrowUnimplemented("codegen: no elemental rule for ", OpcodeName(instr->opcode()));
+  }
+}
+
+Val ElementalEmitter::EmitElementwise(const Instruction* instr, const Index& index) {
+  std::vector<Val> ops;
+  bool varying = false;
+  for (const Instruction* op : instr->operands()) {
+    // Clamp bounds may be scalars broadcast implicitly.
+    Index sub = (op->shape().IsScalar() && !instr->shape().IsScalar()) ? Index{} : index;
+    ops.push_back(Emit(op, sub));
+    varying = varying || ops.back().varying;
+  }
+  if (varying) {
+    for (Val& v : ops) v = {Widen(v), true};
+  }
+  Opcode op = instr->opcode();
+  DType in = instr->operand(0)->dtype();
+  if (op == Opcode::kSelect) {
+    return {b_.CreateSelect(ops[0].v, ops[1].v, ops[2].v), varying};
+  }
+  if (op == Opcode::kClamp) {
+    DType t = instr->dtype();
+    llvm::Value* v = EmitBinaryOp(Opcode::kMaximum, t, {}, ops[1].v, ops[0].v);
+    return {EmitBinaryOp(Opcode::kMinimum, t, {}, v, ops[2].v), varying};
+  }
+  if (ops.size() == 1) return {EmitUnaryOp(op, in, instr->dtype(), ops[0].v), varying};
+  return {EmitBinaryOp(op, in, instr->direction(), ops[0].v, ops[1].v), varying};
+}
+
+llvm::Value* ElementalEmitter::EmitUnaryOp(Opcode op, DType in, DType out, llvm::Value* x) {
+  llvm::Type* type = x->getType();
+  llvm::LLVMContext& ctx = b_.getContext();
+  int width = type->isVectorTy() ? static_cast<int>(llvm::cast<llvm::FixedVectorType>(type)->getNumElements()) : 1;
+  auto unary_intrinsic = [&](llvm::Intrinsic::ID id) { return b_.CreateUnaryIntrinsic(id, x); };
+  switch (op) {
+    case Opcode::kNegate:
+      return IsFloat(in) ? b_.CreateFNeg(x) : b_.CreateNeg(x);
+    case Opcode::kAbs:
+      if (IsFloat(in)) return unary_intrinsic(llvm::Intrinsic::fabs);
+      if (IsUnsignedInt(in)) return x;
+      return b_.CreateBinaryIntrinsic(llvm::Intrinsic::abs, x, b_.getFalse());
+    case Opcode::kSign: {
+      if (IsFloat(in)) {
+        llvm::Value* pos = b_.CreateFCmpOGT(x, ConstantOf(type, 0));
+        llvm::Value* neg = b_.CreateFCmpOLT(x, ConstantOf(type, 0));
+        return b_.CreateSelect(pos, ConstantOf(type, 1), b_.CreateSelect(neg, ConstantOf(type, -1), x));
+      }
+      if (IsUnsignedInt(in)) return b_.CreateZExt(b_.CreateICmpNE(x, ConstantOf(type, 0)), type);
+      llvm::Value* pos = b_.CreateZExt(b_.CreateICmpSGT(x, ConstantOf(type, 0)), type);
+      llvm::Value* neg = b_.CreateZExt(b_.CreateICmpSLT(x, ConstantOf(type, 0)), type);
+      return b_.CreateSub(pos, neg);
+    }
+    case Opcode::kNot:
+      return b_.CreateXor(x, AllOnes(type));
+    case Opcode::kFloor: return unary_intrinsic(llvm::Intrinsic::floor);
+    case Opcode::kCeil: return unary_intrinsic(llvm::Intrinsic::ceil);
+    case Opcode::kRoundNearestEven: return unary_intrinsic(llvm::Intrinsic::roundeven);
+    case Opcode::kSqrt: return unary_intrinsic(llvm::Intrinsic::sqrt);
+    case Opcode::kRsqrt: return b_.CreateFDiv(ConstantOf(type, 1), unary_intrinsic(llvm::Intrinsic::sqrt));
+    case Opcode::kExp: return EmitExp(b_, x);
+    case Opcode::kExpm1: return EmitExpm1(b_, x);
+    case Opcode::kLog: return EmitLog(b_, x);
+    case Opcode::kLog1p: return EmitLog1p(b_, x);
+    case Opcode::kSin: return EmitSin(b_, x);
+    case Opcode::kCos: return EmitCos(b_, x);
+    case Opcode::kTan: return EmitTan(b_, x);
+    case Opcode::kTanh: return EmitTanh(b_, x);
+    case Opcode::kIsFinite: {
+      llvm::Value* a = unary_intrinsic(llvm::Intrinsic::fabs);
+      return b_.CreateFCmpONE(a, llvm::ConstantFP::getInfinity(type));
+    }
+    case Opcode::kPopulationCount: return unary_intrinsic(llvm::Intrinsic::ctpop);
+    case Opcode::kCopy: return x;
+    case Opcode::kBitcastConvert:
+      return b_.CreateBitCast(x, WithWidth(RegisterType(ctx, out), width));
+    case Opcode::kConvert: {
+      llvm::Type* to = WithWidth(RegisterType(ctx, out), width);
+      if (in == out) return x;
+      if (IsPred(out)) {
+        return IsFloat(in) ? b_.CreateFCmpUNE(x, ConstantOf(type, 0)) : b_.CreateICmpNE(x, ConstantOf(type, 0));
+      }
+      if (IsPred(in)) return IsFloat(out) ? b_.CreateUIToFP(x, to) : b_.CreateZExt(x, to);
+      if (IsFloat(in) && IsFloat(out)) return b_.CreateFPCast(x, to);
+      if (IsFloat(out)) return IsSignedInt(in) ? b_.CreateSIToFP(x, to) : b_.CreateUIToFP(x, to);
+      if (IsFloat(in)) {
+        auto id = IsSignedInt(out) ? llvm::Intrinsic::fptosi_sat : llvm::Intrinsic::fptoui_sat;
+        return b_.CreateIntrinsic(id, {to, type}, {x});
+      }
+      return IsSignedInt(in) ? b_.CreateSExtOrTrunc(x, to) : b_.CreateZExtOrTrunc(x, to);
+    }
+    default:
+      ThrowUnimplemented("codegen: unary ", OpcodeName(op));
+  }
+}
+
+llvm::Value* ElementalEmitter::EmitBinaryOp(Opcode op, DType t, ComparisonDirection dir,
+                                            llvm::Value* a, llvm::Value* b) {
+  llvm::Type* type = a->getType();
+  bool is_float = IsFloat(t), is_signed = IsSignedInt(t);
+  switch (op) {
+    case Opcode::kAdd: return is_float ? b_.CreateFAdd(a, b) : b_.CreateAdd(a, b);
+    case Opcode::kSubtract: return is_float ? b_.CreateFSub(a, b) : b_.CreateSub(a, b);
+    case Opcode::kMultiply: return is_float ? b_.CreateFMul(a, b) : b_.CreateMul(a, b);
+    case Opcode::kDivide:
+    case Opcode::kRemainder: {
+      bool div = op == Opcode::kDivide;
+      if (is_float) return div ? b_.CreateFDiv(a, b) : b_.CreateFRem(a, b);
+      llvm::Value* zero = b_.CreateICmpEQ(b, ConstantOf(type, 0));
+      llvm::Value* bad = zero;
+      if (is_signed) {
+        unsigned bits = type->getScalarSizeInBits();
+        llvm::Value* min = llvm::ConstantInt::get(type, llvm::APInt::getSignedMinValue(bits));
+        llvm::Value* overflow = b_.CreateAnd(b_.CreateICmpEQ(a, min), b_.CreateICmpEQ(b, AllOnes(type)));
+        bad = b_.CreateOr(zero, overflow);
+      }
+      llvm::Value* safe_b = b_.CreateSelect(bad, ConstantOf(type, 1), b);
+      llvm::Value* r = div ? (is_signed ? b_.CreateSDiv(a, safe_b) : b_.CreateUDiv(a, safe_b))
+                           : (is_signed ? b_.CreateSRem(a, safe_b) : b_.CreateURem(a, safe_b));
+      // a / 1 == INT_MIN and a % 1 == 0 already give the overflow answers.
+      return b_.CreateSelect(zero, div ? AllOnes(type) : a, r);
+    }
+    case Opcode::kPower: {
+      if (is_float) return EmitPow(b_, a, b);
+      // Square-and-multiply over every bit of the exponent, branch-free.
+      unsigned bits = type->getScalarSizeInBits();
+      llvm::Value* result = ConstantOf(type, 1);
+      llvm::Value* base = a;
+      llvm::Value* e = b;
+      for (unsigned i = 0; i < bits; ++i) {
+        llvm::Value* bit = b_.CreateICmpNE(b_.CreateAnd(e, ConstantOf(type, 1)), ConstantOf(type, 0));
+        result = b_.CreateSelect(bit, b_.CreateMul(result, base), result);
+        base = b_.CreateMul(base, base);
+        e = b_.CreateLShr(e, ConstantOf(type, 1));
+      }
+      if (is_signed) {
+        // Negative exponents: 1 ** n == 1, (-1) ** n == +-1, anything else 0.
+        llvm::Value* neg = b_.CreateICmpSLT(b, ConstantOf(type, 0));
+        llvm::Value* odd = b_.CreateICmpNE(b_.CreateAnd(b, ConstantOf(type, 1)), ConstantOf(type, 0));
+        llvm::Value* minus_one_pow = b_.CreateSelect(odd, ConstantOf(type, -1), ConstantOf(type, 1));
+        llvm::Value* neg_result = b_.CreateSelect(
+            b_.CreateICmpEQ(a, ConstantOf(type, 1)), ConstantOf(type, 1),
+            b_.CreateSelect(b_.CreateICmpEQ(a, ConstantOf(type, -1)), minus_one_pow, ConstantOf(type, 0)));
+        result = b_.CreateSelect(neg, neg_result, result);
+      }
+      return result;
+    }
+    case Opcode::kMaximum:
+    case Opcode::kMinimum: {
+      bool max = op == Opcode::kMaximum;
+      if (is_float) {
+        // NumPy: (a >= b || isnan(a)) ? a : b  (min: <=).
+        llvm::Value* keep_a = max ? b_.CreateFCmpOGE(a, b) : b_.CreateFCmpOLE(a, b);
+        keep_a = b_.CreateOr(keep_a, b_.CreateFCmpUNO(a, a));
+        return b_.CreateSelect(keep_a, a, b);
+      }
+      if (IsPred(t)) return max ? b_.CreateOr(a, b) : b_.CreateAnd(a, b);
+      auto id = max ? (is_signed ? llvm::Intrinsic::smax : llvm::Intrinsic::umax)
+                    : (is_signed ? llvm::Intrinsic::smin : llvm::Intrinsic::umin);
+      return b_.CreateBinaryIntrinsic(id, a, b);
+    }
+    case Opcode::kAtan2: return EmitAtan2(b_, a, b);
+    case Opcode::kAnd: return b_.CreateAnd(a, b);
+    case Opcode::kOr: return b_.CreateOr(a, b);
+    case Opcode::kXor: return b_.CreateXor(a, b);
+    case Opcode::kShiftLeft:
+    case Opcode::kShiftRightLogical:
+    case Opcode::kShiftRightArithmetic: {
+      unsigned bits = type->getScalarSizeInBits();
+      llvm::Value* too_far = b_.CreateICmpUGE(b, ConstantOf(type, bits));
+      llvm::Value* amount = b_.CreateAnd(b, ConstantOf(type, bits - 1));
+      if (op == Opcode::kShiftLeft) {
+        return b_.CreateSelect(too_far, ConstantOf(type, 0), b_.CreateShl(a, amount));
+      }
+      if (op == Opcode::kShiftRightLogical) {
+        return b_.CreateSelect(too_far, ConstantOf(type, 0), b_.CreateLShr(a, amount));
+      }
+      return b_.CreateSelect(too_far, b_.CreateAShr(a, ConstantOf(type, bits - 1)), b_.CreateAShr(a, amount));
+    }
+    case Opcode::kCompare: {
+      if (is_float) {
+        switch (dir) {
+          case ComparisonDirection::kEq: return b_.CreateFCmpOEQ(a, b);
+          case ComparisonDirection::kNe: return b_.CreateFCmpUNE(a, b);
+          case ComparisonDirection::kLt: return b_.CreateFCmpOLT(a, b);
+          case ComparisonDirection::kLe: return b_.CreateFCmpOLE(a, b);
+          case ComparisonDirection::kGt: return b_.CreateFCmpOGT(a, b);
+          case ComparisonDirection::kGe: return b_.CreateFCmpOGE(a, b);
+        }
+      }
+      switch (dir) {
+        case ComparisonDirection::kEq: return b_.CreateICmpEQ(a, b);
+        case ComparisonDirection::kNe: return b_.CreateICmpNE(a, b);
+        case ComparisonDirection::kLt: return is_signed ? b_.CreateICmpSLT(a, b) : b_.CreateICmpULT(a, b);
+        case ComparisonDirection::kLe: return is_signed ? b_.CreateICmpSLE(a, b) : b_.CreateICmpULE(a, b);
+        case ComparisonDirection::kGt: return is_signed ? b_.CreateICmpSGT(a, b) : b_.CreateICmpUGT(a, b);
+        case ComparisonDirection::kGe: return is_signed ? b_.CreateICmpSGE(a, b) : b_.CreateICmpUGE(a, b);
+      }
+      return nullptr;
+    }
+    default:
+      ThrowUnimplemented("codegen: binary ", OpcodeName(op));
+  }
+}
+
+llvm::Value* ElementalEmitter::EmitCombiner(const Computation& combiner, llvm::Value* a,
+                                            llvm::Value* b) {
+  std::unordered_map<const Instruction*, llvm::Value*> values;
+  int width = a->getType()->isVectorTy()
+                  ? static_cast<int>(llvm::cast<llvm::FixedVectorType>(a->getType())->getNumElements())
+                  : 1;
+  for (const Instruction* instr : combiner.MakePostOrder()) {
+    llvm::Value* v = nullptr;
+    switch (instr->opcode()) {
+      case Opcode::kParameter:
+        v = instr->parameter_number() == 0 ? a : b;
+        break;
+      case Opcode::kConstant: {
+        llvm::Type* t = WithWidth(RegisterType(b_.getContext(), instr->dtype()), width);
+        const Literal& lit = instr->literal();
+        v = IsFloat(lit.dtype()) ? llvm::ConstantFP::get(t, lit.GetDouble(0))
+                                 : llvm::ConstantInt::get(t, lit.GetUint64(0));
+        break;
+      }
+      case Opcode::kSelect:
+        v = b_.CreateSelect(values.at(instr->operand(0)), values.at(instr->operand(1)),
+                            values.at(instr->operand(2)));
+        break;
+      default:
+        if (!IsElementwise(instr->opcode())) {
+          ThrowUnimplemented("codegen: reduction combiner with ", OpcodeName(instr->opcode()));
+        }
+        if (instr->operand_count() == 1) {
+          v = EmitUnaryOp(instr->opcode(), instr->operand(0)->dtype(), instr->dtype(),
+                          values.at(instr->operand(0)));
+        } else {
+          v = EmitBinaryOp(instr->opcode(), instr->operand(0)->dtype(), instr->direction(),
+                           values.at(instr->operand(0)), values.at(instr->operand(1)));
+        }
+    }
+    values[instr] = v;
+  }
+  return values.at(combiner.root());
+}
+
+llvm::Value* ElementalEmitter::HorizontalCombine(const Computation& combiner, llvm::Value* v) {
+  auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(v->getType());
+  if (!vt) return v;
+  // Pairwise tree: halves the vector with shuffles, keeping the combiner vectorised.
+  unsigned n = vt->getNumElements();
+  while (n > 1 && n % 2 == 0) {
+    std::vector<int> lo, hi;
+    for (unsigned i = 0; i < n / 2; ++i) {
+      lo.push_back(i);
+      hi.push_back(i + n / 2);
+    }
+    llvm::Value* a = b_.CreateShuffleVector(v, lo);
+    llvm::Value* c = b_.CreateShuffleVector(v, hi);
+    v = EmitCombiner(combiner, a, c);
+    n /= 2;
+  }
+  llvm::Value* acc = b_.CreateExtractElement(v, uint64_t{0});
+  for (unsigned i = 1; i < n; ++i) acc = EmitCombiner(combiner, acc, b_.CreateExtractElement(v, i));
+  return acc;
+}
+
+std::vector<llvm::Value*> ElementalEmitter::ForLoop(llvm::Value* start, llvm::Value* end,
+                                                    int64_t step,
+                                                    const std::vector<llvm::Value*>& init,
+                                                    const LoopBody& body, const char* name) {
+  llvm::Function* fn = b_.GetInsertBlock()->getParent();
+  llvm::LLVMContext& ctx = b_.getContext();
+  llvm::BasicBlock* pre = b_.GetInsertBlock();
+  llvm::BasicBlock* header = llvm::BasicBlock::Create(ctx, std::string(name) + ".header", fn);
+  llvm::BasicBlock* body_bb = llvm::BasicBlock::Create(ctx, std::string(name) + ".body", fn);
+  llvm::BasicBlock* exit = llvm::BasicBlock::Create(ctx, std::string(name) + ".exit", fn);
+  b_.CreateBr(header);
+
+  b_.SetInsertPoint(header);
+  llvm::PHINode* i = b_.CreatePHI(b_.getInt64Ty(), 2, name);
+  i->addIncoming(start, pre);
+  std::vector<llvm::PHINode*> carried;
+  std::vector<llvm::Value*> carried_values;
+  for (llvm::Value* v : init) {
+    llvm::PHINode* phi = b_.CreatePHI(v->getType(), 2);
+    phi->addIncoming(v, pre);
+    carried.push_back(phi);
+    carried_values.push_back(phi);
+  }
+  b_.CreateCondBr(b_.CreateICmpSLT(i, end), body_bb, exit);
+
+  b_.SetInsertPoint(body_bb);
+  PushScope();
+  std::vector<llvm::Value*> next = body(i, carried_values);
+  PopScope();
+  FJ_CHECK(next.size() == carried.size());
+  llvm::Value* i_next = b_.CreateAdd(i, b_.getInt64(step), "", /*HasNUW=*/true, /*HasNSW=*/true);
+  llvm::BasicBlock* latch = b_.GetInsertBlock();
+  b_.CreateBr(header);
+  i->addIncoming(i_next, latch);
+  for (size_t k = 0; k < carried.size(); ++k) carried[k]->addIncoming(next[k], latch);
+
+  b_.SetInsertPoint(exit);
+  return carried_values;
+}
+
+Val ElementalEmitter::EmitIota(const Instruction* instr, const Index& index) {
+  LaneMath lanes = Lanes();
+  int64_t d = instr->dimensions()[0];
+  IndexDim i;
+  if (index.linear) {
+    // Flat kernels only use iota of rank 1.
+    i = *index.linear;
+  } else {
+    i = index.dims[d];
+  }
+  DType t = instr->dtype();
+  llvm::Type* scalar = RegisterType(b_.getContext(), t);
+  bool varying = !i.uniform();
+  llvm::Value* v = varying ? lanes.Materialize(i) : i.base;
+  llvm::Type* to = varying ? WithWidth(scalar, width_) : scalar;
+  v = IsFloat(t) ? b_.CreateSIToFP(v, to) : b_.CreateTrunc(v, to);
+  return {v, varying};
+}
+
+Val ElementalEmitter::EmitReshape(const Instruction* instr, const Index& index) {
+  const Instruction* x = instr->operand(0);
+  const std::vector<int64_t>& out_dims = instr->shape().dims();
+  const std::vector<int64_t>& in_dims = x->shape().dims();
+  if (index.linear || out_dims == in_dims) return Emit(x, index);
+  LaneMath lanes = Lanes();
+  // Only size-1 dimensions inserted or removed: map the others one to one.
+  std::vector<int64_t> out_big, in_big;
+  for (size_t k = 0; k < out_dims.size(); ++k) {
+    if (out_dims[k] != 1) out_big.push_back(k);
+  }
+  for (size_t k = 0; k < in_dims.size(); ++k) {
+    if (in_dims[k] != 1) in_big.push_back(k);
+  }
+  bool degenerate = out_big.size() == in_big.size();
+  for (size_t j = 0; degenerate && j < out_big.size(); ++j) {
+    degenerate = out_dims[out_big[j]] == in_dims[in_big[j]];
+  }
+  Index sub;
+  sub.dims.assign(in_dims.size(), lanes.Constant(0));
+  if (degenerate) {
+    for (size_t j = 0; j < in_big.size(); ++j) sub.dims[in_big[j]] = index.dims[out_big[j]];
+    return Emit(x, sub);
+  }
+  IndexDim linear = LinearIndex(lanes, index, out_dims);
+  std::vector<int64_t> strides = RowMajorStrides(in_dims);
+  for (size_t k = 0; k < in_dims.size(); ++k) {
+    if (in_dims[k] == 1) continue;
+    IndexDim q = lanes.DivConst(linear, strides[k]);
+    sub.dims[k] = k == 0 ? q : lanes.RemConst(q, in_dims[k]);
+  }
+  return Emit(x, sub);
+}
+
+Val ElementalEmitter::EmitConcatenate(const Instruction* instr, const Index& index) {
+  LaneMath lanes = Lanes();
+  int64_t d = instr->dimensions()[0];
+  const IndexDim& di = index.dims[d];
+  std::vector<int64_t> offsets;
+  int64_t offset = 0;
+  for (const Instruction* op : instr->operands()) {
+    offsets.push_back(offset);
+    offset += op->shape().dim(d);
+  }
+  int n = instr->operand_count();
+  if (!di.uniform()) {
+    // Lanes may straddle operands: read each operand at a clamped index and select.
+    llvm::Value* pos = lanes.Materialize(di);
+    Val result;
+    for (int k = 0; k < n; ++k) {
+      const Instruction* op = instr->operand(k);
+      if (op->shape().dim(d) == 0) continue;
+      Index sub = index;
+      sub.dims[d] = lanes.Clamp(lanes.AddConst(di, -offsets[k]), 0, op->shape().dim(d) - 1);
+      Val v = Emit(op, sub);
+      if (!result.v) {
+        result = {Widen(v), true};
+        continue;
+      }
+      llvm::Value* in_op = b_.CreateICmpSGE(pos, lanes.Splat(b_.getInt64(offsets[k])));
+      result = {b_.CreateSelect(in_op, Widen(v), result.v), true};
+    }
+    return result;
+  }
+  // Uniform position along the concatenated dimension: branch to the one operand needed.
+  llvm::Function* fn = b_.GetInsertBlock()->getParent();
+  llvm::LLVMContext& ctx = b_.getContext();
+  llvm::BasicBlock* merge = llvm::BasicBlock::Create(ctx, "concat.merge", fn);
+  std::vector<std::pair<llvm::BasicBlock*, Val>> results;
+  for (int k = 0; k < n; ++k) {
+    const Instruction* op = instr->operand(k);
+    if (op->shape().dim(d) == 0) continue;
+    llvm::BasicBlock* here = llvm::BasicBlock::Create(ctx, "concat.op", fn);
+    llvm::BasicBlock* next = nullptr;
+    bool last = offsets[k] + op->shape().dim(d) == offset;
+    if (last) {
+      b_.CreateBr(here);
+    } else {
+      next = llvm::BasicBlock::Create(ctx, "concat.next", fn);
+      b_.CreateCondBr(b_.CreateICmpSLT(di.base, b_.getInt64(offsets[k] + op->shape().dim(d))), here, next);
+    }
+    b_.SetInsertPoint(here);
+    PushScope();
+    Index sub = index;
+    sub.dims[d] = lanes.AddConst(di, -offsets[k]);
+    Val v = Emit(op, sub);
+    PopScope();
+    results.push_back({b_.GetInsertBlock(), v});
+    b_.CreateBr(merge);
+    if (last) break;
+    b_.SetInsertPoint(next);
+  }
+  bool varying = std::any_of(results.begin(), results.end(), [](auto& r) { return r.second.varying; });
+  if (varying) {
+    for (auto& [block, v] : results) {
+      if (v.varying) continue;
+      b_.SetInsertPoint(block->getTerminator());
+      v = {lanes.Splat(v.v), true};
+    }
+  }
+  b_.SetInsertPoint(merge);
+  llvm::PHINode* phi = b_.CreatePHI(results[0].second.v->getType(), results.size());
+  for (auto& [block, v] : results) phi->addIncoming(v.v, block);
+  return {phi, varying};
+}
+
+Val ElementalEmitter::EmitPad(const Instruction* instr, const Index& index) {
+  LaneMath lanes = Lanes();
+  const Instruction* x = instr->operand(0);
+  Val pad_value = Emit(instr->operand(1), Index{});
+  if (x->shape().NumElements() == 0) return pad_value;
+  const std::vector<PadDim>& pad = instr->attrs().padding;
+  bool varying = false;
+  for (const IndexDim& d : index.dims) varying = varying || !d.uniform();
+  Index sub;
+  llvm::Value* inside = nullptr;
+  for (size_t k = 0; k < pad.size(); ++k) {
+    int64_t period = pad[k].interior + 1;
+    llvm::Value* rel = varying ? lanes.Materialize(lanes.AddConst(index.dims[k], -pad[k].low))
+                               : b_.CreateSub(index.dims[k].base, b_.getInt64(pad[k].low));
+    auto c = [&](int64_t v) { return varying ? lanes.Splat(b_.getInt64(v)) : b_.getInt64(v); };
+    llvm::Value* ok = b_.CreateICmpSGE(rel, c(0));
+    if (period > 1) ok = b_.CreateAnd(ok, b_.CreateICmpEQ(b_.CreateSRem(rel, c(period)), c(0)));
+    llvm::Value* pos = period > 1 ? b_.CreateSDiv(rel, c(period)) : rel;
+    ok = b_.CreateAnd(ok, b_.CreateICmpSLT(pos, c(x->shape().dim(k))));
+    inside = inside ? b_.CreateAnd(inside, ok) : ok;
+    IndexDim p = varying ? IndexDim{nullptr, 0, pos} : IndexDim{pos, 0, nullptr};
+    sub.dims.push_back(lanes.Clamp(p, 0, x->shape().dim(k) - 1));
+  }
+  Val v = Emit(x, sub);
+  if (varying || v.varying) {
+    if (!varying) inside = lanes.Splat(inside);
+    return {b_.CreateSelect(inside, Widen(v), Widen(pad_value)), true};
+  }
+  return {b_.CreateSelect(inside, v.v, pad_value.v), false};
+}
+
+std::vector<llvm::Value*> ElementalEmitter::StartIndices(const Instruction* instr, size_t first,
+                                                         const std::vector<int64_t>& sizes) {
+  std::vector<llvm::Value*> starts;
+  const Shape& shape = instr->operand(0)->shape();
+  WidthScope scalar(*this, 1);
+  LaneMath lanes = Lanes();
+  for (int k = 0; k < shape.rank(); ++k) {
+    const Instruction* op = instr->operand(first + k);
+    llvm::Value* s = ToI64(Emit(op, Index{}), op->dtype());
+    starts.push_back(lanes.Clamp(lanes.Uniform(s), 0, shape.dim(k) - sizes[k]).base);
+  }
+  return starts;
+}
+
+Val ElementalEmitter::EmitDynamicSlice(const Instruction* instr, const Index& index) {
+  LaneMath lanes = Lanes();
+  std::vector<llvm::Value*> starts = StartIndices(instr, 1, instr->shape().dims());
+  Index sub;
+  for (size_t k = 0; k < starts.size(); ++k) sub.dims.push_back(lanes.Add(index.dims[k], lanes.Uniform(starts[k])));
+  return Emit(instr->operand(0), sub);
+}
+
+Val ElementalEmitter::EmitDynamicUpdateSlice(const Instruction* instr, const Index& index) {
+  LaneMath lanes = Lanes();
+  const Instruction* update = instr->operand(1);
+  const std::vector<int64_t>& usize = update->shape().dims();
+  std::vector<llvm::Value*> starts = StartIndices(instr, 2, usize);
+  if (update->shape().NumElements() == 0) return Emit(instr->operand(0), index);
+  bool varying = false;
+  for (const IndexDim& d : index.dims) varying = varying || !d.uniform();
+  llvm::Value* inside = nullptr;
+  Index sub;
+  for (size_t k = 0; k < starts.size(); ++k) {
+    IndexDim rel = lanes.Add(index.dims[k], lanes.Uniform(b_.CreateNeg(starts[k])));
+    llvm::Value* r = varying ? lanes.Materialize(rel) : rel.base;
+    auto c = [&](int64_t v) { return varying ? lanes.Splat(b_.getInt64(v)) : b_.getInt64(v); };
+    llvm::Value* ok = b_.CreateAnd(b_.CreateICmpSGE(r, c(0)), b_.CreateICmpSLT(r, c(usize[k])));
+    inside = inside ? b_.CreateAnd(inside, ok) : ok;
+    sub.dims.push_back(lanes.Clamp(rel, 0, usize[k] - 1));
+  }
+  Val u = Emit(update, sub);
+  Val base = Emit(instr->operand(0), index);
+  if (varying || u.varying || base.varying) {
+    if (!varying) inside = lanes.Splat(inside);
+    return {b_.CreateSelect(inside, Widen(u), Widen(base)), true};
+  }
+  return {b_.CreateSelect(inside, u.v, base.v), false};
+}
+
+Val ElementalEmitter::EmitReduce(const Instruction* instr, const Index& index) {
+  const Instruction* x = instr->operand(0);
+  const Computation& combiner = *instr->to_apply();
+  const std::vector<int64_t>& rdims = instr->dimensions();
+  const std::vector<int64_t>& in_dims = x->shape().dims();
+  Val init = Emit(instr->operand(1), Index{});
+  if (rdims.empty()) {
+    // Nothing reduced: combine the init with each element once.
+    Index sub = index;
+    Val v = Emit(x, sub);
+    Val i = init;
+    Lanes().Unify(i, v);
+    return {EmitCombiner(combiner, i.v, v.v), v.varying};
+  }
+  // Operand index: kept dims from the output index, reduced dims from the loops.
+  Index sub;
+  sub.dims.resize(in_dims.size());
+  size_t out_k = 0;
+  for (size_t k = 0; k < in_dims.size(); ++k) {
+    if (!Contains(rdims, k)) sub.dims[k] = index.dims[out_k++];
+  }
+  bool out_varying = false;
+  for (const IndexDim& d : index.dims) out_varying = out_varying || !d.uniform();
+  int64_t last = rdims.back();
+  int64_t inner_size = in_dims[last];
+  // A row reduction over uniform outputs: vectorise the innermost reduced dimension.
+  bool vector_inner = width_ > 1 && !out_varying && last == static_cast<int64_t>(in_dims.size()) - 1 &&
+                      inner_size >= width_;
+
+  llvm::Value* acc0 = out_varying ? Widen(init) : init.v;
+  // Loops over all reduced dims but the last carry the accumulator in `acc0`'s form.
+  std::function<llvm::Value*(size_t, Index&, llvm::Value*)> loop_dims;
+  loop_dims = [&](size_t r, Index& idx, llvm::Value* acc) -> llvm::Value* {
+    LaneMath lanes = Lanes();
+    int64_t d = rdims[r];
+    if (r + 1 < rdims.size()) {
+      return ForLoop(b_.getInt64(0), b_.getInt64(in_dims[d]), 1, {acc},
+                     [&](llvm::Value* i, const std::vector<llvm::Value*>& c) {
+                       idx.dims[d] = lanes.Uniform(i);
+                       return std::vector<llvm::Value*>{loop_dims(r + 1, idx, c[0])};
+                     }, "reduce")[0];
+    }
+    auto scalar_loop = [&](llvm::Value* start, llvm::Value* a) {
+      return ForLoop(start, b_.getInt64(in_dims[d]), 1, {a},
+                     [&](llvm::Value* i, const std::vector<llvm::Value*>& c) {
+                       LaneMath l = Lanes();
+                       idx.dims[d] = l.Uniform(i);
+                       Val v = Emit(x, idx);
+                       Val cur{c[0], c[0]->getType()->isVectorTy()};
+                       l.Unify(cur, v);
+                       return std::vector<llvm::Value*>{EmitCombiner(combiner, cur.v, v.v)};
+                     }, "reduce")[0];
+    };
+    if (!vector_inner) return scalar_loop(b_.getInt64(0), acc);
+    int64_t vec_end = inner_size - inner_size % width_;
+    llvm::Value* vacc = ForLoop(b_.getInt64(0), b_.getInt64(vec_end), width_, {lanes.Splat(init.v)},
+                                [&](llvm::Value* i, const std::vector<llvm::Value*>& c) {
+                                  idx.dims[d] = lanes.LaneRamp(i);
+                                  Val v = Emit(x, idx);
+                                  return std::vector<llvm::Value*>{EmitCombiner(combiner, c[0], Widen(v))};
+                                }, "reduce.vec")[0];
+    llvm::Value* folded = EmitCombiner(combiner, acc, HorizontalCombine(combiner, vacc));
+    if (vec_end == inner_size) return folded;
+    WidthScope scalar(*this, 1);
+    return scalar_loop(b_.getInt64(vec_end), folded);
+  };
+  llvm::Value* result = loop_dims(0, sub, acc0);
+  return {result, out_varying};
+}
+
+Val ElementalEmitter::EmitArgReduce(const Instruction* instr, const Index& index) {
+  const Instruction* x = instr->operand(0);
+  int64_t axis = instr->dimensions()[0];
+  bool is_max = instr->opcode() == Opcode::kArgMax;
+  DType t = x->dtype();
+  Index sub;
+  size_t out_k = 0;
+  for (int k = 0; k < x->shape().rank(); ++k) {
+    sub.dims.push_back(k == axis ? Lanes().Constant(0) : index.dims[out_k++]);
+  }
+  bool varying = false;
+  for (const IndexDim& d : index.dims) varying = varying || !d.uniform();
+  Val first = Emit(x, sub);
+  llvm::Value* best = varying ? Widen(first) : first.v;
+  llvm::Type* idx_type = varying ? WithWidth(b_.getInt64Ty(), width_) : b_.getInt64Ty();
+  llvm::Value* best_i = llvm::ConstantInt::get(idx_type, 0);
+  std::vector<llvm::Value*> out = ForLoop(
+      b_.getInt64(1), b_.getInt64(x->shape().dim(axis)), 1, {best, best_i},
+      [&](llvm::Value* i, const std::vector<llvm::Value*>& c) {
+        LaneMath lanes = Lanes();
+        sub.dims[axis] = lanes.Uniform(i);
+        Val v = Emit(x, sub);
+        llvm::Value* val = varying ? Widen(v) : v.v;
+        llvm::Value* take;
+        if (IsFloat(t)) {
+          // First NaN wins; otherwise the first strict improvement.
+          take = is_max ? b_.CreateFCmpOGT(val, c[0]) : b_.CreateFCmpOLT(val, c[0]);
+          llvm::Value* new_nan = b_.CreateAnd(b_.CreateFCmpUNO(val, val), b_.CreateFCmpORD(c[0], c[0]));
+          take = b_.CreateOr(take, new_nan);
+        } else {
+          DType ct = IsPred(t) ? DType::kU32 : t;
+          take = EmitBinaryOp(Opcode::kCompare, ct, is_max ? ComparisonDirection::kGt : ComparisonDirection::kLt,
+                              val, c[0]);
+        }
+        llvm::Value* iv = varying ? lanes.Splat(i) : i;
+        return std::vector<llvm::Value*>{b_.CreateSelect(take, val, c[0]), b_.CreateSelect(take, iv, c[1])};
+      },
+      "argreduce");
+  llvm::Type* out_type = WithWidth(RegisterType(b_.getContext(), instr->dtype()), varying ? width_ : 1);
+  return {b_.CreateTrunc(out[1], out_type), varying};
+}
+
+Val ElementalEmitter::EmitDot(const Instruction* instr, const Index& index) {
+  const Instruction* lhs = instr->operand(0);
+  const Instruction* rhs = instr->operand(1);
+  const DotDims& dd = instr->attrs().dot;
+  DType t = instr->dtype();
+  auto free_dims = [](int rank, const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+    std::vector<int64_t> f;
+    for (int i = 0; i < rank; ++i) {
+      if (!Contains(a, i) && !Contains(b, i)) f.push_back(i);
+    }
+    return f;
+  };
+  std::vector<int64_t> lfree = free_dims(lhs->shape().rank(), dd.lhs_batch, dd.lhs_contracting);
+  std::vector<int64_t> rfree = free_dims(rhs->shape().rank(), dd.rhs_batch, dd.rhs_contracting);
+  Index li, ri;
+  li.dims.resize(lhs->shape().rank());
+  ri.dims.resize(rhs->shape().rank());
+  size_t p = 0;
+  for (size_t k = 0; k < dd.lhs_batch.size(); ++k, ++p) {
+    li.dims[dd.lhs_batch[k]] = index.dims[p];
+    ri.dims[dd.rhs_batch[k]] = index.dims[p];
+  }
+  for (int64_t f : lfree) li.dims[f] = index.dims[p++];
+  for (int64_t f : rfree) ri.dims[f] = index.dims[p++];
+  bool varying = false;
+  for (const IndexDim& d : index.dims) varying = varying || !d.uniform();
+  llvm::Type* type = WithWidth(RegisterType(b_.getContext(), t), varying ? width_ : 1);
+  std::function<llvm::Value*(size_t, llvm::Value*)> loop = [&](size_t c, llvm::Value* acc) -> llvm::Value* {
+    if (c == dd.lhs_contracting.size()) {
+      Val l = Emit(lhs, li), r = Emit(rhs, ri);
+      llvm::Value* lv = varying ? Widen(l) : l.v;
+      llvm::Value* rv = varying ? Widen(r) : r.v;
+      if (IsPred(t)) return b_.CreateOr(acc, b_.CreateAnd(lv, rv));
+      if (IsFloat(t)) return b_.CreateFAdd(acc, b_.CreateFMul(lv, rv));
+      return b_.CreateAdd(acc, b_.CreateMul(lv, rv));
+    }
+    int64_t n = lhs->shape().dim(dd.lhs_contracting[c]);
+    return ForLoop(b_.getInt64(0), b_.getInt64(n), 1, {acc},
+                   [&](llvm::Value* i, const std::vector<llvm::Value*>& cur) {
+                     li.dims[dd.lhs_contracting[c]] = Lanes().Uniform(i);
+                     ri.dims[dd.rhs_contracting[c]] = Lanes().Uniform(i);
+                     return std::vector<llvm::Value*>{loop(c + 1, cur[0])};
+                   }, "dot")[0];
+  };
+  return {loop(0, ConstantOf(type, 0)), varying};
+}
+
+}  // namespace fj::codegen

@@ -1,0 +1,109 @@
+// The elemental emitter: computes the value of any instruction of a fused computation at a
+// given output index, recursing into its operands with the index mapped through
+// broadcasts, transposes, slices, concatenates, reshapes and the like, and emitting loops
+// for the reductions, arg-reductions and dots it meets. Kernel emitters (kernel_emitter.cc)
+// drive it with the index of each group of `width` output elements.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "codegen/llvm_util.h"
+#include "ir/computation.h"
+
+namespace fj::codegen {
+
+// An index into an array: per-dimension, or (for kernels whose accesses all follow the
+// output's row-major order) only the linear position.
+struct Index {
+  std::vector<IndexDim> dims;
+  std::optional<IndexDim> linear;
+  bool operator==(const Index& o) const;
+};
+
+class ElementalEmitter {
+ public:
+  // Loads the element at `index` from the buffer of a fused parameter or array constant.
+  using BufferReader = std::function<Val(const Instruction* source, const Index& index, int width)>;
+
+  ElementalEmitter(Builder& b, BufferReader reader, int width);
+
+  Val Emit(const Instruction* instr, const Index& index);
+  int width() const { return width_; }
+  Builder& builder() { return b_; }
+
+  // The elementwise semantics, shared with combiners: `dtype` is the operands' type.
+  llvm::Value* EmitUnaryOp(Opcode op, DType in, DType out, llvm::Value* x);
+  llvm::Value* EmitBinaryOp(Opcode op, DType dtype, ComparisonDirection dir, llvm::Value* a,
+                            llvm::Value* b);
+  // Applies a scalar combiner computation (e.g. add) to two values of the same form.
+  llvm::Value* EmitCombiner(const Computation& combiner, llvm::Value* a, llvm::Value* b);
+  // Folds the lanes of a vector with a combiner.
+  llvm::Value* HorizontalCombine(const Computation& combiner, llvm::Value* v);
+
+  // for (i = start; i < end; i += step) with loop-carried values; returns their final
+  // values. `body` gets i and the carried values and returns the next ones.
+  using LoopBody = std::function<std::vector<llvm::Value*>(llvm::Value* i,
+                                                           const std::vector<llvm::Value*>&)>;
+  std::vector<llvm::Value*> ForLoop(llvm::Value* start, llvm::Value* end, int64_t step,
+                                    const std::vector<llvm::Value*>& init, const LoopBody& body,
+                                    const char* name = "loop");
+
+  // Scopes the value cache: values computed inside a loop body or a branch must not be
+  // reused after it.
+  void PushScope() { scopes_.emplace_back(); }
+  void PopScope() { scopes_.pop_back(); }
+
+  // Temporarily changes the number of lanes (e.g. the scalar tail of a vector loop).
+  class WidthScope {
+   public:
+    WidthScope(ElementalEmitter& e, int width) : e_(e), saved_(e.width_) {
+      e.width_ = width;
+      e.PushScope();
+    }
+    ~WidthScope() {
+      e_.PopScope();
+      e_.width_ = saved_;
+    }
+
+   private:
+    ElementalEmitter& e_;
+    int saved_;
+  };
+
+ private:
+  Val EmitUncached(const Instruction* instr, const Index& index);
+  Val EmitElementwise(const Instruction* instr, const Index& index);
+  Val EmitIota(const Instruction* instr, const Index& index);
+  Val EmitReshape(const Instruction* instr, const Index& index);
+  Val EmitConcatenate(const Instruction* instr, const Index& index);
+  Val EmitPad(const Instruction* instr, const Index& index);
+  Val EmitDynamicSlice(const Instruction* instr, const Index& index);
+  Val EmitDynamicUpdateSlice(const Instruction* instr, const Index& index);
+  Val EmitReduce(const Instruction* instr, const Index& index);
+  Val EmitArgReduce(const Instruction* instr, const Index& index);
+  Val EmitDot(const Instruction* instr, const Index& index);
+  // Clamped dynamic start indices of a dynamic-(update-)slice, as uniform i64 values.
+  std::vector<llvm::Value*> StartIndices(const Instruction* instr, size_t first,
+                                         const std::vector<int64_t>& sizes);
+  llvm::Value* ToI64(const Val& v, DType t);
+  LaneMath Lanes() { return LaneMath(b_, width_); }
+  llvm::Value* Widen(const Val& v) { return Lanes().Widen(v); }
+
+  struct CacheEntry {
+    int width;
+    Index index;
+    Val value;
+  };
+  Builder& b_;
+  BufferReader reader_;
+  int width_;
+  std::vector<std::unordered_map<const Instruction*, std::vector<CacheEntry>>> scopes_;
+};
+
+// The row-major linear position of a multi-dimensional index into `dims`.
+IndexDim LinearIndex(LaneMath& lanes, const Index& index, const std::vector<int64_t>& dims);
+
+}  // namespace fj::codegen

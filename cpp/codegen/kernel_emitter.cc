@@ -1,0 +1,288 @@
+// Kernel emission (see kernel_emitter.h).
+#include "codegen/kernel_emitter.h"
+
+#include "codegen/elemental.h"
+#include "ir/computation.h"
+#include "support/error.h"
+
+namespace fj::codegen {
+namespace {
+
+// The instructions whose values a kernel stores: the root, or a tuple root's operands.
+std::vector<const Instruction*> KernelRoots(const Computation& c) {
+  const Instruction* root = c.root();
+  if (root->opcode() == Opcode::kTuple) return {root->operands().begin(), root->operands().end()};
+  return {root};
+}
+
+// A kernel can walk a flat range of elements if every value it reads is at the output's
+// own linear position (elementwise ops, reshapes, scalars, iota of rank 1).
+bool IsFlat(const Computation& c, int64_t elements) {
+  for (const Instruction* i : c.MakePostOrder()) {
+    switch (i->opcode()) {
+      case Opcode::kParameter:
+        if (i->shape().NumElements() != elements && i->shape().NumElements() != 1) return false;
+        if (i->shape().NumElements() == 1 && elements != 1) {
+          // A scalar parameter may be read only through a broadcast.
+          for (const Instruction* u : i->users()) {
+            if (u->opcode() != Opcode::kBroadcast) return false;
+          }
+        }
+        break;
+      case Opcode::kConstant:
+        if (i->shape().NumElements() != 1 && i->shape().NumElements() != elements) return false;
+        break;
+      case Opcode::kReshape:
+      case Opcode::kTuple:
+        break;
+      case Opcode::kBroadcast:
+        if (i->operand(0)->shape().NumElements() != 1) return false;
+        break;
+      case Opcode::kIota:
+        if (i->shape().rank() != 1) return false;
+        break;
+      default:
+        if (!IsElementwise(i->opcode())) return false;
+        if (i->shape().IsArray() && i->shape().NumElements() != elements) {
+          // Elementwise ops on scalars feeding a broadcast are fine.
+          bool scalar = i->shape().NumElements() == 1;
+          if (!scalar) return false;
+        }
+    }
+  }
+  return true;
+}
+
+// A reduction whose operand's innermost dimension is reduced: its outputs are walked one
+// at a time and the vector lanes go into the reduction instead.
+bool IsRowReduction(const Instruction* i) {
+  if (i->opcode() == Opcode::kReduce) {
+    int rank = i->operand(0)->shape().rank();
+    return !i->dimensions().empty() && i->dimensions().back() == rank - 1;
+  }
+  return false;
+}
+
+llvm::Value* StoreValue(Builder& b, DType t, llvm::Value* v) {
+  return t == DType::kPred ? b.CreateZExt(v, v->getType()->isVectorTy()
+                                                 ? WithWidth(b.getInt8Ty(), llvm::cast<llvm::FixedVectorType>(v->getType())->getNumElements())
+                                                 : b.getInt8Ty())
+                           : v;
+}
+
+}  // namespace
+
+KernelPlan PlanKernel(const Instruction* fusion, int max_width) {
+  const Computation& c = *fusion->fused_computation();
+  std::vector<const Instruction*> roots = KernelRoots(c);
+  const Shape& shape = roots[0]->shape();
+  KernelPlan plan;
+  plan.num_outputs = static_cast<int>(roots.size());
+  int64_t elements = shape.NumElements();
+  if (IsFlat(c, elements)) {
+    plan.mode = KernelPlan::Mode::kFlat;
+    plan.units = elements;
+    plan.width = elements >= max_width ? max_width : 1;
+    return plan;
+  }
+  bool row_reduction = false;
+  for (const Instruction* r : roots) row_reduction = row_reduction || IsRowReduction(r);
+  if (shape.rank() == 1) {
+    plan.mode = KernelPlan::Mode::kLinear1D;
+    plan.units = elements;
+    // A row reduction keeps the output loop scalar; EmitReduce vectorises the reduction.
+    plan.width = (!row_reduction && elements >= max_width) ? max_width : 1;
+    return plan;
+  }
+  plan.mode = KernelPlan::Mode::kRows;
+  plan.row_length = shape.rank() == 0 ? 1 : shape.dims().back();
+  plan.units = plan.row_length == 0 ? 0 : elements / plan.row_length;
+  plan.width = (!row_reduction && plan.row_length >= max_width) ? max_width : 1;
+  if (row_reduction) {
+    // Keep the output loop scalar; EmitReduce vectorises over the reduced dimension.
+    plan.width = 1;
+  }
+  return plan;
+}
+
+llvm::GlobalVariable* ConstantGlobal(llvm::Module& module, const Instruction* constant) {
+  std::string name = "const." + std::to_string(constant->unique_id());
+  if (llvm::GlobalVariable* g = module.getNamedGlobal(name)) return g;
+  const Literal& lit = constant->literal();
+  const uint8_t* bytes = static_cast<const uint8_t*>(lit.data());
+  llvm::ArrayRef<uint8_t> data(bytes, static_cast<size_t>(lit.byte_size()));
+  llvm::Constant* init = llvm::ConstantDataArray::get(module.getContext(), data);
+  auto* g = new llvm::GlobalVariable(module, init->getType(), /*isConstant=*/true,
+                                     llvm::GlobalValue::PrivateLinkage, init, name);
+  g->setAlignment(llvm::Align(64));
+  g->setUnnamedAddr(llvm::GlobalValue::UnnamedAddr::Global);
+  return g;
+}
+
+llvm::Function* EmitKernel(llvm::Module& module, const Instruction* fusion, const KernelPlan& plan,
+                           const std::string& name) {
+  llvm::LLVMContext& ctx = module.getContext();
+  const Computation& comp = *fusion->fused_computation();
+  std::vector<const Instruction*> roots = KernelRoots(comp);
+  int num_outputs = static_cast<int>(roots.size());
+  int num_buffers = num_outputs + fusion->operand_count();
+  llvm::Type* ptr = llvm::PointerType::getUnqual(ctx);
+  llvm::Type* i64 = llvm::Type::getInt64Ty(ctx);
+
+  // The body takes each buffer as its own noalias argument; a thin wrapper unpacks the
+  // buffer table, so the same kernel can be called directly or from the thread pool.
+  std::vector<llvm::Type*> params(num_buffers, ptr);
+  params.push_back(i64);
+  params.push_back(i64);
+  auto* body_type = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), params, false);
+  llvm::Function* body =
+      llvm::Function::Create(body_type, llvm::GlobalValue::InternalLinkage, name + ".body", module);
+  body->addFnAttr(llvm::Attribute::NoUnwind);
+  body->addFnAttr(llvm::Attribute::AlwaysInline);
+  for (int i = 0; i < num_buffers; ++i) {
+    body->addParamAttr(i, llvm::Attribute::NoAlias);
+    if (i >= num_outputs) body->addParamAttr(i, llvm::Attribute::ReadOnly);
+  }
+  std::vector<llvm::Value*> buffers;
+  for (int i = 0; i < num_buffers; ++i) buffers.push_back(body->getArg(i));
+  llvm::Value* begin = body->getArg(num_buffers);
+  llvm::Value* end = body->getArg(num_buffers + 1);
+
+  Builder b(llvm::BasicBlock::Create(ctx, "entry", body));
+
+  auto load = [&](llvm::Value* base, DType t, const IndexDim& linear, int width) -> Val {
+    llvm::Type* storage = StorageType(ctx, t);
+    LaneMath lanes(b, width);
+    llvm::Value* v;
+    bool varying = width > 1 && !linear.uniform();
+    if (!varying) {
+      v = b.CreateLoad(storage, b.CreateGEP(storage, base, linear.base));
+    } else if (!linear.vec && linear.stride == 1) {
+      llvm::Type* vt = WithWidth(storage, width);
+      v = b.CreateAlignedLoad(vt, b.CreateGEP(storage, base, linear.base),
+                              llvm::Align(DTypeBytes(t)));
+    } else {
+      llvm::Value* addrs = b.CreateGEP(storage, base, lanes.Materialize(linear));
+      v = b.CreateMaskedGather(WithWidth(storage, width), addrs, llvm::Align(DTypeBytes(t)));
+    }
+    if (t == DType::kPred) v = b.CreateICmpNE(v, llvm::Constant::getNullValue(v->getType()));
+    return {v, varying};
+  };
+  auto reader = [&](const Instruction* source, const Index& index, int width) -> Val {
+    LaneMath lanes(b, width);
+    IndexDim linear = LinearIndex(lanes, index, source->shape().dims());
+    llvm::Value* base = source->opcode() == Opcode::kParameter
+                            ? buffers[num_outputs + source->parameter_number()]
+                            : ConstantGlobal(module, source);
+    return load(base, source->dtype(), linear, width);
+  };
+  ElementalEmitter emitter(b, reader, plan.width);
+
+  // Stores every root's value at `index` (whose linear form is `linear`).
+  auto emit_group = [&](const Index& index, const IndexDim& linear) {
+    int width = emitter.width();
+    for (int k = 0; k < num_outputs; ++k) {
+      const Instruction* root = roots[k];
+      Val v = emitter.Emit(root, index);
+      DType t = root->dtype();
+      llvm::Type* storage = StorageType(ctx, t);
+      llvm::Value* addr = b.CreateGEP(storage, buffers[k], linear.base);
+      if (width == 1) {
+        b.CreateStore(StoreValue(b, t, v.v), addr);
+      } else {
+        llvm::Value* vec = LaneMath(b, width).Widen(v);
+        b.CreateAlignedStore(StoreValue(b, t, vec), addr, llvm::Align(DTypeBytes(t)));
+      }
+    }
+  };
+
+  // Splits [lo, hi) into full vector steps and a scalar tail; `at(i, lanes)` gives the
+  // index of the group starting at i.
+  auto vector_loop = [&](llvm::Value* lo, llvm::Value* hi,
+                         const std::function<std::pair<Index, IndexDim>(llvm::Value*, LaneMath&)>& at) {
+    int width = plan.width;
+    llvm::Value* vec_hi = lo;
+    if (width > 1) {
+      llvm::Value* n = b.CreateSub(hi, lo);
+      vec_hi = b.CreateAdd(lo, b.CreateMul(b.CreateUDiv(n, b.getInt64(width)), b.getInt64(width)));
+      emitter.ForLoop(lo, vec_hi, width, {}, [&](llvm::Value* i, const std::vector<llvm::Value*>&) {
+        LaneMath lanes(b, width);
+        auto [index, linear] = at(i, lanes);
+        emit_group(index, linear);
+        return std::vector<llvm::Value*>{};
+      }, "vec");
+    }
+    ElementalEmitter::WidthScope scalar(emitter, 1);
+    emitter.ForLoop(vec_hi, hi, 1, {}, [&](llvm::Value* i, const std::vector<llvm::Value*>&) {
+      LaneMath lanes(b, 1);
+      auto [index, linear] = at(i, lanes);
+      emit_group(index, linear);
+      return std::vector<llvm::Value*>{};
+    }, "tail");
+  };
+
+  const Shape& out_shape = roots[0]->shape();
+  if (plan.mode == KernelPlan::Mode::kFlat) {
+    vector_loop(begin, end, [&](llvm::Value* i, LaneMath& lanes) {
+      Index index;
+      index.linear = lanes.LaneRamp(i);
+      return std::make_pair(index, *index.linear);
+    });
+  } else if (plan.mode == KernelPlan::Mode::kLinear1D) {
+    vector_loop(begin, end, [&](llvm::Value* i, LaneMath& lanes) {
+      Index index;
+      index.dims.push_back(lanes.LaneRamp(i));
+      return std::make_pair(index, index.dims[0]);
+    });
+  } else {
+    const std::vector<int64_t>& dims = out_shape.dims();
+    int rank = static_cast<int>(dims.size());
+    emitter.ForLoop(begin, end, 1, {}, [&](llvm::Value* row, const std::vector<llvm::Value*>&) {
+      // The outer dimensions' indices of this row, uniform across its lanes.
+      std::vector<llvm::Value*> outer(std::max(rank - 1, 0));
+      llvm::Value* rest = row;
+      for (int k = rank - 2; k >= 0; --k) {
+        if (k == 0) {
+          outer[k] = rest;
+        } else {
+          outer[k] = b.CreateURem(rest, b.getInt64(dims[k]));
+          rest = b.CreateUDiv(rest, b.getInt64(dims[k]));
+        }
+      }
+      llvm::Value* row_start = b.CreateMul(row, b.getInt64(plan.row_length));
+      if (rank == 0) {
+        LaneMath lanes(b, 1);
+        ElementalEmitter::WidthScope scalar(emitter, 1);
+        emit_group(Index{}, lanes.Uniform(b.getInt64(0)));
+        return std::vector<llvm::Value*>{};
+      }
+      vector_loop(b.getInt64(0), b.getInt64(plan.row_length), [&](llvm::Value* j, LaneMath& lanes) {
+        Index index;
+        for (int k = 0; k < rank - 1; ++k) index.dims.push_back(lanes.Uniform(outer[k]));
+        index.dims.push_back(lanes.LaneRamp(j));
+        IndexDim linear = lanes.LaneRamp(b.CreateAdd(row_start, j));
+        return std::make_pair(index, linear);
+      });
+      return std::vector<llvm::Value*>{};
+    }, "row");
+  }
+  b.CreateRetVoid();
+
+  // The wrapper: void name(ptr buffers, i64 begin, i64 end).
+  auto* wrapper_type = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, i64, i64}, false);
+  llvm::Function* wrapper =
+      llvm::Function::Create(wrapper_type, llvm::GlobalValue::ExternalLinkage, name, module);
+  wrapper->addFnAttr(llvm::Attribute::NoUnwind);
+  Builder wb(llvm::BasicBlock::Create(ctx, "entry", wrapper));
+  std::vector<llvm::Value*> args;
+  for (int i = 0; i < num_buffers; ++i) {
+    args.push_back(wb.CreateLoad(ptr, wb.CreateConstGEP1_64(ptr, wrapper->getArg(0), i)));
+  }
+  args.push_back(wrapper->getArg(1));
+  args.push_back(wrapper->getArg(2));
+  wb.CreateCall(body, args);
+  wb.CreateRetVoid();
+  return wrapper;
+}
+
+}  // namespace fj::codegen

@@ -1,0 +1,39 @@
+// Kernel emission: one LLVM function per fusion. The plan says how the output index space
+// is walked; the elemental emitter computes each group of lanes.
+//
+// Emitted signature: void @name(ptr %buffers, i64 %begin, i64 %end), where buffers holds
+// the output buffers (one per tuple element of a multi-output fusion) followed by one per
+// fusion operand, and [begin, end) is a range of iteration units (elements or rows).
+#pragma once
+
+#include <string>
+
+#include "codegen/llvm_util.h"
+#include "ir/instruction.h"
+
+namespace fj::codegen {
+
+struct KernelPlan {
+  enum class Mode {
+    kFlat,  // every access follows the output's row-major order: units are elements
+    kRows,  // units are rows of the output's last dimension (or one output element)
+    kLinear1D,  // a rank-1 output walked by element, through the per-dimension index
+  };
+  Mode mode = Mode::kRows;
+  int64_t units = 0;       // iteration units in total
+  int64_t row_length = 1;  // kRows: elements per unit
+  int width = 1;           // lanes per vector step of the innermost loop
+  int num_outputs = 1;
+};
+
+// Chooses the plan for `fusion` with at most `max_width` lanes (1 for the GPU).
+KernelPlan PlanKernel(const Instruction* fusion, int max_width);
+
+// Emits the kernel into `module` under `name` and returns it.
+llvm::Function* EmitKernel(llvm::Module& module, const Instruction* fusion, const KernelPlan& plan,
+                           const std::string& name);
+
+// A private global holding a constant's bytes, 64-byte aligned (created once per module).
+llvm::GlobalVariable* ConstantGlobal(llvm::Module& module, const Instruction* constant);
+
+}  // namespace fj::codegen

@@ -1,0 +1,103 @@
+// LLVM helpers (see llvm_util.h).
+#include "codegen/llvm_util.h"
+
+#include "support/error.h"
+
+namespace fj::codegen {
+
+llvm::Type* RegisterType(llvm::LLVMContext& ctx, DType t) {
+  switch (t) {
+    case DType::kPred: return llvm::Type::getInt1Ty(ctx);
+    case DType::kS32: case DType::kU32: return llvm::Type::getInt32Ty(ctx);
+    case DType::kS64: case DType::kU64: return llvm::Type::getInt64Ty(ctx);
+    case DType::kF32: return llvm::Type::getFloatTy(ctx);
+    case DType::kF64: return llvm::Type::getDoubleTy(ctx);
+  }
+  return nullptr;
+}
+
+llvm::Type* StorageType(llvm::LLVMContext& ctx, DType t) {
+  return t == DType::kPred ? llvm::Type::getInt8Ty(ctx) : RegisterType(ctx, t);
+}
+
+llvm::Type* WithWidth(llvm::Type* scalar, int width) {
+  return width == 1 ? scalar : llvm::FixedVectorType::get(scalar, width);
+}
+
+llvm::Constant* ConstantOf(llvm::Type* type, double v) {
+  llvm::Type* scalar = type->getScalarType();
+  if (scalar->isFloatingPointTy()) return llvm::ConstantFP::get(type, v);
+  return llvm::ConstantInt::get(type, static_cast<uint64_t>(static_cast<int64_t>(v)), true);
+}
+
+llvm::Value* LaneMath::Splat(llvm::Value* scalar) {
+  if (width_ == 1) return scalar;
+  return b_.CreateVectorSplat(width_, scalar);
+}
+
+void LaneMath::Unify(Val& a, Val& b) {
+  if (a.varying == b.varying) return;
+  if (!a.varying) a = {Splat(a.v), true};
+  if (!b.varying) b = {Splat(b.v), true};
+}
+
+llvm::Value* LaneMath::Materialize(const IndexDim& a) {
+  if (a.vec) return a.vec;
+  if (width_ == 1) return a.base;
+  llvm::Value* base = Splat(a.base);
+  if (a.stride == 0) return base;
+  std::vector<llvm::Constant*> lanes;
+  for (int l = 0; l < width_; ++l) lanes.push_back(b_.getInt64(l * a.stride));
+  return b_.CreateAdd(base, llvm::ConstantVector::get(lanes));
+}
+
+IndexDim LaneMath::Add(const IndexDim& a, const IndexDim& b) {
+  if (!a.vec && !b.vec) return {b_.CreateAdd(a.base, b.base), a.stride + b.stride, nullptr};
+  llvm::Value* v = b_.CreateAdd(Materialize(a), Materialize(b));
+  return {nullptr, 0, v};
+}
+
+IndexDim LaneMath::AddConst(const IndexDim& a, int64_t c) {
+  if (c == 0) return a;
+  if (!a.vec) return {b_.CreateAdd(a.base, I64(c)), a.stride, nullptr};
+  return {nullptr, 0, b_.CreateAdd(a.vec, Splat(I64(c)))};
+}
+
+IndexDim LaneMath::MulConst(const IndexDim& a, int64_t c) {
+  if (c == 1) return a;
+  if (!a.vec) return {b_.CreateMul(a.base, I64(c)), a.stride * c, nullptr};
+  return {nullptr, 0, b_.CreateMul(a.vec, Splat(I64(c)))};
+}
+
+IndexDim LaneMath::DivConst(const IndexDim& a, int64_t c) {
+  if (c == 1) return a;
+  if (a.uniform()) return {b_.CreateUDiv(a.base, I64(c)), 0, nullptr};
+  if (!a.vec && a.stride % c == 0) {
+    // (base + l*s) / c == base / c + l*(s/c) only when base % c + l*s... holds for s % c == 0.
+    return {b_.CreateUDiv(a.base, I64(c)), a.stride / c, nullptr};
+  }
+  return {nullptr, 0, b_.CreateUDiv(Materialize(a), Splat(I64(c)))};
+}
+
+IndexDim LaneMath::RemConst(const IndexDim& a, int64_t c) {
+  if (c == 1) return Constant(0);
+  if (a.uniform()) return {b_.CreateURem(a.base, I64(c)), 0, nullptr};
+  if (!a.vec && a.stride % c == 0) return {b_.CreateURem(a.base, I64(c)), 0, nullptr};
+  return {nullptr, 0, b_.CreateURem(Materialize(a), Splat(I64(c)))};
+}
+
+IndexDim LaneMath::Clamp(const IndexDim& a, int64_t lo, int64_t hi) {
+  if (a.uniform()) {
+    llvm::Value* v = b_.CreateSelect(b_.CreateICmpSLT(a.base, I64(lo)), I64(lo), a.base);
+    v = b_.CreateSelect(b_.CreateICmpSGT(v, I64(hi)), I64(hi), v);
+    return {v, 0, nullptr};
+  }
+  llvm::Value* v = Materialize(a);
+  llvm::Value* l = Splat(I64(lo));
+  llvm::Value* h = Splat(I64(hi));
+  v = b_.CreateSelect(b_.CreateICmpSLT(v, l), l, v);
+  v = b_.CreateSelect(b_.CreateICmpSGT(v, h), h, v);
+  return {nullptr, 0, v};
+}
+
+}  // namespace fj::codegen

@@ -1,0 +1,75 @@
+// LLVM helpers shared by the emitters: element types, lane vectors, and the "value over a
+// group of lanes" representation the elemental emitter computes with.
+//
+// A kernel processes `width` consecutive output elements at once (CPU: a SIMD vector;
+// GPU: width 1, one thread per element). A Val is either uniform (one scalar for all
+// lanes) or varying (a <width x T> vector). An IndexDim is an i64 index per lane, kept
+// symbolic as base + lane * stride where possible so that loads become vector loads
+// (stride 1), scalar loads (stride 0) or gathers (anything else).
+#pragma once
+
+#include <cstdint>
+
+#include "ir/dtype.h"
+#include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/Module.h"
+
+namespace fj::codegen {
+
+using Builder = llvm::IRBuilder<>;
+
+llvm::Type* RegisterType(llvm::LLVMContext& ctx, DType t);  // pred -> i1
+llvm::Type* StorageType(llvm::LLVMContext& ctx, DType t);   // pred -> i8
+llvm::Type* WithWidth(llvm::Type* scalar, int width);      // width 1 -> scalar
+
+struct Val {
+  llvm::Value* v = nullptr;
+  bool varying = false;
+};
+
+struct IndexDim {
+  llvm::Value* base = nullptr;  // i64, the value of lane 0
+  int64_t stride = 0;           // lane l holds base + l * stride (when vec is null)
+  llvm::Value* vec = nullptr;   // otherwise explicit <width x i64> lanes
+  bool uniform() const { return vec == nullptr && stride == 0; }
+  bool operator==(const IndexDim& o) const {
+    return base == o.base && stride == o.stride && vec == o.vec;
+  }
+};
+
+class LaneMath {
+ public:
+  LaneMath(Builder& b, int width) : b_(b), width_(width) {}
+  int width() const { return width_; }
+  Builder& builder() { return b_; }
+
+  llvm::Value* I64(int64_t v) { return b_.getInt64(v); }
+  IndexDim Constant(int64_t v) { return {I64(v), 0, nullptr}; }
+  IndexDim Uniform(llvm::Value* v) { return {v, 0, nullptr}; }
+  IndexDim LaneRamp(llvm::Value* base) { return {base, width_ > 1 ? 1 : 0, nullptr}; }
+
+  // Index arithmetic that keeps the base + lane * stride form where it can.
+  IndexDim Add(const IndexDim& a, const IndexDim& b);
+  IndexDim AddConst(const IndexDim& a, int64_t c);
+  IndexDim MulConst(const IndexDim& a, int64_t c);
+  IndexDim DivConst(const IndexDim& a, int64_t c);  // a >= 0
+  IndexDim RemConst(const IndexDim& a, int64_t c);  // a >= 0
+  // Clamps every lane into [lo, hi].
+  IndexDim Clamp(const IndexDim& a, int64_t lo, int64_t hi);
+  llvm::Value* Materialize(const IndexDim& a);  // <width x i64> (or i64 for width 1)
+
+  // Values.
+  llvm::Value* Splat(llvm::Value* scalar);
+  llvm::Value* Widen(const Val& v) { return v.varying ? v.v : Splat(v.v); }
+  // Brings two values to a common form: both scalar, or both vectors.
+  void Unify(Val& a, Val& b);
+
+ private:
+  Builder& b_;
+  int width_;
+};
+
+// A constant of element type `t` with the value `v`, as scalar or splat vector of `type`.
+llvm::Constant* ConstantOf(llvm::Type* type, double v);
+
+}  // namespace fj::codegen

@@ -1,0 +1,80 @@
+// The compiler driver (see compiler.h).
+#include "compiler/compiler.h"
+
+#include <chrono>
+
+#include "analysis/buffer_assignment.h"
+#include "codegen/cpu/cpu_compiler.h"
+#include "fusion/kernel_wrapper.h"
+#include "ir/dot_printer.h"
+#include "ir/verifier.h"
+#include "passes/constant_folding.h"
+#include "passes/cse.h"
+#include "passes/dce.h"
+#include "passes/simplify.h"
+#include "support/error.h"
+#include "support/flags.h"
+
+namespace fj {
+namespace {
+
+double Since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+std::vector<PassRecord> RunOptimizationPasses(Module& module, const CompileOptions& options) {
+  Pipeline simplify("simplification");
+  if (options.simplify) {
+    simplify.AddPass<SimplifyPass>();
+    simplify.AddPass<ConstantFoldingPass>();
+    simplify.AddPass<CsePass>();
+    simplify.AddPass<DcePass>();
+    simplify.set_fixed_point(8);
+  } else {
+    simplify.AddPass<DcePass>();
+  }
+  simplify.Run(module);
+  return simplify.records();
+}
+
+std::unique_ptr<Compilation> Compile(const Module& traced, const CompileOptions& options) {
+  auto result = std::make_unique<Compilation>();
+  VerifyModule(traced);
+  auto start = std::chrono::steady_clock::now();
+  std::unique_ptr<Module> module = traced.Clone();
+  DumpStage(*module, "traced", "fjir", module->ToString());
+  result->passes = RunOptimizationPasses(*module, options);
+
+  Pipeline kernels("kernel-formation");
+  kernels.AddPass<KernelWrapperPass>();
+  kernels.Run(*module);
+  for (const PassRecord& r : kernels.records()) result->passes.push_back(r);
+  if (GetDebugFlags().checks) VerifyModule(*module);
+  DumpStage(*module, "kernels", "dot", ModuleToDot(*module));
+  result->seconds_passes = Since(start);
+
+  start = std::chrono::steady_clock::now();
+  BufferAssignment buffers(*module->entry());
+  result->buffer_assignment = buffers.ToString();
+  cpu::CpuOptions cpu_options;
+  cpu_options.opt_level = options.opt_level;
+  cpu_options.vector_width = options.vector_width;
+  cpu_options.keep_llvm_ir = options.keep_llvm_ir;
+  cpu::CpuProgram program = cpu::CompileCpuProgram(*module, buffers, cpu_options);
+  result->llvm_ir = program.llvm_ir;
+  if (!program.llvm_ir.empty()) DumpStage(*module, "llvm", "ll", program.llvm_ir);
+
+  std::vector<Shape> params;
+  for (const Instruction* p : module->entry()->parameters()) params.push_back(p->shape());
+  std::vector<Shape> outputs;
+  for (int i = 0; i < buffers.num_outputs(); ++i) outputs.push_back(buffers.output_shape(i));
+  result->executable = std::make_shared<Executable>(program.entry, program.code, params, outputs,
+                                                    buffers.temp_bytes(), program.kernels);
+  result->seconds_codegen = Since(start);
+  result->optimized = std::move(module);
+  return result;
+}
+
+}  // namespace fj

@@ -1,0 +1,37 @@
+// The compiler: Module + options -> Executable. Runs the pass pipeline (pipelines.cc),
+// forms kernels, assigns buffers and generates code for the CPU.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/module.h"
+#include "passes/pass.h"
+#include "runtime/executable.h"
+
+namespace fj {
+
+struct CompileOptions {
+  int opt_level = 2;          // LLVM optimisation level
+  int vector_width = 8;       // CPU SIMD lanes
+  bool simplify = true;       // DCE, CSE, algebraic simplification, constant folding
+  bool keep_llvm_ir = false;  // record the optimised LLVM IR
+};
+
+struct Compilation {
+  std::unique_ptr<Module> optimized;  // after the passes and kernel formation
+  std::shared_ptr<Executable> executable;
+  std::string llvm_ir;
+  std::vector<PassRecord> passes;
+  std::string buffer_assignment;
+  double seconds_passes = 0, seconds_codegen = 0;
+};
+
+// Verifies `module` (a copy is compiled; the argument is unchanged).
+std::unique_ptr<Compilation> Compile(const Module& module, const CompileOptions& options);
+
+// Runs the optimisation passes only (the "optimized" stage, before kernel formation).
+std::vector<PassRecord> RunOptimizationPasses(Module& module, const CompileOptions& options);
+
+}  // namespace fj

@@ -1,0 +1,64 @@
+// Computation: a graph of instructions with numbered parameters and one root. Modules hold
+// an entry computation and nested ones (combiners, loop bodies, fused kernels).
+#pragma once
+
+#include <list>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ir/instruction.h"
+
+namespace fj {
+
+class Module;
+
+class Computation {
+ public:
+  Computation(std::string name, Module* parent) : name_(std::move(name)), parent_(parent) {}
+
+  const std::string& name() const { return name_; }
+  void set_name(std::string name) { name_ = std::move(name); }
+  Module* parent() const { return parent_; }
+
+  // Takes ownership; names it uniquely (from `name_hint`, else the opcode), registers it
+  // with its operands and, for a parameter, in the parameter list at its number.
+  Instruction* AddInstruction(std::unique_ptr<Instruction> instruction,
+                              const std::string& name_hint = "");
+  // Removes an instruction that has no users and is not the root.
+  void RemoveInstruction(Instruction* instruction);
+  // Removes `instruction` and every operand that becomes dead, recursively (not parameters).
+  void RemoveInstructionAndUnusedOperands(Instruction* instruction);
+
+  Instruction* root() const { return root_; }
+  void set_root(Instruction* root) { root_ = root; }
+  const std::vector<Instruction*>& parameters() const { return parameters_; }
+  Instruction* parameter(int i) const { return parameters_[i]; }
+  int num_parameters() const { return static_cast<int>(parameters_.size()); }
+
+  // All instructions, every operand before its users; unreachable ones included.
+  std::vector<Instruction*> MakePostOrder() const;
+  int64_t instruction_count() const { return static_cast<int64_t>(instructions_.size()); }
+  bool Contains(const Instruction* instruction) const { return index_.count(instruction) != 0; }
+
+  // For a fused computation: the fusion instruction that calls it.
+  Instruction* fusion_instruction() const { return fusion_instruction_; }
+  void set_fusion_instruction(Instruction* f) { fusion_instruction_ = f; }
+  bool IsFusionComputation() const { return fusion_instruction_ != nullptr; }
+
+  // "%name (p: f32[4]) -> f32[4] {\n  ...\n}"
+  std::string ToString(bool is_entry = false) const;
+
+ private:
+  std::string name_;
+  Module* parent_;
+  std::list<std::unique_ptr<Instruction>> instructions_;
+  std::unordered_map<const Instruction*, std::list<std::unique_ptr<Instruction>>::iterator>
+      index_;
+  std::vector<Instruction*> parameters_;
+  Instruction* root_ = nullptr;
+  Instruction* fusion_instruction_ = nullptr;
+};
+
+}  // namespace fj

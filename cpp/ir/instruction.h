@@ -1,0 +1,140 @@
+// Instruction: one node of the HLO-like graph. An instruction has an opcode, a shape, its
+// operands and users (kept consistent by the graph edits below), the attributes its opcode
+// uses, and the computations it calls (reduction combiners, loop bodies, fused kernels).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/literal.h"
+#include "ir/opcode.h"
+#include "ir/shape.h"
+
+namespace fj {
+
+class Computation;
+
+struct SliceConfig {
+  std::vector<int64_t> starts, limits, strides;
+  bool operator==(const SliceConfig& o) const {
+    return starts == o.starts && limits == o.limits && strides == o.strides;
+  }
+};
+
+struct DotDims {
+  std::vector<int64_t> lhs_batch, rhs_batch, lhs_contracting, rhs_contracting;
+  bool operator==(const DotDims& o) const {
+    return lhs_batch == o.lhs_batch && rhs_batch == o.rhs_batch &&
+           lhs_contracting == o.lhs_contracting && rhs_contracting == o.rhs_contracting;
+  }
+};
+
+struct PadDim {
+  int64_t low = 0, high = 0, interior = 0;
+  bool operator==(const PadDim& o) const {
+    return low == o.low && high == o.high && interior == o.interior;
+  }
+};
+
+// The attributes an opcode uses; the others keep their defaults. Which opcode reads which
+// field is documented in the printer (ir/printer.cc) and checked by the verifier.
+struct InstructionAttrs {
+  // broadcast/transpose/reverse/reduce/argmax: dimensions; concatenate: {dim};
+  // iota: {iota_dimension}; dynamic-slice: the slice sizes.
+  std::vector<int64_t> dimensions;
+  SliceConfig slice;
+  DotDims dot;
+  std::vector<PadDim> padding;
+  ComparisonDirection direction = ComparisonDirection::kEq;
+  int64_t index = 0;  // parameter number; get-tuple-element index
+  FusionKind fusion_kind = FusionKind::kLoop;
+  std::string custom_call_target;
+  std::string custom_call_config;  // opaque configuration of a custom call
+  std::shared_ptr<const Literal> literal;  // constant
+
+  // Equality of everything but metadata (used by CSE).
+  bool operator==(const InstructionAttrs& o) const;
+};
+
+class Instruction {
+ public:
+  // Creates a detached instruction; Computation::AddInstruction gives it a name, an id and
+  // a parent, and registers it as a user of its operands.
+  static std::unique_ptr<Instruction> Create(Opcode opcode, Shape shape,
+                                             std::vector<Instruction*> operands,
+                                             InstructionAttrs attrs = {},
+                                             std::vector<Computation*> called = {});
+  // Same opcode, attributes and called computations, new shape and operands.
+  std::unique_ptr<Instruction> CloneWithNewOperands(const Shape& shape,
+                                                    std::vector<Instruction*> operands) const;
+
+  Opcode opcode() const { return opcode_; }
+  const Shape& shape() const { return shape_; }
+  DType dtype() const { return shape_.dtype(); }
+  const std::string& name() const { return name_; }
+  int64_t unique_id() const { return id_; }
+  Computation* parent() const { return parent_; }
+
+  int operand_count() const { return static_cast<int>(operands_.size()); }
+  Instruction* operand(int i) const { return operands_[i]; }
+  const std::vector<Instruction*>& operands() const { return operands_; }
+  // Each user appears once, even if it uses this instruction several times.
+  const std::vector<Instruction*>& users() const { return users_; }
+  int user_count() const { return static_cast<int>(users_.size()); }
+  bool IsRoot() const;
+
+  const InstructionAttrs& attrs() const { return attrs_; }
+  InstructionAttrs& mutable_attrs() { return attrs_; }
+  const std::vector<int64_t>& dimensions() const { return attrs_.dimensions; }
+  const Literal& literal() const { return *attrs_.literal; }
+  int64_t parameter_number() const { return attrs_.index; }
+  int64_t tuple_index() const { return attrs_.index; }
+  ComparisonDirection direction() const { return attrs_.direction; }
+  FusionKind fusion_kind() const { return attrs_.fusion_kind; }
+  const std::string& metadata() const { return metadata_; }
+  void set_metadata(std::string m) { metadata_ = std::move(m); }
+
+  const std::vector<Computation*>& called_computations() const { return called_; }
+  Computation* to_apply() const;            // reduce, call
+  Computation* fused_computation() const;   // fusion
+  Computation* while_condition() const;     // while
+  Computation* while_body() const;          // while
+  void set_called_computation(int i, Computation* c) { called_[i] = c; }
+  void set_called_computations(std::vector<Computation*> c) { called_ = std::move(c); }
+
+  // Graph edits; users lists stay consistent.
+  void ReplaceOperandWith(int i, Instruction* new_operand);
+  // Every use of this instruction (and its place as root) moves to `replacement`.
+  void ReplaceAllUsesWith(Instruction* replacement);
+  void AppendOperand(Instruction* operand);
+  void DropAllOperands();  // before deleting an instruction
+
+  // Same opcode, shape, attributes and called computations (not operands or names).
+  bool IdenticalIgnoringOperands(const Instruction& other) const;
+
+  // "%add.3 = f32[4] add(%a, %b), dimensions={0}"
+  std::string ToString() const;
+  std::string OperandsToString() const;
+  std::string AttributesToString() const;  // ", k=v, ..." or ""
+
+ private:
+  friend class Computation;
+  Instruction() = default;
+  void AddUser(Instruction* user);
+  void RemoveUser(Instruction* user);
+
+  Opcode opcode_ = Opcode::kParameter;
+  Shape shape_;
+  std::string name_;
+  int64_t id_ = -1;
+  Computation* parent_ = nullptr;
+  std::vector<Instruction*> operands_;
+  std::vector<Instruction*> users_;
+  std::vector<Computation*> called_;
+  InstructionAttrs attrs_;
+  std::string metadata_;
+};
+
+}  // namespace fj

@@ -1,0 +1,59 @@
+// Module: the unit of compilation: an entry computation and the computations it calls.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "ir/computation.h"
+
+namespace fj {
+
+class Module {
+ public:
+  explicit Module(std::string name) : name_(std::move(name)) {}
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  const std::string& name() const { return name_; }
+
+  // Creates an empty computation named uniquely from `name_hint`.
+  Computation* AddComputation(const std::string& name_hint);
+  Computation* entry() const { return entry_; }
+  void set_entry(Computation* c) { entry_ = c; }
+  void RemoveComputation(Computation* c);
+  // Drops computations that neither the entry nor anything it calls refers to.
+  void RemoveUnreachableComputations();
+
+  // Callees before callers; the entry last.
+  std::vector<Computation*> MakeComputationPostOrder() const;
+  std::vector<Computation*> computations() const;
+  Computation* FindComputation(const std::string& name) const;
+
+  // Module-wide unique names ("add", "add.1", ...) and ids.
+  std::string UniqueInstructionName(const std::string& hint);
+  std::string UniqueComputationName(const std::string& hint);
+  int64_t NextId() { return next_id_++; }
+
+  std::string ToString() const;
+  // A deep copy (through the text form, which doubles as a round-trip check).
+  std::unique_ptr<Module> Clone() const;
+
+ private:
+  struct NameSet {
+    std::unordered_set<std::string> used;
+    std::unordered_map<std::string, int> next_suffix;
+  };
+  static std::string Uniquify(const std::string& hint, NameSet& names);
+
+  std::string name_;
+  std::vector<std::unique_ptr<Computation>> computations_;
+  Computation* entry_ = nullptr;
+  NameSet instruction_names_;
+  NameSet computation_names_;
+  int64_t next_id_ = 0;
+};
+
+}  // namespace fj

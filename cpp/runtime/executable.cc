@@ -1,0 +1,48 @@
+// Executables (see executable.h).
+#include "runtime/executable.h"
+
+#include "runtime/thread_pool.h"
+
+namespace fj {
+
+Executable::Executable(FjEntryFn entry, std::shared_ptr<void> code, std::vector<Shape> parameters,
+                       std::vector<Shape> outputs, int64_t temp_bytes,
+                       std::vector<KernelInfo> kernels)
+    : entry_(entry),
+      code_(std::move(code)),
+      parameters_(std::move(parameters)),
+      outputs_(std::move(outputs)),
+      temp_bytes_(temp_bytes),
+      kernels_(std::move(kernels)) {
+  if (temp_bytes_ > 0) arena_ = Buffer::Allocate(temp_bytes_);
+}
+
+void Executable::RunInto(const void* const* params, void* const* outputs) const {
+  const FjRuntimeApi* api = ThreadPool::Global().api();
+  if (temp_bytes_ == 0) {
+    entry_(const_cast<void* const*>(params), outputs, nullptr, api);
+    return;
+  }
+  bool expected = false;
+  if (arena_busy_.compare_exchange_strong(expected, true, std::memory_order_acquire)) {
+    entry_(const_cast<void* const*>(params), outputs, static_cast<char*>(arena_->data()), api);
+    arena_busy_.store(false, std::memory_order_release);
+    return;
+  }
+  std::shared_ptr<Buffer> own = Buffer::Allocate(temp_bytes_);
+  entry_(const_cast<void* const*>(params), outputs, static_cast<char*>(own->data()), api);
+}
+
+std::vector<std::shared_ptr<Buffer>> Executable::Run(const void* const* params) const {
+  std::vector<std::shared_ptr<Buffer>> out;
+  std::vector<void*> ptrs;
+  out.reserve(outputs_.size());
+  for (const Shape& s : outputs_) {
+    out.push_back(Buffer::Allocate(s.ByteSize()));
+    ptrs.push_back(out.back()->data());
+  }
+  RunInto(params, ptrs.data());
+  return out;
+}
+
+}  // namespace fj

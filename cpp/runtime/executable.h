@@ -1,0 +1,55 @@
+// Executable: a compiled program with its signature. On the CPU the whole program is one
+// native function (loops and kernel calls included), so running it is one call.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/shape.h"
+#include "runtime/buffer.h"
+#include "support/abi.h"
+
+namespace fj {
+
+// What one kernel launch does, for counting and for `explain`.
+struct KernelInfo {
+  std::string name;    // the LLVM function
+  std::string fusion;  // the fusion instruction it implements
+  std::string kind;    // kLoop / kInput / kOutput
+  int64_t units = 0;   // iteration units (elements or rows)
+  bool parallel = false;
+  int64_t bytes_read = 0;
+  int64_t bytes_written = 0;
+};
+
+class Executable {
+ public:
+  Executable(FjEntryFn entry, std::shared_ptr<void> code, std::vector<Shape> parameters,
+             std::vector<Shape> outputs, int64_t temp_bytes, std::vector<KernelInfo> kernels);
+
+  const std::vector<Shape>& parameter_shapes() const { return parameters_; }
+  const std::vector<Shape>& output_shapes() const { return outputs_; }
+  const std::vector<KernelInfo>& kernels() const { return kernels_; }
+  int64_t temp_bytes() const { return temp_bytes_; }
+
+  // Runs the program: params[i] points at parameter i's elements (row-major). Allocates
+  // and returns the outputs. Thread-safe.
+  std::vector<std::shared_ptr<Buffer>> Run(const void* const* params) const;
+  // Runs into caller-provided output pointers.
+  void RunInto(const void* const* params, void* const* outputs) const;
+
+ private:
+  FjEntryFn entry_;
+  std::shared_ptr<void> code_;
+  std::vector<Shape> parameters_;
+  std::vector<Shape> outputs_;
+  int64_t temp_bytes_;
+  std::vector<KernelInfo> kernels_;
+  // A reusable scratch arena; a concurrent call that finds it busy allocates its own.
+  mutable std::atomic<bool> arena_busy_{false};
+  mutable std::shared_ptr<Buffer> arena_;
+};
+
+}  // namespace fj

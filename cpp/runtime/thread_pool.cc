@@ -1,0 +1,94 @@
+// The thread pool (see thread_pool.h).
+#include "runtime/thread_pool.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+namespace fj {
+namespace {
+
+void ParallelForTrampoline(void* pool, FjKernelFn kernel, void** buffers, int64_t units,
+                           int64_t grain) {
+  static_cast<ThreadPool*>(pool)->ParallelFor(kernel, buffers, units, grain);
+}
+
+}  // namespace
+
+ThreadPool::ThreadPool(int num_threads) {
+  api_.parallel_for = &ParallelForTrampoline;
+  api_.pool = this;
+  for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  for (std::thread& t : workers_) t.join();
+}
+
+ThreadPool& ThreadPool::Global() {
+  // Never destroyed: worker threads must not be joined during interpreter teardown.
+  static ThreadPool* pool = [] {
+    int n = static_cast<int>(std::thread::hardware_concurrency());
+    if (const char* env = std::getenv("FUSIONJIT_NUM_THREADS")) n = std::atoi(env);
+    return new ThreadPool(std::max(1, n));
+  }();
+  return *pool;
+}
+
+void ThreadPool::RunChunks(Job& job) {
+  while (true) {
+    int64_t begin = job.next.fetch_add(job.chunk);
+    if (begin >= job.units) return;
+    job.kernel(job.buffers, begin, std::min(job.units, begin + job.chunk));
+  }
+}
+
+void ThreadPool::WorkerLoop() {
+  uint64_t seen = 0;
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+    }
+    RunChunks(job_);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (--busy_ == 0) done_.notify_all();
+    }
+  }
+}
+
+void ThreadPool::ParallelFor(FjKernelFn kernel, void** buffers, int64_t units, int64_t grain) {
+  if (units <= 0) return;
+  int threads = num_threads();
+  grain = std::max<int64_t>(grain, 1);
+  if (threads == 1 || units <= grain) {
+    kernel(buffers, 0, units);
+    return;
+  }
+  std::lock_guard<std::mutex> job_lock(job_mu_);
+  // A few chunks per thread balance uneven progress without much overhead.
+  int64_t chunk = std::max<int64_t>(grain, (units + 4 * threads - 1) / (4 * threads));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    job_.kernel = kernel;
+    job_.buffers = buffers;
+    job_.units = units;
+    job_.chunk = chunk;
+    job_.next.store(0);
+    busy_ = static_cast<int>(workers_.size());
+    ++generation_;
+  }
+  wake_.notify_all();
+  RunChunks(job_);
+  std::unique_lock<std::mutex> lock(mu_);
+  done_.wait(lock, [&] { return busy_ == 0; });
+}
+
+}  // namespace fj

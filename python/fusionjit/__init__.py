@@ -1,0 +1,1 @@
+"""fusionjit: a JAX-style JIT compiler."""
