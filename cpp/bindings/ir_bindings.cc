@@ -123,7 +123,7 @@ py::dict KernelDict(const KernelInfo& k) {
 }
 
 // Runs an executable on Arrays or NumPy arrays of exactly the parameter shapes.
-py::list RunExecutable(const Executable& exe, const py::sequence& args) {
+py::list RunExecutable(const Executable& exe, const py::sequence& args, py::object out_weak) {
   const std::vector<Shape>& params = exe.parameter_shapes();
   if (args.size() != params.size()) {
     throw py::value_error("executable takes " + std::to_string(params.size()) + " arguments, got " +
@@ -166,6 +166,7 @@ py::list RunExecutable(const Executable& exe, const py::sequence& args) {
     a.buffer = outs[i];
     a.dtype = out_shapes[i].dtype();
     a.shape = out_shapes[i].dims();
+    a.weak_type = !out_weak.is_none() && py::cast<bool>(py::sequence(out_weak)[i]);
     result.append(WrapArray(std::move(a)));
   }
   return result;
@@ -236,7 +237,7 @@ void DefineIr(py::module_& m) {
       });
 
   py::class_<Executable, std::shared_ptr<Executable>>(m, "Executable")
-      .def("__call__", &RunExecutable)
+      .def("__call__", &RunExecutable, "args"_a, "out_weak"_a = py::none())
       .def_property_readonly("num_kernels", [](const Executable& e) { return e.kernels().size(); })
       .def_property_readonly("kernels", [](const Executable& e) {
         py::list out;

@@ -320,8 +320,7 @@ void DefineJitFunction(py::module_& m) {
            "cache_miss"_a, "static_argnums"_a, "static_argnames"_a)
       .def("__call__", &JitFunction::Call)
       .def("_cache_size", &JitFunction::cache_size)
-      .def("_clear_cache", &JitFunction::clear)
-      .def_property_readonly("__wrapped__", &JitFunction::fun);
+      .def("_clear_cache", &JitFunction::clear);
   m.def("set_enable_x64", [](bool on) {
     g_enable_x64 = on;
     ++g_config_epoch;

@@ -1,1 +1,48 @@
-"""fusionjit: a JAX-style JIT compiler."""
+"""fusionjit: a JAX-style just-in-time compiler for numerical Python.
+
+    import fusionjit
+    import fusionjit.numpy as fnp
+
+    @fusionjit.jit
+    def f(x, y):
+        return fnp.sin(x) * y + 1.0
+
+fusionjit traces ``f`` into a program, optimises and fuses it in C++, and generates native
+code with LLVM.
+"""
+
+from fusionjit import _core
+from fusionjit._src.config import config
+from fusionjit._src import array as _array
+from fusionjit._src import dispatch as _dispatch
+from fusionjit._src.numpy import array_methods as _array_methods
+from fusionjit._src.api import Compiled, Lowered, ShapeDtypeStruct, jit, make_ir
+from fusionjit._src.array import Array
+from fusionjit._src.errors import (ConcretizationTypeError, TracerArrayConversionError,
+                                   TracerBoolConversionError, TracerIntegerConversionError,
+                                   UnexpectedTracerError)
+from fusionjit import tree_util
+from fusionjit import numpy
+from fusionjit import lax
+
+_array_methods.install_all()
+
+__version__ = "0.1.0"
+
+
+def block_until_ready(x):
+    """Waits for every array in the pytree ``x`` (CPU execution is synchronous)."""
+    return x
+
+
+def devices():
+    """The devices fusionjit can run on."""
+    return [f"cpu:0 ({_core.host_cpu()}, {_core.num_threads()} threads)"]
+
+
+__all__ = [
+    "Array", "Compiled", "ConcretizationTypeError", "Lowered", "ShapeDtypeStruct",
+    "TracerArrayConversionError", "TracerBoolConversionError", "TracerIntegerConversionError",
+    "UnexpectedTracerError", "block_until_ready", "config", "devices", "jit", "lax",
+    "make_ir", "numpy", "tree_util",
+]

@@ -1,0 +1,327 @@
+"""The public transformations: jit (with ahead-of-time lower/compile) and make_ir."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import time
+from typing import Any, Callable, Sequence
+
+from fusionjit import _core
+from fusionjit._src import core
+from fusionjit._src import dispatch
+from fusionjit._src import errors
+from fusionjit._src import lowering
+from fusionjit._src import tracing
+from fusionjit._src.config import config
+
+
+def _normalize_static(fun: Callable, static_argnums, static_argnames):
+    """JAX's rule: static arguments may be named by position or by name; each is mapped to
+    the other through the function's signature where possible."""
+    if static_argnums is None:
+        static_argnums = ()
+    elif isinstance(static_argnums, int):
+        static_argnums = (static_argnums,)
+    if static_argnames is None:
+        static_argnames = ()
+    elif isinstance(static_argnames, str):
+        static_argnames = (static_argnames,)
+    static_argnums = tuple(int(i) for i in static_argnums)
+    static_argnames = tuple(static_argnames)
+    try:
+        params = list(inspect.signature(fun).parameters.values())
+    except (TypeError, ValueError):
+        return static_argnums, static_argnames
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    names = list(static_argnames)
+    nums = list(static_argnums)
+    for i in static_argnums:
+        if -len(positional) <= i < len(positional):
+            p = positional[i]
+            if p.kind == p.POSITIONAL_OR_KEYWORD and p.name not in names:
+                names.append(p.name)
+    for name in static_argnames:
+        for i, p in enumerate(positional):
+            if p.name == name and i not in nums:
+                nums.append(i)
+    return tuple(nums), tuple(names)
+
+
+class _CacheEntry:
+    __slots__ = ("program", "module", "compilation", "out_tree", "out_weak", "avals")
+
+    def __init__(self, program, module, compilation, out_tree, out_weak, avals):
+        self.program, self.module, self.compilation = program, module, compilation
+        self.out_tree, self.out_weak, self.avals = out_tree, out_weak, avals
+
+
+class Jitted(_core.JitFunction):
+    """A jit-compiled function. Calling it flattens the arguments, finds the compiled
+    executable for their signature (in C++) and runs it; the first call with a new
+    signature traces and compiles."""
+
+    def __init__(self, fun: Callable, static_argnums=None, static_argnames=None):
+        nums, names = _normalize_static(fun, static_argnums, static_argnames)
+        super().__init__(fun, self._cache_miss, list(nums), list(names))
+        self._fun = fun
+        self._static_argnums = nums
+        self._static_argnames = names
+        self._entries: dict = {}
+        try:
+            self._signature = inspect.signature(fun)
+        except (TypeError, ValueError):
+            self._signature = None
+        functools.update_wrapper(self, fun, updated=())
+
+    @property
+    def _name(self) -> str:
+        return getattr(self._fun, "__name__", "fun")
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        return functools.partial(self, obj)
+
+    def __repr__(self) -> str:
+        return f"<fusionjit.jit of {self._name}>"
+
+    # --- splitting static and dynamic arguments (the same rule as the C++ fast path) ---
+    def _split(self, args, kwargs):
+        n = len(args)
+        statics, dyn_args = [], []
+        for i, a in enumerate(args):
+            if any(s == i or (s < 0 and s + n == i) for s in self._static_argnums):
+                statics.append((i, a))
+            else:
+                dyn_args.append(a)
+        dyn_kwargs, static_kwargs = {}, {}
+        for k, v in kwargs.items():
+            if k in self._static_argnames:
+                static_kwargs[k] = v
+            else:
+                dyn_kwargs[k] = v
+        return dyn_args, dyn_kwargs, statics, static_kwargs
+
+    def _check_call(self, args, kwargs):
+        if self._signature is None:
+            return
+        try:
+            self._signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(errors.located(f"{self._name}() {e}")) from None
+
+    def _static_key(self, statics, static_kwargs):
+        key = tuple(statics) + tuple(sorted(static_kwargs.items()))
+        try:
+            hash(key)
+        except TypeError:
+            bad = [v for _, v in statics] + list(static_kwargs.values())
+            bad = next(v for v in bad if not _hashable(v))
+            raise TypeError(errors.located(
+                f"a static argument of jit({self._name}) has type {type(bad).__name__}, which is "
+                f"not hashable. Static arguments are part of the compilation cache key, so they "
+                f"must be hashable: pass a tuple instead of a list, or make the argument "
+                f"dynamic")) from None
+        return key
+
+    def _entry(self, args, kwargs, keep_llvm_ir=False) -> tuple[_CacheEntry, list]:
+        """Traces and compiles for this call's signature (cached); returns the entry and the
+        flat argument leaves."""
+        self._check_call(args, kwargs)
+        dyn_args, dyn_kwargs, statics, static_kwargs = self._split(args, kwargs)
+        static_key = self._static_key(statics, static_kwargs)
+        leaves, in_tree = _core.tree_flatten((tuple(dyn_args), dyn_kwargs))
+        avals = tuple(core.get_aval(x) for x in leaves)
+        key = (in_tree, static_key, avals, config.epoch)
+        entry = self._entries.get(key)
+        if entry is None or (keep_llvm_ir and not entry.compilation.llvm_ir):
+            program, out_tree = self._trace(in_tree, avals, statics, static_kwargs)
+            module = lowering.lower_program(program, f"jit_{self._name}")
+            compilation = dispatch.compile_module(module, self._name, keep_llvm_ir)
+            out_weak = [a.weak_type for a in program.out_avals]
+            entry = _CacheEntry(program, module, compilation, out_tree, out_weak, avals)
+            self._entries[key] = entry
+        return entry, leaves
+
+    def _trace(self, in_tree, avals, statics, static_kwargs):
+        out_tree_box = []
+
+        def flat_fun(*tracers):
+            dyn, kw = in_tree.unflatten(tracers)
+            full = list(dyn)
+            for i, v in sorted(statics, key=lambda p: p[0] % (len(dyn) + len(statics))):
+                full.insert(i % (len(dyn) + len(statics)), v)
+            out = self._fun(*full, **kw, **static_kwargs)
+            out_leaves, out_tree = _core.tree_flatten(out)
+            out_tree_box.append(out_tree)
+            return out_leaves
+
+        start = time.perf_counter()
+        program = tracing.trace_to_program(flat_fun, avals, f"jit({self._name})")
+        program.name = self._name
+        dispatch.note_trace(self._name, time.perf_counter() - start)
+        return program, out_tree_box[0]
+
+    def _cache_miss(self, args, kwargs):
+        """Called by the C++ fast path when it has no executable for this call."""
+        if config.fusionjit_disable_jit:
+            return ("result", None, self._fun(*args, **kwargs))
+        dyn_args, dyn_kwargs, _, _ = self._split(args, kwargs)
+        leaves, _ = _core.tree_flatten((tuple(dyn_args), dyn_kwargs))
+        if any(isinstance(x, core.Tracer) for x in leaves):
+            # Called inside another trace: inline the function into it.
+            return ("result", None, self._fun(*args, **kwargs))
+        entry, leaves = self._entry(args, kwargs)
+        exe = entry.compilation.executable
+        outs = dispatch.run(exe, leaves, entry.avals, entry.out_weak)
+        result = entry.out_tree.unflatten(outs)
+        return ("entry", (exe, entry.out_tree, entry.out_weak), result)
+
+    # --- ahead of time ---------------------------------------------------------------
+    def lower(self, *args, **kwargs) -> "Lowered":
+        """Traces and lowers for these arguments (arrays, or ShapeDtypeStructs)."""
+        entry, _ = self._entry(args, kwargs)
+        return Lowered(self, entry, args, kwargs)
+
+    def trace(self, *args, **kwargs) -> core.Program:
+        """The traced program for these arguments."""
+        return self.lower(*args, **kwargs).program
+
+    def clear_cache(self) -> None:
+        self._entries.clear()
+        self._clear_cache()
+
+
+def _hashable(v) -> bool:
+    try:
+        hash(v)
+        return True
+    except TypeError:
+        return False
+
+
+class ShapeDtypeStruct:
+    """A shape and dtype standing in for an argument, for ``jit(f).lower(...)``."""
+
+    def __init__(self, shape: Sequence[int], dtype, weak_type: bool = False):
+        from fusionjit._src import dtypes as dt
+        self.shape = tuple(shape)
+        self.dtype = dt.canonicalize(dtype)
+        self.weak_type = weak_type
+
+    @property
+    def aval(self) -> core.ShapedArray:
+        return core.ShapedArray(self.shape, self.dtype, self.weak_type)
+
+    def __repr__(self) -> str:
+        return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype})"
+
+
+_STAGES = ("program", "traced", "optimized", "llvm", "dot", "buffers")
+
+
+class Lowered:
+    """A traced and lowered function: ``as_text(stage)`` shows each compilation stage."""
+
+    def __init__(self, jitted: Jitted, entry: _CacheEntry, args, kwargs):
+        self._jitted, self._entry, self._args, self._kwargs = jitted, entry, args, kwargs
+
+    @property
+    def program(self) -> core.Program:
+        return self._entry.program
+
+    def as_text(self, stage: str = "traced") -> str:
+        """``stage``: "program" (the traced Python program), "traced" (the C++ IR as
+        lowered), "optimized" (after the C++ passes and kernel formation), "llvm" (the
+        optimised LLVM IR), "dot" (Graphviz of the optimized module), "buffers"."""
+        if stage == "program":
+            return self._entry.program.pretty()
+        if stage == "traced":
+            return self._entry.module.to_text()
+        if stage == "optimized":
+            return self._entry.compilation.optimized_text
+        if stage == "dot":
+            return self._entry.compilation.optimized_dot
+        if stage == "buffers":
+            return self._entry.compilation.buffer_assignment
+        if stage == "llvm":
+            if not self._entry.compilation.llvm_ir:
+                self._entry, _ = self._jitted._entry(self._args, self._kwargs, keep_llvm_ir=True)
+            return self._entry.compilation.llvm_ir
+        raise ValueError(f"unknown stage {stage!r}; stages: {', '.join(_STAGES)}")
+
+    def compile(self) -> "Compiled":
+        return Compiled(self._jitted, self._entry)
+
+
+class Compiled:
+    """A compiled function for one argument signature."""
+
+    def __init__(self, jitted: Jitted, entry: _CacheEntry):
+        self._jitted, self._entry = jitted, entry
+
+    def __call__(self, *args, **kwargs):
+        dyn_args, dyn_kwargs, _, _ = self._jitted._split(args, kwargs)
+        leaves, _ = _core.tree_flatten((tuple(dyn_args), dyn_kwargs))
+        avals = tuple(core.get_aval(x) for x in leaves)
+        if avals != self._entry.avals:
+            raise TypeError(errors.located(
+                f"compiled {self._jitted._name} was lowered for argument types "
+                f"{[a.str_short() for a in self._entry.avals]} but got "
+                f"{[a.str_short() for a in avals]}"))
+        exe = self._entry.compilation.executable
+        outs = dispatch.run(exe, leaves, avals, self._entry.out_weak)
+        return self._entry.out_tree.unflatten(outs)
+
+    def as_text(self, stage: str = "optimized") -> str:
+        return Lowered(self._jitted, self._entry, None, None).as_text(stage)
+
+    @property
+    def kernels(self) -> list[dict]:
+        """One dict per kernel launch: name, fusion, kind, iteration units, bytes."""
+        return self._entry.compilation.executable.kernels
+
+    @property
+    def num_kernels(self) -> int:
+        return self._entry.compilation.executable.num_kernels
+
+    def cost_analysis(self) -> dict:
+        kernels = self.kernels
+        return {
+            "kernels": float(len(kernels)),
+            "bytes accessed": float(sum(k["bytes_read"] + k["bytes_written"] for k in kernels)),
+        }
+
+
+def jit(fun: Callable | None = None, *, static_argnums: int | Sequence[int] | None = None,
+        static_argnames: str | Sequence[str] | None = None) -> Any:
+    """Compiles ``fun`` with fusionjit. Usable as ``@jit`` or ``@jit(static_argnums=...)``.
+
+    The function is traced once per signature (tree structure, shapes, dtypes, weak types
+    and static argument values) and compiled to native code; later calls with the same
+    signature go straight to the compiled code.
+    """
+    if fun is None:
+        return functools.partial(jit, static_argnums=static_argnums,
+                                 static_argnames=static_argnames)
+    if not callable(fun):
+        raise TypeError(errors.located(f"jit expects a callable, got {type(fun).__name__}"))
+    return Jitted(fun, static_argnums, static_argnames)
+
+
+def make_ir(fun: Callable, *, static_argnums=None, static_argnames=None) -> Callable:
+    """``make_ir(f)(*args)`` returns the traced program of ``f`` for those arguments (like
+    ``jax.make_jaxpr``)."""
+
+    @functools.wraps(fun)
+    def traced(*args, **kwargs):
+        jitted = Jitted(fun, static_argnums, static_argnames)
+        jitted._check_call(args, kwargs)
+        dyn_args, dyn_kwargs, statics, static_kwargs = jitted._split(args, kwargs)
+        jitted._static_key(statics, static_kwargs)
+        leaves, in_tree = _core.tree_flatten((tuple(dyn_args), dyn_kwargs))
+        avals = tuple(core.get_aval(x) for x in leaves)
+        return jitted._trace(in_tree, avals, statics, static_kwargs)[0]
+
+    return traced

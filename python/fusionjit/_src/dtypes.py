@@ -1,0 +1,208 @@
+"""Dtypes and JAX's type promotion, with weak-typed Python scalars.
+
+fusionjit supports bool, int32, int64, uint32, uint64, float32, float64. With
+``fusionjit_enable_x64`` off (the default, as in JAX) 64-bit types are canonicalised to
+their 32-bit counterparts. Promotion follows JAX's lattice
+(https://jax.readthedocs.io/en/latest/type_promotion.html) restricted to these types:
+Python ints and floats are *weak*: they take the dtype of the array they meet.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fusionjit._src.config import config
+
+bool_ = np.dtype(np.bool_)
+int32 = np.dtype(np.int32)
+int64 = np.dtype(np.int64)
+uint32 = np.dtype(np.uint32)
+uint64 = np.dtype(np.uint64)
+float32 = np.dtype(np.float32)
+float64 = np.dtype(np.float64)
+
+SUPPORTED = (bool_, int32, int64, uint32, uint64, float32, float64)
+_IR_NAMES = {bool_: "pred", int32: "s32", int64: "s64", uint32: "u32", uint64: "u64",
+             float32: "f32", float64: "f64"}
+_FROM_IR = {v: k for k, v in _IR_NAMES.items()}
+_SHORT = {bool_: "bool", int32: "i32", int64: "i64", uint32: "u32", uint64: "u64",
+          float32: "f32", float64: "f64"}
+
+
+def x64_enabled() -> bool:
+    return bool(config.fusionjit_enable_x64)
+
+
+def supported_names() -> str:
+    return ", ".join(str(d) for d in SUPPORTED)
+
+
+def dtype(x) -> np.dtype:
+    """The (uncanonicalised) NumPy dtype of a dtype-like or a value."""
+    if isinstance(x, np.dtype):
+        return x
+    if isinstance(x, type) and issubclass(x, np.generic):
+        return np.dtype(x)
+    if x is bool:
+        return bool_
+    if x is int:
+        return int64 if x64_enabled() else int32
+    if x is float:
+        return float64 if x64_enabled() else float32
+    if isinstance(x, str):
+        return np.dtype(x)
+    if hasattr(x, "dtype"):
+        return np.dtype(x.dtype)
+    return np.dtype(x)
+
+
+def canonicalize(d) -> np.dtype:
+    """The dtype fusionjit uses for ``d``: 64-bit types become 32-bit without x64.
+
+    Raises TypeError for dtypes fusionjit does not support."""
+    d = dtype(d)
+    if not x64_enabled():
+        if d == int64:
+            d = int32
+        elif d == uint64:
+            d = uint32
+        elif d == float64:
+            d = float32
+    if d not in _IR_NAMES:
+        raise TypeError(f"fusionjit does not support dtype {d}; supported: {supported_names()}. "
+                        f"Convert first, e.g. x.astype(numpy.int32)")
+    return d
+
+
+def ir_name(d: np.dtype) -> str:
+    return _IR_NAMES[np.dtype(d)]
+
+
+def from_ir_name(name: str) -> np.dtype:
+    return _FROM_IR[name]
+
+
+def short_name(d: np.dtype) -> str:
+    return _SHORT.get(np.dtype(d), str(d))
+
+
+def default_int() -> np.dtype:
+    return int64 if x64_enabled() else int32
+
+
+def default_uint() -> np.dtype:
+    return uint64 if x64_enabled() else uint32
+
+
+def default_float() -> np.dtype:
+    return float64 if x64_enabled() else float32
+
+
+def is_float(d) -> bool:
+    return np.dtype(d).kind == "f"
+
+
+def is_int(d) -> bool:
+    return np.dtype(d).kind in "iu"
+
+
+def is_signed(d) -> bool:
+    return np.dtype(d).kind == "i"
+
+
+def is_bool(d) -> bool:
+    return np.dtype(d) == bool_
+
+
+# --- promotion ------------------------------------------------------------------------
+# The lattice: each node lists the nodes directly above it. "i*" and "f*" are the weak
+# Python int and float.
+_LATTICE = {
+    "b1": ["i*"],
+    "i*": ["u32", "i32"],
+    "u32": ["i64", "u64"],
+    "i32": ["i64"],
+    "i64": ["f*"],
+    "u64": ["f*"],
+    "f*": ["f32"],
+    "f32": ["f64"],
+    "f64": [],
+}
+_NODE = {bool_: "b1", int32: "i32", int64: "i64", uint32: "u32", uint64: "u64",
+         float32: "f32", float64: "f64"}
+
+
+def _upper_set(node: str) -> set[str]:
+    seen, todo = {node}, [node]
+    while todo:
+        for up in _LATTICE[todo.pop()]:
+            if up not in seen:
+                seen.add(up)
+                todo.append(up)
+    return seen
+
+
+_UPPER = {n: _upper_set(n) for n in _LATTICE}
+
+
+def _join(a: str, b: str) -> str:
+    common = _UPPER[a] & _UPPER[b]
+    # The least element of the common upper set is the one every other one is above.
+    for c in common:
+        if all(other in _UPPER[c] for other in common):
+            return c
+    raise TypeError(f"no common type for {a} and {b}")
+
+
+def _node(d: np.dtype, weak: bool) -> str:
+    d = np.dtype(d)
+    if weak:
+        if is_int(d):
+            return "i*"
+        if is_float(d):
+            return "f*"
+    return _NODE[d]
+
+
+def promote(pairs) -> tuple[np.dtype, bool]:
+    """The result (dtype, weak_type) of combining values given as (dtype, weak) pairs."""
+    pairs = list(pairs)
+    node = _node(*pairs[0])
+    for d, w in pairs[1:]:
+        node = _join(node, _node(d, w))
+    if node == "i*":
+        return default_int(), True
+    if node == "f*":
+        return default_float(), True
+    out = {v: k for k, v in _NODE.items()}[node]
+    return canonicalize(out), False
+
+
+def promote_dtypes(*dtypes) -> np.dtype:
+    """``jnp.promote_types`` for strong dtypes."""
+    return promote((canonicalize(d), False) for d in dtypes)[0]
+
+
+def scalar_info(x):
+    """(dtype, weak) for a Python or NumPy scalar, or None if ``x`` is not one."""
+    if isinstance(x, (bool, np.bool_)):
+        return bool_, False
+    if isinstance(x, int):
+        return default_int(), True
+    if isinstance(x, float):
+        return default_float(), True
+    if isinstance(x, np.generic):
+        return canonicalize(x.dtype), False
+    if isinstance(x, complex):
+        raise TypeError("fusionjit does not support complex numbers")
+    return None
+
+
+def check_int_range(value: int, d: np.dtype, location: str = ""):
+    info = np.iinfo(d)
+    if not info.min <= value <= info.max:
+        where = f"{location}: " if location else ""
+        raise OverflowError(f"{where}Python int {value} is too large to convert to {d}"
+                            + ("" if x64_enabled() else
+                               "; enable 64-bit types with "
+                               "fusionjit.config.update('fusionjit_enable_x64', True)"))

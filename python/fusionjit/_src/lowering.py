@@ -1,0 +1,93 @@
+"""Lowering: a traced Program becomes a C++ Module, one builder call per equation.
+Lowering rules live beside their primitives (``_src/lax``) and are registered here."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from fusionjit import _core
+from fusionjit._src import core
+from fusionjit._src import dtypes as dt
+from fusionjit._src import errors
+
+_RULES: dict[core.Primitive, Callable] = {}
+
+
+def register(prim: core.Primitive):
+    def decorator(fn):
+        _RULES[prim] = fn
+        return fn
+    return decorator
+
+
+class LoweringContext:
+    """What a lowering rule sees: the computation builder and the equation's location."""
+
+    def __init__(self, module_builder, computation, source: str = ""):
+        self.module_builder = module_builder
+        self.computation = computation
+        self.source = source
+        self._combiners: dict[tuple[str, str], Any] = {}
+
+    def op(self, opcode: str, operands, dtype=None, dims=None, called=(), **attrs):
+        """Adds an instruction; ``dtype``/``dims`` give the result shape where the operands do
+        not determine it (convert, broadcast, reshape, iota, argmax)."""
+        return self.computation.add(
+            opcode, list(operands), None if dtype is None else dt.ir_name(dtype),
+            None if dims is None else [int(d) for d in dims], attrs, list(called), self.source)
+
+    def constant(self, value) -> Any:
+        value = np.asarray(value)
+        if not value.flags.c_contiguous:
+            value = value.copy()  # (np.ascontiguousarray would turn 0-d into 1-d)
+        return self.computation.constant(value)
+
+    def scalar(self, value, dtype) -> Any:
+        return self.constant(np.asarray(value, dtype=dtype))
+
+    def combiner(self, opcode: str, dtype) -> Any:
+        key = (opcode, dt.ir_name(dtype))
+        if key not in self._combiners:
+            self._combiners[key] = self.module_builder.scalar_combiner(*key)
+        return self._combiners[key]
+
+
+def lower_program(program: core.Program, name: str) -> Any:
+    """Returns the verified ``_core.Module`` for ``program``."""
+    mb = _core.ModuleBuilder(name)
+    comp = mb.entry
+    ctx = LoweringContext(mb, comp)
+    env: dict[int, Any] = {}
+    for i, v in enumerate(program.invars):
+        env[id(v)] = comp.parameter(i, dt.ir_name(v.aval.dtype), list(v.aval.shape), f"arg{i}")
+    for v, value in zip(program.constvars, program.consts):
+        env[id(v)] = ctx.constant(np.asarray(value, dtype=v.aval.dtype))
+
+    def read(x):
+        if isinstance(x, core.Literal):
+            return ctx.scalar(x.value, x.aval.dtype)
+        return env[id(x)]
+
+    for eqn in program.eqns:
+        rule = _RULES.get(eqn.prim)
+        if rule is None:
+            raise NotImplementedError(errors.located(
+                f"fusionjit cannot compile primitive {eqn.prim.name} yet", eqn.source))
+        ctx.source = eqn.source
+        try:
+            out = rule(ctx, [_aval(x) for x in eqn.invars], [v.aval for v in eqn.outvars],
+                       *[read(x) for x in eqn.invars], **eqn.params)
+        except _core.FusionJitError as e:
+            raise TypeError(errors.located(str(e), eqn.source)) from None
+        outs = out if eqn.prim.multiple_results else [out]
+        for v, instr in zip(eqn.outvars, outs):
+            env[id(v)] = instr
+    ctx.source = ""
+    comp.set_root(comp.add("tuple", [read(v) for v in program.outvars]))
+    return mb.build()
+
+
+def _aval(x) -> core.ShapedArray:
+    return x.aval

@@ -1,0 +1,81 @@
+"""NumPy-style operators and methods, attached to fusionjit.Array and to tracers so that
+the same code runs eagerly and under jit."""
+
+from __future__ import annotations
+
+from fusionjit._src import core
+from fusionjit._src.numpy import indexing, products, reductions, shapes, ufuncs
+
+
+def _defer(op, reflected=False):
+    def method(self, other):
+        # Let NumPy arrays of objects and unknown types decide for themselves.
+        if not ufuncs.isscalar(other) and not _is_arraylike(other):
+            return NotImplemented
+        return op(other, self) if reflected else op(self, other)
+    return method
+
+
+def _is_arraylike(x) -> bool:
+    import numpy as np
+    return isinstance(x, (core.Tracer, np.ndarray, np.generic)) or core.is_concrete_array(x)
+
+
+def _reshape(self, *shape, order="C"):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = shape[0]
+    return shapes.reshape(self, shape, order)
+
+
+def _transpose(self, *axes):
+    if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+        axes = axes[0]
+    return shapes.transpose(self, axes or None)
+
+
+_METHODS = {
+    "__add__": _defer(ufuncs.add), "__radd__": _defer(ufuncs.add, True),
+    "__sub__": _defer(ufuncs.subtract), "__rsub__": _defer(ufuncs.subtract, True),
+    "__mul__": _defer(ufuncs.multiply), "__rmul__": _defer(ufuncs.multiply, True),
+    "__truediv__": _defer(ufuncs.true_divide), "__rtruediv__": _defer(ufuncs.true_divide, True),
+    "__floordiv__": _defer(ufuncs.floor_divide), "__rfloordiv__": _defer(ufuncs.floor_divide, True),
+    "__mod__": _defer(ufuncs.remainder), "__rmod__": _defer(ufuncs.remainder, True),
+    "__divmod__": _defer(ufuncs.divmod), "__rdivmod__": _defer(ufuncs.divmod, True),
+    "__pow__": _defer(ufuncs.power), "__rpow__": _defer(ufuncs.power, True),
+    "__matmul__": _defer(products.matmul), "__rmatmul__": _defer(products.matmul, True),
+    "__and__": _defer(ufuncs.bitwise_and), "__rand__": _defer(ufuncs.bitwise_and, True),
+    "__or__": _defer(ufuncs.bitwise_or), "__ror__": _defer(ufuncs.bitwise_or, True),
+    "__xor__": _defer(ufuncs.bitwise_xor), "__rxor__": _defer(ufuncs.bitwise_xor, True),
+    "__lshift__": _defer(ufuncs.left_shift), "__rlshift__": _defer(ufuncs.left_shift, True),
+    "__rshift__": _defer(ufuncs.right_shift), "__rrshift__": _defer(ufuncs.right_shift, True),
+    "__eq__": _defer(ufuncs.equal), "__ne__": _defer(ufuncs.not_equal),
+    "__lt__": _defer(ufuncs.less), "__le__": _defer(ufuncs.less_equal),
+    "__gt__": _defer(ufuncs.greater), "__ge__": _defer(ufuncs.greater_equal),
+    "__neg__": ufuncs.negative, "__pos__": ufuncs.positive, "__abs__": ufuncs.absolute,
+    "__invert__": ufuncs.invert,
+    "__getitem__": indexing.getitem,
+    "astype": shapes.astype,
+    "reshape": _reshape,
+    "transpose": _transpose,
+    "T": property(lambda self: shapes.transpose(self)),
+    "swapaxes": shapes.swapaxes,
+    "squeeze": shapes.squeeze,
+    "ravel": shapes.ravel,
+    "flatten": shapes.ravel,
+    "sum": reductions.sum, "prod": reductions.prod, "max": reductions.max,
+    "min": reductions.min, "mean": reductions.mean, "argmax": reductions.argmax,
+    "argmin": reductions.argmin, "any": reductions.any, "all": reductions.all,
+    "dot": products.dot, "clip": ufuncs.clip, "round": ufuncs.round,
+}
+
+
+def install(cls) -> None:
+    for name, fn in _METHODS.items():
+        setattr(cls, name, fn)
+
+
+def install_all() -> None:
+    from fusionjit._src.array import Array
+    install(core.Tracer)
+    install(Array)
+    Array.__hash__ = None

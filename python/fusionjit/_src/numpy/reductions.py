@@ -1,0 +1,108 @@
+"""Reductions: sum, prod, max, min, mean, argmax, argmin, any, all."""
+
+from __future__ import annotations
+
+from fusionjit._src import dtypes as dt
+from fusionjit._src.lax import lax
+from fusionjit._src.numpy.util import aval, canonical_axes, canonical_axis, check_arraylike, fail, to_array
+
+
+def _keepdims(result, shape, axes):
+    kept = tuple(1 if i in axes else d for i, d in enumerate(shape))
+    return lax.reshape(result, kept)
+
+
+def _reduction(name, lax_fn, upcast_small_ints: bool, identity: bool):
+    def fn(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+        check_arraylike(name, a)
+        if out is not None:
+            fail(f"{name}(out=...) is not supported: fusionjit arrays are immutable",
+                 NotImplementedError)
+        if where is not None:
+            fail(f"{name}(where=...) is not supported yet", NotImplementedError)
+        a = to_array(a)
+        shape = aval(a).shape
+        axes = canonical_axes(axis, len(shape))
+        if dtype is not None:
+            a = lax.convert_element_type(a, dt.canonicalize(dtype))
+        elif upcast_small_ints and dt.is_bool(aval(a).dtype):
+            a = lax.convert_element_type(a, dt.default_int())
+        if not identity and any(shape[i] == 0 for i in axes) and initial is None:
+            fail(f"zero-size array to reduction operation {name} which has no identity",
+                 ValueError)
+        result = lax_fn(a, axes)
+        if initial is not None:
+            from fusionjit._src.numpy import ufuncs
+            combine = {"sum": ufuncs.add, "prod": ufuncs.multiply, "max": ufuncs.maximum,
+                       "min": ufuncs.minimum}[name]
+            result = combine(result, initial)
+        if keepdims:
+            result = _keepdims(result, shape, axes)
+        return result
+    fn.__name__ = name
+    fn.__doc__ = f"NumPy's ``{name}`` over ``axis`` (None: all axes)."
+    return fn
+
+
+sum = _reduction("sum", lax.reduce_sum, True, True)  # noqa: A001
+prod = _reduction("prod", lax.reduce_prod, True, True)
+max = _reduction("max", lax.reduce_max, False, False)  # noqa: A001
+min = _reduction("min", lax.reduce_min, False, False)  # noqa: A001
+amax, amin = max, min
+
+
+def _logical(name, lax_fn):
+    def fn(a, axis=None, out=None, keepdims=False, *, where=None):
+        check_arraylike(name, a)
+        a = to_array(a)
+        if not dt.is_bool(aval(a).dtype):
+            a = lax.ne(a, to_array(0, aval(a).dtype))
+        shape = aval(a).shape
+        axes = canonical_axes(axis, len(shape))
+        result = lax_fn(a, axes)
+        return _keepdims(result, shape, axes) if keepdims else result
+    fn.__name__ = name
+    return fn
+
+
+any = _logical("any", lax.reduce_or)  # noqa: A001
+all = _logical("all", lax.reduce_and)  # noqa: A001
+
+
+def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
+    """The arithmetic mean; integers are averaged in the default float type."""
+    check_arraylike("mean", a)
+    a = to_array(a)
+    shape = aval(a).shape
+    axes = canonical_axes(axis, len(shape))
+    count = 1
+    for i in axes:
+        count *= shape[i]
+    if dtype is None:
+        dtype = aval(a).dtype if dt.is_float(aval(a).dtype) else dt.default_float()
+    dtype = dt.canonicalize(dtype)
+    total = sum(lax.convert_element_type(a, dtype, aval(a).weak_type), axis=axes, keepdims=keepdims)
+    return lax.div(total, to_array(count, dtype, aval(total).weak_type))
+
+
+def _arg(name, lax_fn):
+    def fn(a, axis=None, out=None, keepdims=False):
+        check_arraylike(name, a)
+        a = to_array(a)
+        if axis is None:
+            shape = aval(a).shape
+            flat = lax.reshape(a, (aval(a).size,))
+            result = lax_fn(flat, 0, dt.default_int())
+            return lax.reshape(result, (1,) * len(shape)) if keepdims else result
+        shape = aval(a).shape
+        ax = canonical_axis(axis, len(shape))
+        if shape[ax] == 0:
+            fail(f"attempt to get {name} of an empty sequence", ValueError)
+        result = lax_fn(a, ax, dt.default_int())
+        return _keepdims(result, shape, (ax,)) if keepdims else result
+    fn.__name__ = name
+    return fn
+
+
+argmax = _arg("argmax", lax.argmax)
+argmin = _arg("argmin", lax.argmin)

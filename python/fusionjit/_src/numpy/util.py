@@ -1,0 +1,149 @@
+"""Helpers of the NumPy layer: argument checking, promotion and broadcasting."""
+
+from __future__ import annotations
+
+import operator
+from typing import Sequence
+
+import numpy as np
+
+from fusionjit._src import core
+from fusionjit._src import dtypes as dt
+from fusionjit._src import errors
+from fusionjit._src.lax import lax
+
+
+def fail(message: str, exc_type=TypeError):
+    raise exc_type(errors.located(message))
+
+
+def is_arraylike(x) -> bool:
+    return (isinstance(x, (core.Tracer, np.ndarray, np.generic, bool, int, float))
+            or core.is_concrete_array(x))
+
+
+def check_arraylike(name: str, *args):
+    for i, a in enumerate(args):
+        if not is_arraylike(a):
+            if isinstance(a, (list, tuple)):
+                fail(f"{name}() needs array arguments; argument {i} is a {type(a).__name__} "
+                     f"(wrap it with fusionjit.numpy.asarray)")
+            fail(f"{name}() needs array arguments; argument {i} has type {type(a).__name__}")
+
+
+def aval(x) -> core.ShapedArray:
+    return core.get_aval(x)
+
+
+def to_array(x, dtype=None, weak=None):
+    """An array operand of exactly ``dtype`` (if given) and weak flag."""
+    if isinstance(x, (core.Tracer,)) or core.is_concrete_array(x):
+        a = aval(x)
+        if dtype is not None and (a.dtype != dtype or (weak is not None and a.weak_type != weak)):
+            return lax.convert_element_type(x, dtype, a.weak_type if weak is None else weak)
+        return x
+    if isinstance(x, np.ndarray):
+        from fusionjit._src import array as array_mod
+        return array_mod.from_numpy(x, dtype)
+    info = dt.scalar_info(x)
+    if info is None:
+        fail(f"expected an array or a number, got {type(x).__name__}")
+    d, w = info
+    d = d if dtype is None else dtype
+    w = w if weak is None else weak
+    if isinstance(x, int) and not isinstance(x, bool) and dt.is_int(d):
+        dt.check_int_range(x, d, errors.user_location())
+    from fusionjit._src import array as array_mod
+    return array_mod.scalar(x, d, w)
+
+
+def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
+    ndim = max((len(s) for s in shapes), default=0)
+    out = [1] * ndim
+    for s in shapes:
+        for i, d in enumerate(s):
+            j = ndim - len(s) + i
+            if out[j] == 1:
+                out[j] = d
+            elif d != 1 and d != out[j]:
+                fail("operands could not be broadcast together with shapes "
+                     + " ".join(str(tuple(s)) for s in shapes), ValueError)
+    return tuple(out)
+
+
+def broadcast_to_shape(x, shape):
+    a = aval(x)
+    if a.shape == tuple(shape):
+        return x
+    if len(a.shape) > len(shape):
+        fail(f"cannot broadcast an array of shape {a.shape} to shape {tuple(shape)}", ValueError)
+    offset = len(shape) - len(a.shape)
+    for i, d in enumerate(a.shape):
+        if d != 1 and d != shape[offset + i]:
+            fail(f"cannot broadcast an array of shape {a.shape} to shape {tuple(shape)}",
+                 ValueError)
+    return lax.broadcast_in_dim(x, tuple(shape), tuple(range(offset, len(shape))))
+
+
+def promote_dtypes(*args):
+    """Converts every argument to the promoted dtype (JAX's lattice, weak scalars)."""
+    avals = [aval(a) for a in args]
+    d, weak = dt.promote((a.dtype, a.weak_type) for a in avals)
+    return [to_array(a, d, weak) for a in args]
+
+
+def promote_dtypes_inexact(*args):
+    """Like promote_dtypes, then integers and bools become the default float."""
+    avals = [aval(a) for a in args]
+    d, weak = dt.promote((a.dtype, a.weak_type) for a in avals)
+    if not dt.is_float(d):
+        d = dt.default_float()
+    return [to_array(a, d, weak) for a in args]
+
+
+def promote_shapes(*args):
+    shape = broadcast_shapes(*(aval(a).shape for a in args))
+    return [broadcast_to_shape(a, shape) for a in args]
+
+
+def promote_args(name: str, *args):
+    check_arraylike(name, *args)
+    return promote_shapes(*promote_dtypes(*args))
+
+
+def promote_args_inexact(name: str, *args):
+    check_arraylike(name, *args)
+    return promote_shapes(*promote_dtypes_inexact(*args))
+
+
+def canonical_axis(axis, ndim: int, name: str = "axis") -> int:
+    try:
+        axis = operator.index(axis)
+    except TypeError:
+        fail(f"{name} must be an integer, got {type(axis).__name__}")
+    if not -ndim <= axis < max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
+        fail(f"{name} {axis} is out of bounds for an array of dimension {ndim}", ValueError)
+    return axis % ndim if ndim else 0
+
+
+def canonical_axes(axis, ndim: int) -> tuple[int, ...]:
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, (tuple, list)):
+        axes = tuple(canonical_axis(a, ndim) for a in axis)
+        if len(set(axes)) != len(axes):
+            fail(f"repeated axis in {tuple(axis)}", ValueError)
+        return axes
+    return (canonical_axis(axis, ndim),)
+
+
+def shape_arg(shape) -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)) or (core.is_concrete_array(shape) and shape.ndim == 0):
+        shape = (shape,)
+    try:
+        out = tuple(operator.index(d) for d in shape)
+    except TypeError:
+        fail(f"a shape must be a tuple of integers, got {shape!r}")
+    if any(d < 0 for d in out):
+        fail(f"negative dimensions are not allowed: {out}", ValueError)
+    return out
