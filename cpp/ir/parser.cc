@@ -331,7 +331,8 @@ class Parser {
     } catch (const Error& e) {
       Fail(e.what(), at);
     }
-    if (added->name() != name) Fail("instruction name %" + name + " is already used in this module (names must be unique per module)", at);
+    // Names are scoped per computation in the text; one already taken elsewhere in the
+    // module is renamed (so such text does not print back verbatim).
     names_[name] = added;
     if (!called_names.empty()) {
       pending_.push_back({added, called_names, at});

@@ -24,7 +24,8 @@ bool ShouldFold(const Instruction* instr) {
       return false;
     case Opcode::kBroadcast:
     case Opcode::kIota:
-      return instr->shape().NumElements() <= 1;
+      if (instr->shape().NumElements() > 1) return false;
+      break;
     default:
       break;
   }
@@ -52,6 +53,7 @@ bool ConstantFoldingPass::Run(Module& module) {
       Instruction* folded = Builder(c).Constant(std::move(*value));
       folded->set_metadata(instr->metadata());
       instr->ReplaceAllUsesWith(folded);
+      c->RemoveInstruction(instr);
       changed = true;
     }
   }

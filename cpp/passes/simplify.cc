@@ -115,6 +115,7 @@ bool SimplifyPass::Run(Module& module) {
         replacement->set_metadata(replacement->metadata().empty() ? instr->metadata()
                                                                   : replacement->metadata());
         instr->ReplaceAllUsesWith(replacement);
+        if (instr->users().empty() && instr != c->root()) c->RemoveInstruction(instr);
         changed = true;
       }
     }

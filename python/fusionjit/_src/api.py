@@ -137,7 +137,7 @@ class Jitted(_core.JitFunction):
         entry = self._entries.get(key)
         if entry is None or (keep_llvm_ir and not entry.compilation.llvm_ir):
             program, out_tree = self._trace(in_tree, avals, statics, static_kwargs)
-            module = lowering.lower_program(program, f"jit_{self._name}")
+            module = lowering.lower_program(program, _module_name(self._name))
             compilation = dispatch.compile_module(module, self._name, keep_llvm_ir)
             out_weak = [a.weak_type for a in program.out_avals]
             entry = _CacheEntry(program, module, compilation, out_tree, out_weak, avals)
@@ -191,6 +191,10 @@ class Jitted(_core.JitFunction):
     def clear_cache(self) -> None:
         self._entries.clear()
         self._clear_cache()
+
+
+def _module_name(name: str) -> str:
+    return "jit_" + "".join(c if c.isalnum() or c in "_.-" else "_" for c in name)
 
 
 def _hashable(v) -> bool:

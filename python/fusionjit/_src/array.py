@@ -19,7 +19,9 @@ def from_numpy(x: np.ndarray, dtype=None, weak_type: bool = False) -> Array:
     target = dt.canonicalize(x.dtype if dtype is None else dtype)
     if x.dtype != target:
         x = x.astype(target)
-    return _core.array_from_numpy(np.ascontiguousarray(x), weak_type)
+    if not x.flags.c_contiguous:
+        x = x.copy()  # (np.ascontiguousarray would make a 0-d array 1-d)
+    return _core.array_from_numpy(x, weak_type)
 
 
 def scalar(value, dtype, weak: bool) -> Array:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import builtins
+
 from fusionjit._src import dtypes as dt
 from fusionjit._src.lax import lax
 from fusionjit._src.numpy.util import aval, canonical_axes, canonical_axis, check_arraylike, fail, to_array
@@ -27,7 +29,7 @@ def _reduction(name, lax_fn, upcast_small_ints: bool, identity: bool):
             a = lax.convert_element_type(a, dt.canonicalize(dtype))
         elif upcast_small_ints and dt.is_bool(aval(a).dtype):
             a = lax.convert_element_type(a, dt.default_int())
-        if not identity and any(shape[i] == 0 for i in axes) and initial is None:
+        if not identity and builtins.any(shape[i] == 0 for i in axes) and initial is None:
             fail(f"zero-size array to reduction operation {name} which has no identity",
                  ValueError)
         result = lax_fn(a, axes)

@@ -55,7 +55,7 @@ def array(object, dtype=None, copy: bool = True, ndmin: int = 0):  # noqa: A002
                 value = np.asarray(object)
             except Exception as e:  # noqa: BLE001
                 fail(f"cannot convert {type(object).__name__} to an array: {e}")
-            if value.dtype == object or value.dtype.kind not in "biuf":
+            if value.dtype.kind not in "biuf":
                 fail(f"cannot convert a value of dtype {value.dtype} to a fusionjit array")
             if value.dtype == np.float64 and isinstance(object, (list, tuple)) and dtype is None:
                 value = value.astype(dt.default_float())

@@ -1,0 +1,223 @@
+// The IR: text round trip (golden file), printer details, parser errors, and the
+// verifier's rejection of malformed IR.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "ir/builder.h"
+#include "ir/dot_printer.h"
+#include "support/error.h"
+#include "test_util.h"
+
+namespace fj {
+namespace {
+
+using testing::Normalize;
+using testing::Parse;
+using testing::ReadGolden;
+
+TEST(IrText, GoldenRoundTripIsExact) {
+  std::string text = ReadGolden("elementwise.fjir");
+  ASSERT_FALSE(text.empty());
+  std::unique_ptr<Module> m = Parse(text);
+  EXPECT_EQ(Normalize(m->ToString()), Normalize(text));
+  // Printing the parse of the print is a fixed point.
+  EXPECT_EQ(Parse(m->ToString())->ToString(), m->ToString());
+}
+
+TEST(IrText, CloneIsDeepAndEqual) {
+  std::unique_ptr<Module> m = Parse(ReadGolden("elementwise.fjir"));
+  std::unique_ptr<Module> c = m->Clone();
+  EXPECT_EQ(c->ToString(), m->ToString());
+  EXPECT_NE(c->entry(), m->entry());
+}
+
+TEST(IrText, FloatLiteralsRoundTripExactly) {
+  std::string text = R"(
+module floats
+
+ENTRY %main () -> (f32[4], f64[3]) {
+  %a = f32[4] constant({0.1, 3.4028235e+38, 1e-45, -0})
+  %b = f64[3] constant({0.1, 2.2250738585072014e-308, -inf})
+  ROOT %t = (f32[4], f64[3]) tuple(%a, %b)
+}
+)";
+  std::unique_ptr<Module> m = Parse(text);
+  const Literal& a = m->entry()->root()->operand(0)->literal();
+  EXPECT_EQ(a.GetDouble(0), static_cast<double>(0.1f));
+  EXPECT_EQ(a.GetDouble(2), static_cast<double>(1e-45f));
+  EXPECT_TRUE(std::signbit(a.GetDouble(3)));
+  const Literal& b = m->entry()->root()->operand(1)->literal();
+  EXPECT_EQ(b.GetDouble(0), 0.1);
+  EXPECT_EQ(b.GetDouble(1), 2.2250738585072014e-308);
+  EXPECT_EQ(Normalize(m->ToString()), Normalize(text));
+}
+
+TEST(IrText, ParseErrorsNameLineAndColumn) {
+  try {
+    ParseModule("module m\nENTRY %main () -> f32[] {\n  ROOT %x = f32[] frobnicate()\n}\n");
+    FAIL() << "expected a parse error";
+  } catch (const Error& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("line 3"), std::string::npos) << what;
+    EXPECT_NE(what.find("unknown opcode 'frobnicate'"), std::string::npos) << what;
+  }
+}
+
+TEST(IrText, ParserRejectsUndefinedValues) {
+  EXPECT_THROW(ParseModule("module m\nENTRY %main () -> f32[] {\n  ROOT %y = f32[] negate(%x)\n}\n"),
+               Error);
+}
+
+TEST(IrText, ParserRejectsWrongConstantSize) {
+  EXPECT_THROW(ParseModule("module m\nENTRY %main () -> f32[2] {\n  ROOT %c = f32[2] constant({1, 2, 3})\n}\n"),
+               Error);
+}
+
+// The verifier rejects each kind of malformed IR.
+void ExpectRejected(const std::string& text, const std::string& needle) {
+  std::unique_ptr<Module> m = ParseModule(text);
+  try {
+    VerifyModule(*m);
+    FAIL() << "verifier accepted: " << text;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(Verifier, RejectsWrongResultShape) {
+  ExpectRejected(R"(module m
+ENTRY %main (x: f32[4]) -> f32[5] {
+  %x = f32[4] parameter(0)
+  ROOT %n = f32[5] negate(%x)
+})",
+                 "should be f32[4]");
+}
+
+TEST(Verifier, RejectsMismatchedBinaryOperands) {
+  ExpectRejected(R"(module m
+ENTRY %main (x: f32[4], y: s32[4]) -> f32[4] {
+  %x = f32[4] parameter(0)
+  %y = s32[4] parameter(1)
+  ROOT %a = f32[4] add(%x, %y)
+})",
+                 "same shape and element type");
+}
+
+TEST(Verifier, RejectsTranscendentalOnIntegers) {
+  ExpectRejected(R"(module m
+ENTRY %main (x: s32[4]) -> s32[4] {
+  %x = s32[4] parameter(0)
+  ROOT %e = s32[4] exponential(%x)
+})",
+                 "floating-point");
+}
+
+TEST(Verifier, RejectsBadBroadcast) {
+  ExpectRejected(R"(module m
+ENTRY %main (x: f32[3]) -> f32[4,5] {
+  %x = f32[3] parameter(0)
+  ROOT %b = f32[4,5] broadcast(%x), dimensions={1}
+})",
+                 "does not fit");
+}
+
+TEST(Verifier, RejectsOutOfBoundsSlice) {
+  ExpectRejected(R"(module m
+ENTRY %main (x: f32[4]) -> f32[3] {
+  %x = f32[4] parameter(0)
+  ROOT %s = f32[3] slice(%x), slice={[2:5:1]}
+})",
+                 "out of bounds");
+}
+
+TEST(Verifier, RejectsCombinerOfWrongType) {
+  ExpectRejected(R"(module m
+%add_s32 (a: s32[], b: s32[]) -> s32[] {
+  %a = s32[] parameter(0)
+  %b = s32[] parameter(1)
+  ROOT %s = s32[] add(%a, %b)
+}
+ENTRY %main (x: f32[4]) -> f32[] {
+  %x = f32[4] parameter(0)
+  %z = f32[] constant(0)
+  ROOT %r = f32[] reduce(%x, %z), dimensions={0}, to_apply=%add_s32
+})",
+                 "parameter 0 of %add_s32");
+}
+
+TEST(Verifier, RejectsWrongOperandCount) {
+  ExpectRejected(R"(module m
+ENTRY %main (x: f32[4]) -> f32[4] {
+  %x = f32[4] parameter(0)
+  ROOT %a = f32[4] add(%x)
+})",
+                 "takes 2 operands");
+}
+
+TEST(Verifier, RejectsFusionWhoseParametersDoNotMatch) {
+  ExpectRejected(R"(module m
+%fused (p: f32[3]) -> f32[3] {
+  %p = f32[3] parameter(0)
+  ROOT %n = f32[3] negate(%p)
+}
+ENTRY %main (x: f32[4]) -> f32[3] {
+  %x = f32[4] parameter(0)
+  ROOT %f = f32[3] fusion(%x), kind=kLoop, calls=%fused
+})",
+                 "parameter 0 of %fused");
+}
+
+TEST(Verifier, RejectsGraphEditsThatBreakUsers) {
+  std::unique_ptr<Module> m = Parse(R"(module m
+ENTRY %main (x: f32[4]) -> f32[4] {
+  %x = f32[4] parameter(0)
+  %n = f32[4] negate(%x)
+  ROOT %a = f32[4] abs(%n)
+})");
+  VerifyModule(*m);
+  // A cycle: %n now uses %a, which uses %n.
+  Instruction* n = m->entry()->root()->operand(0);
+  n->ReplaceOperandWith(0, m->entry()->root());
+  EXPECT_THROW(VerifyModule(*m), Error);
+}
+
+TEST(Builder, InfersShapesAndRejectsBadOps) {
+  Module m("built");
+  Computation* c = m.AddComputation("main");
+  m.set_entry(c);
+  Builder b(c);
+  Instruction* x = b.Parameter(0, Shape(DType::kF32, {2, 3}));
+  Instruction* t = b.Add(Opcode::kTranspose, {x}, [] {
+    InstructionAttrs a;
+    a.dimensions = {1, 0};
+    return a;
+  }());
+  EXPECT_EQ(t->shape().ToString(), "f32[3,2]");
+  EXPECT_THROW(b.Binary(Opcode::kAdd, x, t), Error);
+  Computation* add = MakeScalarCombiner(m, Opcode::kAdd, DType::kF32);
+  Instruction* r = b.Reduce(x, b.ScalarConstant(DType::kF32, 0), {1}, add);
+  EXPECT_EQ(r->shape().ToString(), "f32[2]");
+  c->set_root(b.Tuple({r}));
+  VerifyModule(m);
+}
+
+TEST(DotPrinter, DrawsFusionsAsClusters) {
+  std::unique_ptr<Module> m = Parse(R"(module m
+%fused (p: f32[4]) -> f32[4] {
+  %p = f32[4] parameter(0)
+  %n = f32[4] negate(%p)
+  ROOT %e = f32[4] exponential(%n)
+}
+ENTRY %main (x: f32[4]) -> f32[4] {
+  %x = f32[4] parameter(0)
+  ROOT %f = f32[4] fusion(%x), kind=kLoop, calls=%fused
+})");
+  std::string dot = ModuleToDot(*m);
+  EXPECT_NE(dot.find("digraph"), std::string::npos);
+  EXPECT_NE(dot.find("subgraph cluster_"), std::string::npos);
+  EXPECT_NE(dot.find("exponential"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace fj

@@ -1,0 +1,355 @@
+"""Every fusionjit.numpy operation against NumPy, for every supported dtype, eagerly and
+under jit (and eager == jit)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fusionjit
+import fusionjit.numpy as fnp
+from conftest import assert_close
+
+F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
+I32, I64 = np.dtype(np.int32), np.dtype(np.int64)
+U32, U64 = np.dtype(np.uint32), np.dtype(np.uint64)
+BOOL = np.dtype(np.bool_)
+FLOATS = (F32, F64)
+INTS = (I32, I64, U32, U64)
+SIGNED = (I32, I64)
+NUMERIC = FLOATS + INTS
+ALL = NUMERIC + (BOOL,)
+X64 = {F64, I64, U64}
+
+SHAPES = [(), (7,), (3, 17), (2, 3, 5)]
+
+
+def gen(kind, dtype, shape, rng):
+    dtype = np.dtype(dtype)
+    if dtype == BOOL:
+        return rng.random(shape) < 0.5
+    if dtype.kind == "u":
+        lo, hi = {"default": (0, 40), "nonzero": (1, 40), "small": (0, 6), "shift": (0, 40),
+                  "exponent": (0, 9)}.get(kind, (0, 40))
+        return rng.integers(lo, hi, shape).astype(dtype)
+    if dtype.kind == "i":
+        lo, hi = {"default": (-20, 20), "nonzero": (1, 20), "small": (-3, 6), "shift": (0, 40),
+                  "positive": (1, 20), "exponent": (0, 9)}.get(kind, (-20, 20))
+        x = rng.integers(lo, hi, shape).astype(dtype)
+        if kind == "nonzero":
+            x = np.where(rng.random(shape) < 0.5, x, -x).astype(dtype)
+        return x
+    ranges = {"default": (-3, 3), "positive": (0.1, 5), "log1p": (-0.9, 5), "nonzero": (0.5, 4),
+              "small": (-2, 2), "trig": (-10, 10), "wide": (-30, 30)}
+    lo, hi = ranges.get(kind, (-3, 3))
+    x = rng.uniform(lo, hi, shape).astype(dtype)
+    if kind == "nonzero":
+        x = np.where(rng.random(shape) < 0.5, x, -x).astype(dtype)
+    return np.asarray(x, dtype)
+
+
+def same(d):
+    return d
+
+
+def to_float(d):
+    return d if d.kind == "f" else (F64 if d in X64 else F32)
+
+
+def to_bool(d):
+    return BOOL
+
+
+# name, fusionjit fn, numpy fn, arity, dtypes, input kinds, result dtype rule, rtol
+UNARY = [
+    ("negative", fnp.negative, np.negative, NUMERIC, "default", same, None),
+    ("abs", fnp.abs, np.abs, NUMERIC, "default", same, None),
+    ("sign", fnp.sign, np.sign, NUMERIC, "default", same, None),
+    ("floor", fnp.floor, np.floor, FLOATS, "wide", same, None),
+    ("ceil", fnp.ceil, np.ceil, FLOATS, "wide", same, None),
+    ("round", fnp.round, np.round, FLOATS, "wide", same, None),
+    ("exp", fnp.exp, np.exp, ALL, "default", to_float, 2e-6),
+    ("expm1", fnp.expm1, np.expm1, FLOATS, "small", to_float, 3e-6),
+    ("log", fnp.log, np.log, FLOATS, "positive", to_float, 2e-6),
+    ("log1p", fnp.log1p, np.log1p, FLOATS, "log1p", to_float, 3e-6),
+    ("sqrt", fnp.sqrt, np.sqrt, FLOATS + INTS, "positive", to_float, 1e-6),
+    ("sin", fnp.sin, np.sin, FLOATS, "trig", to_float, 2e-6),
+    ("cos", fnp.cos, np.cos, FLOATS, "trig", to_float, 2e-6),
+    ("tan", fnp.tan, np.tan, FLOATS, "small", to_float, 4e-6),
+    ("tanh", fnp.tanh, np.tanh, FLOATS, "default", to_float, 3e-6),
+    ("square", fnp.square, np.square, NUMERIC, "small", same, None),
+    ("reciprocal", fnp.reciprocal, np.reciprocal, FLOATS, "nonzero", same, None),
+    ("logical_not", fnp.logical_not, np.logical_not, ALL, "default", to_bool, None),
+    ("invert", fnp.invert, np.invert, INTS + (BOOL,), "default", same, None),
+    ("isfinite", fnp.isfinite, np.isfinite, ALL, "default", to_bool, None),
+    ("isnan", fnp.isnan, np.isnan, ALL, "default", to_bool, None),
+    ("isinf", fnp.isinf, np.isinf, ALL, "default", to_bool, None),
+    ("log2", fnp.log2, np.log2, FLOATS, "positive", to_float, 3e-6),
+    ("log10", fnp.log10, np.log10, FLOATS, "positive", to_float, 3e-6),
+    ("exp2", fnp.exp2, np.exp2, FLOATS, "default", to_float, 3e-6),
+]
+
+BINARY = [
+    ("add", fnp.add, np.add, ALL, ("default", "default"), same, None),
+    ("subtract", fnp.subtract, np.subtract, NUMERIC, ("default", "default"), same, None),
+    ("multiply", fnp.multiply, np.multiply, ALL, ("default", "default"), same, None),
+    ("true_divide", fnp.true_divide, np.true_divide, NUMERIC, ("default", "nonzero"), to_float, 1e-6),
+    ("floor_divide", fnp.floor_divide, np.floor_divide, NUMERIC, ("default", "nonzero"), same, None),
+    ("remainder", fnp.remainder, np.remainder, NUMERIC, ("default", "nonzero"), same, 1e-5),
+    ("power", fnp.power, np.power, FLOATS, ("positive", "default"), same, 4e-6),
+    ("power_int", fnp.power, np.power, INTS, ("small", "exponent"), same, None),
+    ("maximum", fnp.maximum, np.maximum, ALL, ("default", "default"), same, None),
+    ("minimum", fnp.minimum, np.minimum, ALL, ("default", "default"), same, None),
+    ("arctan2", fnp.arctan2, np.arctan2, FLOATS, ("default", "default"), to_float, 2e-6),
+    ("equal", fnp.equal, np.equal, ALL, ("small", "small"), to_bool, None),
+    ("not_equal", fnp.not_equal, np.not_equal, ALL, ("small", "small"), to_bool, None),
+    ("less", fnp.less, np.less, ALL, ("small", "small"), to_bool, None),
+    ("less_equal", fnp.less_equal, np.less_equal, ALL, ("small", "small"), to_bool, None),
+    ("greater", fnp.greater, np.greater, ALL, ("small", "small"), to_bool, None),
+    ("greater_equal", fnp.greater_equal, np.greater_equal, ALL, ("small", "small"), to_bool, None),
+    ("logical_and", fnp.logical_and, np.logical_and, ALL, ("small", "small"), to_bool, None),
+    ("logical_or", fnp.logical_or, np.logical_or, ALL, ("small", "small"), to_bool, None),
+    ("logical_xor", fnp.logical_xor, np.logical_xor, ALL, ("small", "small"), to_bool, None),
+    ("bitwise_and", fnp.bitwise_and, np.bitwise_and, INTS + (BOOL,), ("default", "default"), same, None),
+    ("bitwise_or", fnp.bitwise_or, np.bitwise_or, INTS + (BOOL,), ("default", "default"), same, None),
+    ("bitwise_xor", fnp.bitwise_xor, np.bitwise_xor, INTS + (BOOL,), ("default", "default"), same, None),
+    ("left_shift", fnp.left_shift, np.left_shift, INTS, ("small", "small"), same, None),
+    ("right_shift", fnp.right_shift, np.right_shift, INTS, ("default", "small"), same, None),
+]
+
+
+def _cases(table):
+    for entry in table:
+        for d in entry[3]:
+            for mode in ("eager", "jit"):
+                yield pytest.param(entry, d, mode, id=f"{entry[0]}-{d}-{mode}")
+
+
+def _run(fn, mode, *args):
+    if mode == "jit":
+        return fusionjit.jit(fn)(*args)
+    return fn(*[fnp.asarray(a) for a in args])
+
+
+@pytest.fixture
+def dtype_mode(request):
+    return None
+
+
+def _maybe_x64(d):
+    if np.dtype(d) in X64:
+        fusionjit.config.update("fusionjit_enable_x64", True)
+        return True
+    return False
+
+
+@pytest.mark.parametrize("entry,dtype,mode", list(_cases(UNARY)))
+def test_unary(entry, dtype, mode):
+    name, f, np_f, _, kind, rule, rtol = entry
+    x64 = _maybe_x64(dtype)
+    try:
+        rng = np.random.default_rng(hash(name) % 2**32)
+        for shape in SHAPES:
+            x = gen(kind, dtype, shape, rng)
+            out_dtype = rule(np.dtype(dtype))
+            # NumPy computes float functions of bools in float16: use the result type.
+            np_x = x.astype(out_dtype) if out_dtype.kind == "f" and x.dtype.kind != "f" else x
+            expected = np.asarray(np_f(np_x)).astype(out_dtype)
+            got = _run(f, mode, x)
+            assert isinstance(got, fusionjit.Array)
+            assert_close(got, expected, rtol=rtol, atol=rtol)
+    finally:
+        if x64:
+            fusionjit.config.update("fusionjit_enable_x64", False)
+
+
+@pytest.mark.parametrize("entry,dtype,mode", list(_cases(BINARY)))
+def test_binary(entry, dtype, mode):
+    name, f, np_f, _, kinds, rule, rtol = entry
+    x64 = _maybe_x64(dtype)
+    try:
+        rng = np.random.default_rng(hash(name) % 2**32)
+        for shape in SHAPES:
+            x = gen(kinds[0], dtype, shape, rng)
+            y = gen(kinds[1], dtype, shape, rng)
+            with np.errstate(all="ignore"):
+                expected = np.asarray(np_f(x, y)).astype(rule(np.dtype(dtype)))
+            got = _run(f, mode, x, y)
+            assert_close(got, expected, rtol=rtol, atol=rtol)
+    finally:
+        if x64:
+            fusionjit.config.update("fusionjit_enable_x64", False)
+
+
+REDUCTIONS = [
+    ("sum", fnp.sum, np.sum, NUMERIC + (BOOL,)),
+    ("prod", fnp.prod, np.prod, NUMERIC),
+    ("max", fnp.max, np.max, ALL),
+    ("min", fnp.min, np.min, ALL),
+    ("mean", fnp.mean, np.mean, NUMERIC),
+    ("any", fnp.any, np.any, ALL),
+    ("all", fnp.all, np.all, ALL),
+    ("argmax", fnp.argmax, np.argmax, NUMERIC),
+    ("argmin", fnp.argmin, np.argmin, NUMERIC),
+]
+
+
+def _reduction_result_dtype(name, d, x64):
+    d = np.dtype(d)
+    if name in ("any", "all"):
+        return BOOL
+    if name in ("argmax", "argmin"):
+        return I64 if x64 else I32
+    if name == "mean":
+        return d if d.kind == "f" else (F64 if x64 else F32)
+    if name in ("sum", "prod") and d == BOOL:
+        return I64 if x64 else I32
+    return d
+
+
+@pytest.mark.parametrize("name,f,np_f,dtypes", REDUCTIONS, ids=[r[0] for r in REDUCTIONS])
+@pytest.mark.parametrize("mode", ["eager", "jit"])
+def test_reductions(name, f, np_f, dtypes, mode):
+    rng = np.random.default_rng(1)
+    for dtype in dtypes:
+        x64 = _maybe_x64(dtype)
+        try:
+            kind = "small" if name == "prod" else "default"
+            x = gen(kind, dtype, (4, 5, 6), rng)
+            axes = [None, 0, 1, 2, -1] if name in ("argmax", "argmin") else \
+                [None, 0, 1, 2, -1, (0, 2), (1, 2)]
+            for axis in axes:
+                for keepdims in (False, True):
+                    def fn(a, axis=axis, keepdims=keepdims):
+                        return f(a, axis=axis, keepdims=keepdims)
+                    expected = np.asarray(np_f(x, axis=axis, keepdims=keepdims))
+                    expected = expected.astype(_reduction_result_dtype(name, dtype, x64))
+                    got = _run(fn, mode, x)
+                    rtol = 2e-6 if np.dtype(dtype) == F32 else None
+                    assert_close(got, expected, rtol=rtol, atol=rtol)
+        finally:
+            if x64:
+                fusionjit.config.update("fusionjit_enable_x64", False)
+
+
+def test_argmax_returns_first_nan_and_first_tie():
+    x = np.array([[1.0, 3.0, 3.0, 0.0], [2.0, np.nan, 5.0, np.nan]], np.float32)
+    np.testing.assert_array_equal(fnp.argmax(x, axis=1), np.argmax(x, axis=1))
+    np.testing.assert_array_equal(fnp.argmin(x, axis=1), np.argmin(x, axis=1))
+    np.testing.assert_array_equal(fusionjit.jit(lambda a: fnp.argmax(a, axis=1))(x), [1, 1])
+
+
+def test_reductions_over_large_rows_are_accurate():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, 100_003)).astype(np.float32)
+    got = fusionjit.jit(lambda a: fnp.sum(a, axis=1))(x)
+    assert_close(got, x.astype(np.float64).sum(axis=1).astype(np.float32), rtol=1e-4, atol=1e-3)
+    got = fusionjit.jit(lambda a: fnp.max(a, axis=0))(x)
+    assert_close(got, x.max(axis=0))
+
+
+def test_empty_reductions():
+    x = np.zeros((0, 3), np.float32)
+    assert_close(fnp.sum(x, axis=0), np.zeros(3, np.float32))
+    assert_close(fnp.prod(x, axis=0), np.ones(3, np.float32))
+    with pytest.raises(ValueError, match="zero-size"):
+        fnp.max(x, axis=0)
+
+
+@pytest.mark.parametrize("mode", ["eager", "jit"])
+def test_where_and_clip(mode):
+    rng = np.random.default_rng(2)
+    c = rng.random((4, 5)) < 0.5
+    x = rng.standard_normal((4, 5)).astype(np.float32)
+    y = rng.standard_normal((5,)).astype(np.float32)
+    assert_close(_run(fnp.where, mode, c, x, y), np.where(c, x, y))
+    assert_close(_run(lambda a: fnp.clip(a, -0.5, 0.5), mode, x), np.clip(x, -0.5, 0.5))
+    assert_close(_run(lambda a: fnp.clip(a, max=0.1), mode, x), np.clip(x, None, 0.1))
+    assert_close(_run(lambda a: fnp.where(a > 0, a, 0.0), mode, x), np.where(x > 0, x, 0.0).astype(np.float32))
+
+
+@pytest.mark.parametrize("mode", ["eager", "jit"])
+def test_power_with_python_int_exponent(mode):
+    x = np.arange(-3, 4, dtype=np.float32)
+    for n in (0, 1, 2, 3, 7, -1, -2):
+        assert_close(_run(lambda a, n=n: a ** n, mode, x + 0.5), (x + 0.5) ** n, rtol=1e-6)
+    xi = np.arange(-3, 4, dtype=np.int32)
+    assert_close(_run(lambda a: a ** 3, mode, xi), xi ** 3)
+
+
+def test_integer_division_follows_xla_for_zero_divisors():
+    # Documented semantics (as XLA): x // 0 == -1 for unsigned trunc division, x % 0 == x.
+    x = np.array([7, -7, 0], np.int32)
+    y = np.array([0, 0, 0], np.int32)
+    got = np.asarray(fusionjit.lax.div(x, y))
+    np.testing.assert_array_equal(got, [-1, -1, -1])
+    np.testing.assert_array_equal(np.asarray(fusionjit.lax.rem(x, y)), x)
+    big = np.array([np.iinfo(np.int32).min], np.int32)
+    np.testing.assert_array_equal(np.asarray(fusionjit.lax.div(big, np.array([-1], np.int32))), big)
+
+
+def test_float_to_int_conversion_saturates():
+    x = np.array([np.nan, np.inf, -np.inf, 3.7, -3.7, 3e9], np.float32)
+    got = np.asarray(fnp.asarray(x).astype(np.int32))
+    np.testing.assert_array_equal(got, [0, 2**31 - 1, -2**31, 3, -3, 2**31 - 1])
+
+
+def test_shift_by_more_than_the_width():
+    x = np.array([1, -8, 5], np.int32)
+    s = np.array([40, 33, 31], np.int32)
+    np.testing.assert_array_equal(np.asarray(fusionjit.lax.shift_left(x, s)), [0, 0, -2**31])
+    np.testing.assert_array_equal(np.asarray(fusionjit.lax.shift_right_arithmetic(x, s)), [0, -1, 0])
+    np.testing.assert_array_equal(np.asarray(fusionjit.lax.shift_right_logical(x, s)), [0, 0, 0])
+
+
+@pytest.mark.parametrize("mode", ["eager", "jit"])
+def test_transcendentals_edge_values(mode):
+    x = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30, -1e-30, 88.0, -100.0, 1e10],
+                 np.float32)
+    for f, np_f in [(fnp.exp, np.exp), (fnp.tanh, np.tanh), (fnp.sin, np.sin),
+                    (fnp.cos, np.cos), (fnp.expm1, np.expm1)]:
+        with np.errstate(all="ignore"):
+            expected = np_f(x)
+        assert_close(_run(f, mode, x), expected, rtol=3e-6, atol=1e-37)
+    pos = np.array([0.0, np.inf, 1e-38, 3e38, 1.0, -1.0, np.nan], np.float32)
+    for f, np_f in [(fnp.log, np.log), (fnp.sqrt, np.sqrt), (fnp.log1p, np.log1p)]:
+        with np.errstate(all="ignore"):
+            expected = np_f(pos)
+        assert_close(_run(f, mode, pos), expected, rtol=3e-6)
+
+
+@pytest.mark.parametrize("mode", ["eager", "jit"])
+def test_dot_and_matmul(mode):
+    rng = np.random.default_rng(3)
+    for dtype in (np.float32, np.int32):
+        a = gen("small", dtype, (3, 4), rng)
+        b = gen("small", dtype, (4, 5), rng)
+        v = gen("small", dtype, (4,), rng)
+        w = gen("small", dtype, (4,), rng)
+        t = gen("small", dtype, (2, 4, 6), rng)
+        batch = gen("small", dtype, (2, 3, 4), rng)
+        rtol = 1e-5 if dtype == np.float32 else None
+        assert_close(_run(fnp.dot, mode, a, b), np.dot(a, b), rtol=rtol, atol=rtol)
+        assert_close(_run(fnp.dot, mode, a, v), np.dot(a, v), rtol=rtol, atol=rtol)
+        assert_close(_run(fnp.dot, mode, v, w), np.dot(v, w), rtol=rtol, atol=rtol)
+        assert_close(_run(fnp.dot, mode, a, t), np.dot(a, t), rtol=rtol, atol=rtol)
+        assert_close(_run(fnp.matmul, mode, a, b), a @ b, rtol=rtol, atol=rtol)
+        assert_close(_run(fnp.matmul, mode, v, b), v @ b, rtol=rtol, atol=rtol)
+        assert_close(_run(fnp.matmul, mode, batch, b), batch @ b, rtol=rtol, atol=rtol)
+        assert_close(_run(lambda x, y: x @ y, mode, batch, v), batch @ v, rtol=rtol, atol=rtol)
+    big_a = rng.standard_normal((64, 70)).astype(np.float32)
+    big_b = rng.standard_normal((70, 33)).astype(np.float32)
+    assert_close(_run(fnp.matmul, mode, big_a, big_b), big_a @ big_b, rtol=1e-4, atol=1e-4)
+
+
+def test_eager_and_jit_agree_on_a_composite():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((5, 6)).astype(np.float32)
+
+    def f(a):
+        b = fnp.tanh(a) * 2.0 - fnp.exp(-a * a)
+        return fnp.where(b > 0, b, b / 3) + fnp.mean(a, axis=0)
+
+    eager = f(fnp.asarray(x))
+    jitted = fusionjit.jit(f)(x)
+    assert_close(jitted, eager, rtol=1e-6, atol=1e-6)
