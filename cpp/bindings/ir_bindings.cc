@@ -261,6 +261,7 @@ void DefineIr(py::module_& m) {
       .def_property_readonly("optimized_text", [](const Compilation& c) { return c.optimized->ToString(); })
       .def_property_readonly("optimized_dot", [](const Compilation& c) { return ModuleToDot(*c.optimized); })
       .def_readonly("llvm_ir", &Compilation::llvm_ir)
+      .def_readonly("assembly", &Compilation::assembly)
       .def_readonly("buffer_assignment", &Compilation::buffer_assignment)
       .def_readonly("seconds_passes", &Compilation::seconds_passes)
       .def_readonly("seconds_codegen", &Compilation::seconds_codegen)

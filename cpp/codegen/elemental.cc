@@ -5,6 +5,7 @@
 #include "codegen/elemental.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "codegen/math.h"
 #include "llvm/IR/Intrinsics.h"
@@ -218,15 +219,32 @@ llvm::Value* ElementalEmitter::EmitUnaryOp(Opcode op, DType in, DType out, llvm:
       if (IsPred(in)) return IsFloat(out) ? b_.CreateUIToFP(x, to) : b_.CreateZExt(x, to);
       if (IsFloat(in) && IsFloat(out)) return b_.CreateFPCast(x, to);
       if (IsFloat(out)) return IsSignedInt(in) ? b_.CreateSIToFP(x, to) : b_.CreateUIToFP(x, to);
-      if (IsFloat(in)) {
-        auto id = IsSignedInt(out) ? llvm::Intrinsic::fptosi_sat : llvm::Intrinsic::fptoui_sat;
-        return b_.CreateIntrinsic(id, {to, type}, {x});
-      }
+      if (IsFloat(in)) return SaturatingFloatToInt(x, in, out, to);
       return IsSignedInt(in) ? b_.CreateSExtOrTrunc(x, to) : b_.CreateZExtOrTrunc(x, to);
     }
     default:
       ThrowUnimplemented("codegen: unary ", OpcodeName(op));
   }
+}
+
+llvm::Value* ElementalEmitter::SaturatingFloatToInt(llvm::Value* x, DType in, DType out,
+                                                    llvm::Type* to) {
+  // Clamp in the float domain, convert, then fix the top (the largest float below 2^bits
+  // converts exactly) and NaN (-> 0). Unlike llvm.fpto[su]i.sat this stays vectorised.
+  llvm::Type* type = x->getType();
+  int bits = DTypeBits(out);
+  bool is_signed = IsSignedInt(out);
+  double lo = is_signed ? -std::ldexp(1.0, bits - 1) : 0.0;
+  double hi = is_signed ? std::ldexp(1.0, bits - 1) : std::ldexp(1.0, bits);
+  llvm::Value* too_big = b_.CreateFCmpOGE(x, ConstantOf(type, hi));
+  llvm::Value* clamped = b_.CreateSelect(b_.CreateFCmpOLT(x, ConstantOf(type, lo)), ConstantOf(type, lo), x);
+  clamped = b_.CreateSelect(too_big, ConstantOf(type, 0), clamped);
+  clamped = b_.CreateSelect(b_.CreateFCmpUNO(x, x), ConstantOf(type, 0), clamped);
+  llvm::Value* v = is_signed ? b_.CreateFPToSI(clamped, to) : b_.CreateFPToUI(clamped, to);
+  unsigned width = to->getScalarSizeInBits();
+  llvm::Value* max = llvm::ConstantInt::get(to, is_signed ? llvm::APInt::getSignedMaxValue(width)
+                                                          : llvm::APInt::getMaxValue(width));
+  return b_.CreateSelect(too_big, max, v);
 }
 
 llvm::Value* ElementalEmitter::EmitBinaryOp(Opcode op, DType t, ComparisonDirection dir,

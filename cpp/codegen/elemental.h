@@ -38,6 +38,8 @@ class ElementalEmitter {
   llvm::Value* EmitUnaryOp(Opcode op, DType in, DType out, llvm::Value* x);
   llvm::Value* EmitBinaryOp(Opcode op, DType dtype, ComparisonDirection dir, llvm::Value* a,
                             llvm::Value* b);
+  // float -> int conversion that saturates at the type's range and maps NaN to 0.
+  llvm::Value* SaturatingFloatToInt(llvm::Value* x, DType in, DType out, llvm::Type* to);
   // Applies a scalar combiner computation (e.g. add) to two values of the same form.
   llvm::Value* EmitCombiner(const Computation& combiner, llvm::Value* a, llvm::Value* b);
   // Folds the lanes of a vector with a combiner.

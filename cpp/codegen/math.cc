@@ -79,9 +79,10 @@ class FloatMath {
     for (; it != coeffs.end(); ++it) p = Fma(p, x, C(*it));
     return p;
   }
-  // Float-to-int, saturating (NaN -> 0), so that no input is undefined behaviour.
+  // Float-to-int for values already known to be in range, or NaN (-> 0). (The
+  // saturating intrinsic would be scalarised on x86.)
   llvm::Value* ToInt(llvm::Value* x) {
-    return b_.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {it_, t_}, {x});
+    return b_.CreateFPToSI(Select(IsNan(x), C(0.0), x), it_);
   }
   // 2^k for integer k in [-(bias-1), bias], by building the exponent field.
   llvm::Value* Pow2(llvm::Value* k) {

@@ -62,8 +62,10 @@ std::unique_ptr<Compilation> Compile(const Module& traced, const CompileOptions&
   cpu_options.opt_level = options.opt_level;
   cpu_options.vector_width = options.vector_width;
   cpu_options.keep_llvm_ir = options.keep_llvm_ir;
+  cpu_options.keep_asm = options.keep_llvm_ir;
   cpu::CpuProgram program = cpu::CompileCpuProgram(*module, buffers, cpu_options);
   result->llvm_ir = program.llvm_ir;
+  result->assembly = program.assembly;
   if (!program.llvm_ir.empty()) DumpStage(*module, "llvm", "ll", program.llvm_ir);
 
   std::vector<Shape> params;

@@ -16,13 +16,14 @@ struct CompileOptions {
   int opt_level = 2;          // LLVM optimisation level
   int vector_width = 8;       // CPU SIMD lanes
   bool simplify = true;       // DCE, CSE, algebraic simplification, constant folding
-  bool keep_llvm_ir = false;  // record the optimised LLVM IR
+  bool keep_llvm_ir = false;  // record the optimised LLVM IR (and the native assembly)
 };
 
 struct Compilation {
   std::unique_ptr<Module> optimized;  // after the passes and kernel formation
   std::shared_ptr<Executable> executable;
   std::string llvm_ir;
+  std::string assembly;
   std::vector<PassRecord> passes;
   std::string buffer_assignment;
   double seconds_passes = 0, seconds_codegen = 0;

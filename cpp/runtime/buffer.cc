@@ -1,21 +1,78 @@
-// Aligned host buffers.
+// Aligned host buffers with a small cache of freed blocks: a program called in a loop gets
+// its output buffers back without page faults (fresh large blocks come from mmap and fault
+// on first touch, which can cost more than the kernel that fills them).
 #include "runtime/buffer.h"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
+#include <map>
+#include <mutex>
+#include <vector>
 
 #include "support/error.h"
 
 namespace fj {
+namespace {
+
+constexpr size_t kAlignment = 64;
+constexpr size_t kMaxCachedBytes = size_t{256} << 20;  // per process
+constexpr size_t kMinCachedBlock = 4096;                // smaller ones: malloc is fast
+
+class BlockCache {
+ public:
+  void* Take(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = free_.find(bytes);
+    if (it == free_.end() || it->second.empty()) return nullptr;
+    void* p = it->second.back();
+    it->second.pop_back();
+    cached_ -= bytes;
+    return p;
+  }
+  // Returns false if the cache is full (the caller frees the block).
+  bool Put(void* p, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (cached_ + bytes > kMaxCachedBytes) return false;
+    free_[bytes].push_back(p);
+    cached_ += bytes;
+    return true;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<size_t, std::vector<void*>> free_;
+  size_t cached_ = 0;
+};
+
+BlockCache& Cache() {
+  static BlockCache* cache = new BlockCache();  // outlives every buffer
+  return *cache;
+}
+
+size_t Rounded(int64_t bytes) {
+  size_t n = (static_cast<size_t>(bytes) + kAlignment - 1) / kAlignment * kAlignment;
+  return n == 0 ? kAlignment : n;
+}
+
+}  // namespace
 
 std::shared_ptr<Buffer> Buffer::Allocate(int64_t bytes) {
   if (bytes < 0) ThrowInvalidArgument("negative buffer size");
-  size_t rounded = (static_cast<size_t>(bytes) + 63) / 64 * 64;
-  if (rounded == 0) rounded = 64;
-  void* p = std::aligned_alloc(64, rounded);
-  if (!p) ThrowInvalidArgument("out of memory allocating ", bytes, " bytes");
+  size_t rounded = Rounded(bytes);
+  void* p = rounded >= kMinCachedBlock ? Cache().Take(rounded) : nullptr;
+  if (!p) {
+    p = std::aligned_alloc(kAlignment, rounded);
+    if (!p) ThrowInvalidArgument("out of memory allocating ", bytes, " bytes");
+    if (rounded >= (size_t{2} << 20)) madvise(p, rounded, MADV_HUGEPAGE);
+  }
   return std::shared_ptr<Buffer>(new Buffer(p, bytes));
 }
 
-Buffer::~Buffer() { std::free(data_); }
+Buffer::~Buffer() {
+  size_t rounded = Rounded(size_);
+  if (rounded >= kMinCachedBlock && Cache().Put(data_, rounded)) return;
+  std::free(data_);
+}
 
 }  // namespace fj

@@ -128,12 +128,14 @@ CpuProgram CompileCpuProgram(const Module& module, const BufferAssignment& buffe
   CpuProgram program;
   program.kernels = ProgramEmitter(*llvm_module, buffers, options).Emit(*module.entry());
   bool want_ir = options.keep_llvm_ir || GetDebugFlags().debug_level >= 3;
-  std::string ir;
+  std::string ir, assembly;
   auto [entry, code] = jit.Add(std::move(llvm_module), std::move(context), "fj_main",
-                               options.opt_level, want_ir ? &ir : nullptr);
+                               options.opt_level, want_ir ? &ir : nullptr,
+                               options.keep_asm ? &assembly : nullptr);
   program.entry = reinterpret_cast<FjEntryFn>(entry);
   program.code = std::move(code);
   program.llvm_ir = std::move(ir);
+  program.assembly = std::move(assembly);
   return program;
 }
 

@@ -20,13 +20,15 @@ struct CpuOptions {
   int opt_level = 2;                  // LLVM optimisation level, 0-3
   int64_t parallel_min_elements = 1 << 16;  // smaller kernels run on the calling thread
   bool keep_llvm_ir = false;          // fill CpuProgram::llvm_ir
+  bool keep_asm = false;              // fill CpuProgram::assembly
 };
 
 struct CpuProgram {
   FjEntryFn entry = nullptr;
   std::shared_ptr<void> code;  // owns the JIT'd code
   std::vector<KernelInfo> kernels;
-  std::string llvm_ir;  // optimised LLVM IR, when requested
+  std::string llvm_ir;   // optimised LLVM IR, when requested
+  std::string assembly;  // native assembly, when requested
 };
 
 // `module` must be kernelized (see fusion/kernel_wrapper.h); `buffers` is its assignment.

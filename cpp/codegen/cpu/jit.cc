@@ -3,7 +3,9 @@
 
 #include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Verifier.h"
+#include "llvm/Transforms/Utils/Cloning.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
@@ -66,7 +68,7 @@ void JitEngine::Optimize(llvm::Module& module, int opt_level) {
 std::pair<void*, std::shared_ptr<void>> JitEngine::Add(std::unique_ptr<llvm::Module> module,
                                                        std::unique_ptr<llvm::LLVMContext> context,
                                                        const std::string& symbol, int opt_level,
-                                                       std::string* ir_out) {
+                                                       std::string* ir_out, std::string* asm_out) {
   module->setDataLayout(target_machine_->createDataLayout());
   module->setTargetTriple(target_machine_->getTargetTriple().str());
   std::string cpu = target_machine_->getTargetCPU().str();
@@ -85,6 +87,18 @@ std::pair<void*, std::shared_ptr<void>> JitEngine::Add(std::unique_ptr<llvm::Mod
   if (ir_out) {
     llvm::raw_string_ostream os(*ir_out);
     module->print(os, nullptr);
+  }
+  if (asm_out) {
+    // Native assembly of a copy, as the JIT will generate it.
+    std::unique_ptr<llvm::Module> copy = llvm::CloneModule(*module);
+    llvm::SmallString<0> buffer;
+    llvm::raw_svector_ostream os(buffer);
+    llvm::legacy::PassManager pm;
+    if (target_machine_->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::AssemblyFile)) {
+      ThrowInternal("the target cannot emit assembly");
+    }
+    pm.run(*copy);
+    *asm_out = std::string(buffer.str());
   }
 
   std::lock_guard<std::mutex> lock(mu_);

@@ -20,7 +20,7 @@ class JitEngine {
   std::pair<void*, std::shared_ptr<void>> Add(std::unique_ptr<llvm::Module> module,
                                               std::unique_ptr<llvm::LLVMContext> context,
                                               const std::string& symbol, int opt_level,
-                                              std::string* ir_out);
+                                              std::string* ir_out, std::string* asm_out = nullptr);
   llvm::TargetMachine& target_machine() { return *target_machine_; }
 
  private:

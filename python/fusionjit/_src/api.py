@@ -222,7 +222,7 @@ class ShapeDtypeStruct:
         return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype})"
 
 
-_STAGES = ("program", "traced", "optimized", "llvm", "dot", "buffers")
+_STAGES = ("program", "traced", "optimized", "llvm", "asm", "dot", "buffers")
 
 
 class Lowered:
@@ -238,7 +238,8 @@ class Lowered:
     def as_text(self, stage: str = "traced") -> str:
         """``stage``: "program" (the traced Python program), "traced" (the C++ IR as
         lowered), "optimized" (after the C++ passes and kernel formation), "llvm" (the
-        optimised LLVM IR), "dot" (Graphviz of the optimized module), "buffers"."""
+        optimised LLVM IR), "asm" (native assembly), "dot" (Graphviz of the optimized
+        module), "buffers" (the buffer assignment)."""
         if stage == "program":
             return self._entry.program.pretty()
         if stage == "traced":
@@ -249,9 +250,11 @@ class Lowered:
             return self._entry.compilation.optimized_dot
         if stage == "buffers":
             return self._entry.compilation.buffer_assignment
-        if stage == "llvm":
+        if stage in ("llvm", "asm"):
             if not self._entry.compilation.llvm_ir:
                 self._entry, _ = self._jitted._entry(self._args, self._kwargs, keep_llvm_ir=True)
+            if stage == "asm":
+                return self._entry.compilation.assembly
             return self._entry.compilation.llvm_ir
         raise ValueError(f"unknown stage {stage!r}; stages: {', '.join(_STAGES)}")
 
