@@ -130,15 +130,24 @@ bool ClassifyLeaf(py::handle h, LeafValue& out, std::vector<py::object>& keep_al
     out.is_scalar = true;
     return true;
   }
-  if (py::isinstance<py::array>(h)) {
-    py::array a = py::reinterpret_borrow<py::array>(h);
+  // NumPy arrays and NumPy scalars (strongly typed): passed in place when they already
+  // have the canonical dtype and layout, else converted once for this call.
+  static PyObject* numpy_generic = py::object(py::module_::import("numpy").attr("generic")).release().ptr();
+  bool is_array = py::isinstance<py::array>(h);
+  if (is_array || PyObject_IsInstance(p, numpy_generic) == 1) {
+    py::array a = is_array ? py::reinterpret_borrow<py::array>(h) : py::array::ensure(h);
+    if (!a) return false;
     std::optional<DType> t = DTypeFromNumpy(a.dtype());
-    if (!t || Canonical(*t) != *t) return false;
-    if (!(a.flags() & py::array::c_style)) return false;
-    if (reinterpret_cast<uintptr_t>(a.data()) % DTypeBytes(*t) != 0) return false;
-    out.sig = {*t, false, std::vector<int64_t>(a.shape(), a.shape() + a.ndim())};
+    if (!t) return false;  // Python raises the unsupported-dtype error
+    DType c = Canonical(*t);
+    bool aligned = reinterpret_cast<uintptr_t>(a.data()) % DTypeBytes(*t) == 0;
+    if (c != *t || !(a.flags() & py::array::c_style) || !aligned) {
+      a = py::array::ensure(a.attr("astype")(NumpyDType(c)), py::array::c_style);
+      if (!a) return false;
+    }
+    out.sig = {c, false, std::vector<int64_t>(a.shape(), a.shape() + a.ndim())};
     out.data = a.data();
-    keep_alive.push_back(py::reinterpret_borrow<py::object>(h));
+    keep_alive.push_back(a);
     return true;
   }
   return false;

@@ -185,14 +185,15 @@ def promote_dtypes(*dtypes) -> np.dtype:
 
 def scalar_info(x):
     """(dtype, weak) for a Python or NumPy scalar, or None if ``x`` is not one."""
-    if isinstance(x, (bool, np.bool_)):
+    # NumPy scalars first: np.float64 is a subclass of float, but it is strongly typed.
+    if isinstance(x, np.generic):
+        return canonicalize(x.dtype), False
+    if isinstance(x, bool):
         return bool_, False
     if isinstance(x, int):
         return default_int(), True
     if isinstance(x, float):
         return default_float(), True
-    if isinstance(x, np.generic):
-        return canonicalize(x.dtype), False
     if isinstance(x, complex):
         raise TypeError("fusionjit does not support complex numbers")
     return None

@@ -41,6 +41,8 @@ def array(object, dtype=None, copy: bool = True, ndmin: int = 0):  # noqa: A002
         else:
             parts = [array(o) for o in object]
             parts = promote_dtypes(*parts)
+            # jnp.array of a list is never weak-typed.
+            parts = [lax.convert_element_type(p, aval(p).dtype, False) for p in parts]
             shapes = {aval(p).shape for p in parts}
             if len(shapes) != 1:
                 fail(f"setting an array element with a sequence: the parts have different "
@@ -60,7 +62,13 @@ def array(object, dtype=None, copy: bool = True, ndmin: int = 0):  # noqa: A002
             if value.dtype == np.float64 and isinstance(object, (list, tuple)) and dtype is None:
                 value = value.astype(dt.default_float())
             elif value.dtype == np.int64 and isinstance(object, (list, tuple)) and dtype is None:
-                value = value.astype(dt.default_int())
+                target = dt.default_int()
+                if value.size and target != value.dtype:
+                    info = np.iinfo(target)
+                    if value.min() < info.min or value.max() > info.max:
+                        fail(f"Python int {value.max() if value.max() > info.max else value.min()} "
+                             f"is too large to convert to {target}", OverflowError)
+                value = value.astype(target)
             out = array_mod.from_numpy(value, dtype)
     if dtype is not None and aval(out).dtype != dtype:
         out = lax.convert_element_type(out, dtype)
