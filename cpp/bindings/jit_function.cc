@@ -183,6 +183,7 @@ class JitFunction {
         dyn_args.append(args[i]);
       }
     }
+    size_t static_positional = sig.statics.size();
     py::dict dyn_kwargs;
     if (kwargs) {
       for (auto [k, v] : kwargs) {
@@ -199,9 +200,14 @@ class JitFunction {
       Py_hash_t sh = PyObject_Hash(sig.statics[i].ptr());
       if (sh == -1) {
         PyErr_Clear();
+        // Static keyword arguments are stored as (name, value) pairs: name the value's type.
+        py::handle bad = sig.statics[i];
+        if (i >= static_positional && PyTuple_Check(bad.ptr()) && PyTuple_GET_SIZE(bad.ptr()) == 2) {
+          bad = PyTuple_GET_ITEM(bad.ptr(), 1);
+        }
         throw py::type_error(
             CallerLocation() + ": a static argument of jit(" + FunctionName() + ") has type " +
-            py::str(py::type::handle_of(sig.statics[i]).attr("__name__")).cast<std::string>() +
+            py::str(py::type::handle_of(bad).attr("__name__")).cast<std::string>() +
             ", which is not hashable. Static arguments are part of the compilation cache key, so "
             "they must be hashable: pass a tuple instead of a list, or make the argument dynamic.");
       }

@@ -21,7 +21,7 @@ Instruction* Computation::AddInstruction(std::unique_ptr<Instruction> instructio
   instr->parent_ = this;
   instr->id_ = parent_->NextId();
   std::string hint = name_hint.empty() ? std::string(OpcodeName(instr->opcode())) : name_hint;
-  instr->name_ = parent_->UniqueInstructionName(hint);
+  instr->name_ = names_.Uniquify(hint);
   for (Instruction* op : instr->operands_) op->AddUser(instr);
   if (instr->opcode() == Opcode::kParameter) {
     int64_t n = instr->parameter_number();

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ir/instruction.h"
+#include "ir/names.h"
 
 namespace fj {
 
@@ -22,7 +23,8 @@ class Computation {
   void set_name(std::string name) { name_ = std::move(name); }
   Module* parent() const { return parent_; }
 
-  // Takes ownership; names it uniquely (from `name_hint`, else the opcode), registers it
+  // Takes ownership; names it uniquely within this computation (from `name_hint`, else the
+  // opcode; a fused copy of an instruction keeps its name), registers it
   // with its operands and, for a parameter, in the parameter list at its number.
   Instruction* AddInstruction(std::unique_ptr<Instruction> instruction,
                               const std::string& name_hint = "");
@@ -59,6 +61,7 @@ class Computation {
   std::vector<Instruction*> parameters_;
   Instruction* root_ = nullptr;
   Instruction* fusion_instruction_ = nullptr;
+  NameSet names_;
 };
 
 }  // namespace fj

@@ -75,28 +75,8 @@ void Module::RemoveUnreachableComputations() {
                       computations_.end());
 }
 
-std::string Module::Uniquify(const std::string& hint, NameSet& names) {
-  std::string base = hint.empty() ? std::string("x") : hint;
-  if (names.used.insert(base).second) return base;
-  // "add.3" counts as "add" with a suffix.
-  size_t dot = base.rfind('.');
-  if (dot != std::string::npos && dot + 1 < base.size() &&
-      std::all_of(base.begin() + dot + 1, base.end(), ::isdigit)) {
-    base = base.substr(0, dot);
-  }
-  int& next = names.next_suffix[base];
-  while (true) {
-    std::string candidate = base + "." + std::to_string(++next);
-    if (names.used.insert(candidate).second) return candidate;
-  }
-}
-
-std::string Module::UniqueInstructionName(const std::string& hint) {
-  return Uniquify(hint, instruction_names_);
-}
-
 std::string Module::UniqueComputationName(const std::string& hint) {
-  return Uniquify(hint, computation_names_);
+  return computation_names_.Uniquify(hint);
 }
 
 std::unique_ptr<Module> Module::Clone() const { return ParseModule(ToString()); }

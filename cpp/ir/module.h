@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ir/computation.h"
+#include "ir/names.h"
 
 namespace fj {
 
@@ -32,8 +33,8 @@ class Module {
   std::vector<Computation*> computations() const;
   Computation* FindComputation(const std::string& name) const;
 
-  // Module-wide unique names ("add", "add.1", ...) and ids.
-  std::string UniqueInstructionName(const std::string& hint);
+  // Unique computation names ("fused", "fused.1", ...) and module-wide instruction ids.
+  // (Instruction names are unique per computation: see Computation::AddInstruction.)
   std::string UniqueComputationName(const std::string& hint);
   int64_t NextId() { return next_id_++; }
 
@@ -42,16 +43,10 @@ class Module {
   std::unique_ptr<Module> Clone() const;
 
  private:
-  struct NameSet {
-    std::unordered_set<std::string> used;
-    std::unordered_map<std::string, int> next_suffix;
-  };
-  static std::string Uniquify(const std::string& hint, NameSet& names);
 
   std::string name_;
   std::vector<std::unique_ptr<Computation>> computations_;
   Computation* entry_ = nullptr;
-  NameSet instruction_names_;
   NameSet computation_names_;
   int64_t next_id_ = 0;
 };

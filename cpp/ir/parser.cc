@@ -253,25 +253,41 @@ class Parser {
       if (module_->entry()) Fail("two ENTRY computations");
       module_->set_entry(comp);
     }
-    // The header's parameter list is informational; parameter instructions define them.
+    // The header repeats the parameters' and the root's shapes; they must agree.
+    size_t header_at = pos_;
+    std::vector<Shape> declared_params;
     Expect('(');
     if (!TryConsume(')')) {
       do {
         ParseName();
         Expect(':');
-        ParseShape();
+        declared_params.push_back(ParseShape());
       } while (TryConsume(','));
       Expect(')');
     }
     Expect('-');
     Expect('>');
-    ParseShape();
+    Shape declared_result = ParseShape();
     Expect('{');
     names_.clear();
     while (!TryConsume('}')) ParseInstruction(comp);
     if (!comp->root()) Fail("computation %" + name + " has no ROOT");
     for (int i = 0; i < comp->num_parameters(); ++i) {
       if (!comp->parameter(i)) Fail(StrCat("computation %", name, " lacks parameter ", i));
+    }
+    if (declared_params.size() != static_cast<size_t>(comp->num_parameters())) {
+      Fail(StrCat("computation %", name, " declares ", declared_params.size(), " parameters but has ",
+                  comp->num_parameters()), header_at);
+    }
+    for (size_t i = 0; i < declared_params.size(); ++i) {
+      if (declared_params[i] != comp->parameter(i)->shape()) {
+        Fail(StrCat("computation %", name, " declares parameter ", i, " as ", declared_params[i].ToString(),
+                    " but it is ", comp->parameter(i)->shape().ToString()), header_at);
+      }
+    }
+    if (declared_result != comp->root()->shape()) {
+      Fail(StrCat("computation %", name, " declares the result ", declared_result.ToString(),
+                  " but its ROOT is ", comp->root()->shape().ToString()), header_at);
     }
   }
 

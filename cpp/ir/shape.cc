@@ -1,14 +1,21 @@
 // Shapes (see shape.h).
 #include "ir/shape.h"
 
+#include <cstdint>
+
 #include "support/error.h"
 
 namespace fj {
 
 Shape::Shape(DType dtype, std::vector<int64_t> dims)
     : is_tuple_(false), dtype_(dtype), dims_(std::move(dims)) {
+  int64_t bytes = DTypeBytes(dtype_);
   for (int64_t d : dims_) {
     if (d < 0) ThrowInvalidArgument("negative dimension in shape ", ToString());
+    if (d > 0 && __builtin_mul_overflow(bytes, d, &bytes)) bytes = INT64_MAX;
+  }
+  if (bytes > (int64_t{1} << 62)) {
+    ThrowInvalidArgument("shape ", ToString(), " is too large: its size in bytes overflows");
   }
 }
 

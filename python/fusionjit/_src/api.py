@@ -61,8 +61,11 @@ class Jitted(_core.JitFunction):
     executable for their signature (in C++) and runs it; the first call with a new
     signature traces and compiles."""
 
-    def __init__(self, fun: Callable, static_argnums=None, static_argnames=None):
+    def __init__(self, fun: Callable, static_argnums=None, static_argnames=None,
+                 _primitive: bool = False):
         nums, names = _normalize_static(fun, static_argnums, static_argnames)
+        # Primitives always compile: with fusionjit_disable_jit they are what runs eagerly.
+        self._primitive = _primitive
         super().__init__(fun, self._cache_miss, list(nums), list(names))
         self._fun = fun
         self._static_argnums = nums
@@ -165,7 +168,7 @@ class Jitted(_core.JitFunction):
 
     def _cache_miss(self, args, kwargs):
         """Called by the C++ fast path when it has no executable for this call."""
-        if config.fusionjit_disable_jit:
+        if config.fusionjit_disable_jit and not self._primitive:
             return ("result", None, self._fun(*args, **kwargs))
         dyn_args, dyn_kwargs, _, _ = self._split(args, kwargs)
         leaves, _ = _core.tree_flatten((tuple(dyn_args), dyn_kwargs))

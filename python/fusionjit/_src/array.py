@@ -31,9 +31,8 @@ def scalar(value, dtype, weak: bool) -> Array:
 def _repr(self) -> str:
     value = np.asarray(self)
     body = np.array2string(value, separator=", ", prefix="Array(")
-    if value.dtype in (np.float32, np.int32, np.bool_) or value.size == 0:
-        return f"Array({body}, dtype={value.dtype})"
-    return f"Array({body}, dtype={value.dtype})"
+    weak = ", weak_type=True" if self.weak_type else ""
+    return f"Array({body}, dtype={value.dtype}{weak})"
 
 
 def _str(self) -> str:

@@ -26,6 +26,8 @@ class ShapedArray:
         self.shape = tuple(int(d) for d in shape)
         self.dtype = np.dtype(dtype)
         self.weak_type = bool(weak_type)
+        if len(self.shape) > 1 or (self.shape and self.shape[0] > 2**40):
+            _check_size(self.shape, self.dtype)
 
     @property
     def ndim(self) -> int:
@@ -53,6 +55,17 @@ class ShapedArray:
     def __repr__(self) -> str:
         weak = ", weak_type=True" if self.weak_type else ""
         return f"ShapedArray({self.str_short()}{weak})"
+
+
+def _check_size(shape, dtype) -> None:
+    size = dtype.itemsize
+    for d in shape:
+        if d < 0:
+            raise ValueError(errors.located(f"negative dimension in shape {shape}"))
+        size *= d
+    if size > 2**62:
+        raise ValueError(errors.located(
+            f"an array of shape {shape} and dtype {dtype} is too large ({size} bytes)"))
 
 
 def get_aval(x) -> ShapedArray:

@@ -84,14 +84,14 @@ def apply_primitive(prim: core.Primitive, args, params):
     key = (prim, tuple(sorted(params.items())))
     fn = _PRIMITIVE_JITS.get(key)
     if fn is None:
-        from fusionjit._src.api import jit
+        from fusionjit._src.api import Jitted
 
         def prim_fun(*xs):
             return prim.bind(*xs, **params)
 
         prim_fun.__name__ = prim.name
         prim_fun.__qualname__ = prim.name
-        fn = _PRIMITIVE_JITS[key] = jit(prim_fun)
+        fn = _PRIMITIVE_JITS[key] = Jitted(prim_fun, _primitive=True)
     return fn(*args)
 
 

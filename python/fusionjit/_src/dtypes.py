@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from fusionjit._src import errors
 from fusionjit._src.config import config
 
 bool_ = np.dtype(np.bool_)
@@ -69,8 +70,9 @@ def canonicalize(d) -> np.dtype:
         elif d == float64:
             d = float32
     if d not in _IR_NAMES:
-        raise TypeError(f"fusionjit does not support dtype {d}; supported: {supported_names()}. "
-                        f"Convert first, e.g. x.astype(numpy.int32)")
+        raise TypeError(errors.located(
+            f"fusionjit does not support dtype {d}; supported: {supported_names()}. "
+            f"Convert first, e.g. x.astype(numpy.float32) or x.astype(numpy.int32)"))
     return d
 
 
@@ -195,7 +197,8 @@ def scalar_info(x):
     if isinstance(x, float):
         return default_float(), True
     if isinstance(x, complex):
-        raise TypeError("fusionjit does not support complex numbers")
+        raise TypeError(errors.located(
+            f"fusionjit does not support complex numbers; supported dtypes: {supported_names()}"))
     return None
 
 

@@ -9,6 +9,9 @@ from fusionjit._src.numpy import indexing, products, reductions, shapes, ufuncs
 
 def _defer(op, reflected=False):
     def method(self, other):
+        if isinstance(other, complex):
+            from fusionjit._src import dtypes
+            dtypes.scalar_info(other)  # raises: complex numbers are not supported
         # Let NumPy arrays of objects and unknown types decide for themselves.
         if not ufuncs.isscalar(other) and not _is_arraylike(other):
             return NotImplemented

@@ -58,7 +58,8 @@ def array(object, dtype=None, copy: bool = True, ndmin: int = 0):  # noqa: A002
             except Exception as e:  # noqa: BLE001
                 fail(f"cannot convert {type(object).__name__} to an array: {e}")
             if value.dtype.kind not in "biuf":
-                fail(f"cannot convert a value of dtype {value.dtype} to a fusionjit array")
+                fail(f"cannot convert a value of dtype {value.dtype} to a fusionjit array; "
+                     f"supported dtypes: {dt.supported_names()}")
             if value.dtype == np.float64 and isinstance(object, (list, tuple)) and dtype is None:
                 value = value.astype(dt.default_float())
             elif value.dtype == np.int64 and isinstance(object, (list, tuple)) and dtype is None:

@@ -17,7 +17,8 @@ def _binary(name: str, lax_fn, kinds=None):
         if kinds is not None:
             d = aval(x1).dtype
             if not kinds(d):
-                fail(f"{name}() is not supported for dtype {d}")
+                need = "integer or boolean" if kinds is _int_or_bool else "numeric"
+                fail(f"{name}() is not supported for dtype {d}; it needs {need} inputs")
         return lax_fn(x1, x2)
     fn.__name__ = name
     fn.__doc__ = f"NumPy's ``{name}``, elementwise with broadcasting."

@@ -44,7 +44,7 @@ def to_array(x, dtype=None, weak=None):
         return x
     if isinstance(x, np.ndarray):
         from fusionjit._src import array as array_mod
-        return array_mod.from_numpy(x, dtype)
+        return array_mod.from_numpy(x, dtype, weak_type=bool(weak))
     info = dt.scalar_info(x)
     if info is None:
         fail(f"expected an array or a number, got {type(x).__name__}")

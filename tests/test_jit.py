@@ -1,0 +1,824 @@
+"""The jit API: decorator forms, pytrees in and out, tree_util, the compilation cache (no
+retracing or recompiling for a seen signature), weak types of Python scalars, static
+arguments, methods, nested jit, outputs, Array attributes, make_ir, ahead-of-time
+lower/compile with every text stage, ShapeDtypeStruct, and configuration."""
+
+from __future__ import annotations
+
+import collections
+import functools
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import fusionjit
+import fusionjit.numpy as fnp
+from fusionjit import tree_util
+from conftest import assert_close
+
+F32 = np.dtype(np.float32)
+F64 = np.dtype(np.float64)
+I32 = np.dtype(np.int32)
+I64 = np.dtype(np.int64)
+BOOL = np.dtype(np.bool_)
+
+Point = collections.namedtuple("Point", ["x", "y"])
+
+
+def _x(shape=(3,), dtype=np.float32, start=1.0):
+    """A NumPy input (creating it neither traces nor compiles anything)."""
+    return (np.arange(int(np.prod(shape)), dtype=np.float64).reshape(shape) + start).astype(dtype)
+
+
+class Counter:
+    """Counts the Python-side calls of a function (i.e. how often it is traced)."""
+
+    def __init__(self, fun):
+        self.fun = fun
+        self.calls = 0
+        functools.update_wrapper(self, fun)
+
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+        return self.fun(*args, **kwargs)
+
+
+class Delta:
+    """Traces and compiles since construction, from fusionjit's dispatch counters."""
+
+    def __init__(self, stats):
+        self.stats = stats
+        self.t0, self.c0 = stats.traces, stats.compiles
+
+    @property
+    def traces(self):
+        return self.stats.traces - self.t0
+
+    @property
+    def compiles(self):
+        return self.stats.compiles - self.c0
+
+
+@pytest.fixture
+def restore_config():
+    names = ["fusionjit_enable_x64", "fusionjit_disable_jit", "fusionjit_opt_level"]
+    saved = {n: getattr(fusionjit.config, n) for n in names}
+    try:
+        yield
+    finally:
+        for n, v in saved.items():
+            if getattr(fusionjit.config, n) != v:
+                fusionjit.config.update(n, v)
+
+
+# --- decorator forms --------------------------------------------------------------------
+
+def test_plain_decorator():
+    @fusionjit.jit
+    def f(x, y):
+        return fnp.sin(x) * y + 1.0
+
+    x = _x((4,))
+    out = f(x, 2.0)
+    assert isinstance(out, fusionjit.Array)
+    assert_close(out, (np.sin(x) * 2.0 + 1.0).astype(np.float32), rtol=2e-6, atol=2e-6)
+    assert f.__name__ == "f"
+    assert "jit" in repr(f) and "f" in repr(f)
+
+
+def test_decorator_with_static_argnums():
+    @fusionjit.jit(static_argnums=1)
+    def f(x, n):
+        assert isinstance(n, int)  # static: a Python int, not a tracer
+        return x * n
+
+    assert_close(f(_x(), 3), _x() * 3)
+
+
+def test_functools_partial_decorator():
+    @functools.partial(fusionjit.jit, static_argnames="mode")
+    def f(x, mode):
+        return x * 2 if mode == "double" else x + 2
+
+    assert_close(f(_x(), mode="double"), _x() * 2)
+    assert_close(f(_x(), mode="plus"), _x() + 2)
+
+
+def test_jit_of_a_lambda_and_of_a_jitted_function():
+    g = fusionjit.jit(fusionjit.jit(lambda x: x * 2))
+    assert_close(g(_x()), _x() * 2)
+
+
+def test_jit_requires_a_callable():
+    with pytest.raises(TypeError, match="callable"):
+        fusionjit.jit(3)
+
+
+# --- pytrees ----------------------------------------------------------------------------
+
+def test_pytrees_in_and_out():
+    @fusionjit.jit
+    def f(tree):
+        a, b = tree["pair"]
+        lst = tree["list"]
+        return {"sum": a + b, "list": [lst[0] * 2, None, (lst[1],)], "point": Point(a, b),
+                "none": None}
+
+    tree = {"pair": (_x(), _x(start=5.0)), "list": [_x((2,)), np.float32(7)]}
+    out = f(tree)
+    assert set(out) == {"sum", "list", "point", "none"}
+    assert out["none"] is None
+    assert isinstance(out["list"], list) and len(out["list"]) == 3
+    assert out["list"][1] is None
+    assert isinstance(out["list"][2], tuple) and len(out["list"][2]) == 1
+    assert type(out["point"]) is Point
+    assert_close(out["sum"], _x() + _x(start=5.0))
+    assert_close(out["list"][0], _x((2,)) * 2)
+    assert_close(out["list"][2][0], np.float32(7))
+    assert_close(out["point"].y, _x(start=5.0))
+    for leaf in tree_util.tree_leaves(out):
+        assert isinstance(leaf, fusionjit.Array)
+
+
+def test_dict_output_keys_are_sorted_and_input_key_order_does_not_matter(stats):
+    f = Counter(lambda d: {k: v * 2 for k, v in d.items()})
+    jf = fusionjit.jit(f)
+    out1 = jf({"b": 1.0, "a": 2.0})
+    assert list(out1) == ["a", "b"]
+    assert float(out1["a"]) == 4.0 and float(out1["b"]) == 2.0
+    delta = Delta(stats)
+    out2 = jf({"a": 5.0, "b": 6.0})
+    assert (f.calls, delta.traces, delta.compiles) == (1, 0, 0)
+    assert float(out2["a"]) == 10.0 and float(out2["b"]) == 12.0
+
+
+def test_tuple_and_list_inputs_are_different_signatures(stats):
+    f = Counter(lambda t: t[0] + t[1])
+    jf = fusionjit.jit(f)
+    assert float(jf((1.0, 2.0))) == 3.0
+    assert float(jf([1.0, 2.0])) == 3.0
+    assert f.calls == 2
+    assert float(jf((3.0, 4.0))) == 7.0
+    assert f.calls == 2
+
+
+def test_none_and_namedtuple_inputs():
+    @fusionjit.jit
+    def f(p, nothing, x):
+        assert nothing is None
+        assert type(p) is Point
+        return Point(p.x + x, p.y * x)
+
+    out = f(Point(_x(), _x(start=3.0)), None, 2.0)
+    assert type(out) is Point
+    assert_close(out.x, _x() + 2)
+    assert_close(out.y, _x(start=3.0) * 2)
+
+
+class Pair:
+    """A custom pytree node: two array children and a static tag."""
+
+    def __init__(self, a, b, tag):
+        self.a, self.b, self.tag = a, b, tag
+
+
+tree_util.register_pytree_node(Pair, lambda p: ((p.a, p.b), p.tag),
+                               lambda tag, children: Pair(children[0], children[1], tag))
+
+
+@tree_util.register_pytree_node_class
+class Scaled:
+    def __init__(self, value, scale):
+        self.value, self.scale = value, scale
+
+    def tree_flatten(self):
+        return (self.value,), self.scale
+
+    @classmethod
+    def tree_unflatten(cls, scale, children):
+        return cls(children[0], scale)
+
+    @fusionjit.jit
+    def apply(self, x):
+        return self.value * self.scale + x
+
+
+def test_registered_custom_node(stats):
+    f = Counter(lambda p: Pair(p.a + p.b, p.a * p.b, p.tag + "!"))
+    jf = fusionjit.jit(f)
+    out = jf(Pair(_x(), 2.0, "t"))
+    assert isinstance(out, Pair) and out.tag == "t!"
+    assert_close(out.a, _x() + 2)
+    assert_close(out.b, _x() * 2)
+    delta = Delta(stats)
+    jf(Pair(_x(start=9.0), 3.0, "t"))
+    assert (f.calls, delta.traces, delta.compiles) == (1, 0, 0)
+    out = jf(Pair(_x(), 2.0, "u"))  # the aux data is part of the signature
+    assert f.calls == 2 and delta.traces == 1 and out.tag == "u!"
+
+
+def test_register_pytree_node_class_and_jitted_method():
+    s = Scaled(_x(), 3)
+    leaves, treedef = tree_util.tree_flatten(s)
+    assert len(leaves) == 1
+    back = tree_util.tree_unflatten(treedef, leaves)
+    assert isinstance(back, Scaled) and back.scale == 3
+    assert_close(s.apply(1.0), _x() * 3 + 1)
+
+
+# --- tree_util --------------------------------------------------------------------------
+
+def test_tree_flatten_orders_dict_keys_and_skips_none():
+    tree = {"b": 1, "a": (2, None, [3, Point(4, 5)])}
+    leaves, treedef = tree_util.tree_flatten(tree)
+    assert leaves == [2, 3, 4, 5, 1]
+    assert tree_util.tree_leaves(tree) == leaves
+    assert tree_util.tree_structure(tree) == treedef
+    rebuilt = tree_util.tree_unflatten(treedef, [10, 20, 30, 40, 50])
+    assert rebuilt == {"a": (10, None, [20, Point(30, 40)]), "b": 50}
+    assert type(rebuilt["a"][2][1]) is Point
+    assert tree_util.tree_flatten(None)[0] == []
+    assert tree_util.tree_leaves([None, (), {}]) == []
+
+
+def test_treedef_equality_hash_and_errors():
+    s1 = tree_util.tree_structure((1, {"a": 2}))
+    s2 = tree_util.tree_structure((3, {"a": 4}))
+    assert s1 == s2 and hash(s1) == hash(s2)
+    assert s1 != tree_util.tree_structure([1, {"a": 2}])
+    assert s1 != tree_util.tree_structure((1, {"b": 2}))
+    assert "PyTreeDef" in str(s1)
+    with pytest.raises(ValueError, match="leaves"):
+        s1.unflatten([1])
+
+
+def test_tree_map():
+    assert tree_util.tree_map(lambda a, b: a + b, {"x": 1, "y": [2, 3]},
+                              {"x": 10, "y": [20, 30]}) == {"x": 11, "y": [22, 33]}
+    with pytest.raises(ValueError):
+        tree_util.tree_map(lambda a, b: a + b, {"x": 1, "y": [2, 3]}, {"x": 1, "y": (2, 3)})
+    doubled = tree_util.tree_map(lambda a: a * 2, Pair(1, 2, "tag"))
+    assert isinstance(doubled, Pair) and (doubled.a, doubled.b, doubled.tag) == (2, 4, "tag")
+    assert tree_util.tree_leaves([(1, 2), (3, 4)], is_leaf=lambda t: isinstance(t, tuple)) == \
+        [(1, 2), (3, 4)]
+    assert tree_util.tree_map(lambda t: sum(t), [(1, 2), (3, 4)],
+                              is_leaf=lambda t: isinstance(t, tuple)) == [3, 7]
+
+
+# --- caching ----------------------------------------------------------------------------
+
+def test_second_call_neither_retraces_nor_recompiles(stats):
+    f = Counter(lambda x, y: fnp.tanh(x) * y)
+    jf = fusionjit.jit(f)
+    x, y = _x((5,)), _x((5,), start=2.0)
+    delta = Delta(stats)
+    first = jf(x, y)
+    assert (f.calls, delta.traces, delta.compiles) == (1, 1, 1)
+    for _ in range(3):
+        again = jf(x + 1, y)  # other values, same signature
+    assert (f.calls, delta.traces, delta.compiles) == (1, 1, 1)
+    assert_close(first, np.tanh(x) * y, rtol=3e-6, atol=3e-6)
+    assert_close(again, np.tanh(x + 1) * y, rtol=3e-6, atol=3e-6)
+
+
+def test_numpy_and_fusionjit_arrays_share_a_signature(stats):
+    f = Counter(lambda x: x + 1)
+    jf = fusionjit.jit(f)
+    a = fnp.asarray(_x())
+    jf(_x())
+    delta = Delta(stats)
+    jf(a)
+    assert (f.calls, delta.traces, delta.compiles) == (1, 0, 0)
+
+
+@pytest.mark.parametrize("second", ["shape", "dtype", "weak_type", "rank", "structure"])
+def test_new_signature_retraces(stats, second):
+    f = Counter(lambda *xs: [x * 2 for x in xs])
+    jf = fusionjit.jit(f)
+    jf(np.float32(1.5))
+    new_args = {
+        "shape": (np.ones(3, np.float32),),
+        "dtype": (np.int32(1),),
+        "weak_type": (1.5,),
+        "rank": (np.ones((1, 1), np.float32),),
+        "structure": (np.float32(1), np.float32(2)),
+    }[second]
+    delta = Delta(stats)
+    jf(*new_args)
+    assert (f.calls, delta.traces, delta.compiles) == (2, 1, 1)
+    jf(*new_args)
+    assert (f.calls, delta.traces, delta.compiles) == (2, 1, 1)
+
+
+def test_weak_and_strong_scalars_are_different_signatures(stats):
+    f = Counter(lambda x: x * 2)
+    jf = fusionjit.jit(f)
+    weak = jf(1.0)
+    strong = jf(np.float32(1))
+    assert f.calls == 2
+    assert weak.weak_type is True and strong.weak_type is False
+    assert weak.dtype == strong.dtype == F32
+    jf(3.0)  # the value of a Python scalar is not part of the signature
+    jf(np.float32(3))
+    assert f.calls == 2
+    jf(fnp.asarray(3.0))  # a weak-typed f32[] array has the signature of a Python float
+    assert f.calls == 2
+    jf(np.array(3.0, np.float32))  # a 0-d array is strong, like a NumPy scalar
+    assert f.calls == 2
+
+
+@pytest.mark.parametrize("value,dtype,weak", [
+    (1.0, F32, True), (1, I32, True), (True, BOOL, False),
+    (np.float32(1), F32, False), (np.int32(1), I32, False), (np.bool_(True), BOOL, False),
+    (np.uint32(1), np.dtype(np.uint32), False), (np.int64(1), I32, False),
+    (np.float64(1), F32, False),  # np.float64 subclasses float, but is not weak
+    (np.array(1.0), F32, False),
+])
+def test_scalar_argument_types(value, dtype, weak):
+    out = fusionjit.jit(lambda x: x)(value)
+    assert isinstance(out, fusionjit.Array)
+    assert out.shape == () and out.dtype == dtype and out.weak_type is weak
+    assert out.item() == 1
+
+
+def test_python_scalars_promote_weakly_under_jit():
+    f = fusionjit.jit(lambda x, s: x * s)
+    i = np.arange(3, dtype=np.int32)
+    out = f(i, 2)
+    assert out.dtype == I32 and out.weak_type is False
+    out = f(i, 2.5)  # int32 array times a weak float: a weak float
+    assert out.dtype == F32 and out.weak_type is True
+    assert_close(out, i.astype(np.float32) * 2.5)
+    out = f(_x(), 2)
+    assert out.dtype == F32 and out.weak_type is False
+    out = f(2, 2.5)
+    assert out.dtype == F32 and out.weak_type is True and float(out) == 5.0
+
+
+def test_config_change_retraces(stats, restore_config):
+    f = Counter(lambda x: x + 1)
+    jf = fusionjit.jit(f)
+    assert jf(np.ones(2)).dtype == F32
+    fusionjit.config.update("fusionjit_enable_x64", True)
+    assert jf(np.ones(2)).dtype == F64
+    assert f.calls == 2
+
+
+def test_clear_cache(stats):
+    f = Counter(lambda x: x - 1)
+    jf = fusionjit.jit(f)
+    jf(_x())
+    jf.clear_cache()
+    delta = Delta(stats)
+    assert_close(jf(_x()), _x() - 1)
+    assert f.calls == 2 and delta.compiles == 1
+
+
+# --- static arguments and keyword arguments ---------------------------------------------
+
+def _scale(x, n, mode="mul"):
+    return x * n if mode == "mul" else x + n
+
+
+@pytest.mark.parametrize("kwargs", [dict(static_argnums=1), dict(static_argnums=(1,)),
+                                    dict(static_argnames="n"), dict(static_argnames=["n"])])
+def test_static_argument_by_position_and_by_keyword(stats, kwargs):
+    f = Counter(_scale)
+    jf = fusionjit.jit(f, **kwargs)
+
+    def check(out, n):
+        assert_close(out, _x() * n)
+
+    check(jf(_x(), 3), 3)
+    assert f.calls == 1
+    check(jf(_x(), 3), 3)
+    assert f.calls == 1
+    check(jf(_x(), 4), 4)
+    assert f.calls == 2
+    check(jf(_x(), n=5), 5)  # static by keyword too
+    assert f.calls == 3
+    check(jf(_x(), n=5), 5)
+    assert f.calls == 3
+
+
+def test_static_argument_is_a_python_value_while_tracing():
+    @functools.partial(fusionjit.jit, static_argnums=(1, 2))
+    def f(x, shape, name):
+        assert isinstance(shape, tuple) and isinstance(name, str)
+        return fnp.reshape(x, shape) if name == "reshape" else x
+
+    assert f(_x((6,)), (2, 3), "reshape").shape == (2, 3)
+    assert f(_x((6,)), (3, 2), "reshape").shape == (3, 2)
+    assert f(_x((6,)), (3, 2), "keep").shape == (6,)
+
+
+def test_equal_static_values_hit_the_cache(stats):
+    f = Counter(lambda x, shape: fnp.reshape(x, shape))
+    jf = fusionjit.jit(f, static_argnums=1)
+    jf(_x((6,)), (2, 3))
+    jf(_x((6,)), tuple([2, 3]))  # equal, not identical
+    jf(_x((6,)), (2, 3))
+    assert f.calls == 1
+    jf(_x((6,)), (6,))
+    assert f.calls == 2
+
+
+def test_negative_static_argnums():
+    f = Counter(_scale)
+    jf = fusionjit.jit(f, static_argnums=-1)
+    assert_close(jf(_x(), 2.0, "mul"), _x() * 2)
+    assert_close(jf(_x(), 2.0, "add"), _x() + 2)
+    assert_close(jf(_x(), 3.0, "add"), _x() + 3)
+    assert f.calls == 2
+
+
+def test_static_argnames_passed_positionally():
+    jf = fusionjit.jit(_scale, static_argnames="mode")
+    assert_close(jf(_x(), 2.0, "add"), _x() + 2)
+    assert_close(jf(_x(), 2.0, mode="mul"), _x() * 2)
+
+
+def test_keyword_only_static_argument():
+    jf = fusionjit.jit(lambda x, *, times: x * times, static_argnames="times")
+    assert_close(jf(_x(), times=4), _x() * 4)
+
+
+def test_dynamic_keyword_arguments_and_defaults():
+    jf = fusionjit.jit(lambda x, y=2.0: x * y)
+    assert_close(jf(_x()), _x() * 2)
+    assert_close(jf(_x(), y=3.0), _x() * 3)
+    assert_close(jf(_x(), 4.0), _x() * 4)
+    assert_close(jf(y=np.float32(5), x=_x()), _x() * 5)
+
+
+def test_varargs():
+    jf = fusionjit.jit(lambda *xs: sum(xs[1:], xs[0]))
+    assert float(jf(1.0, 2.0, 3.0)) == 6.0
+    assert float(jf(1.0)) == 1.0
+
+
+def test_no_arguments():
+    out = fusionjit.jit(lambda: fnp.arange(3) * 2)()
+    np.testing.assert_array_equal(np.asarray(out), [0, 2, 4])
+
+
+# --- methods ----------------------------------------------------------------------------
+
+class Model:
+    def __init__(self, scale):
+        self.scale = scale
+
+    def __hash__(self):
+        return hash(self.scale)
+
+    def __eq__(self, other):
+        return isinstance(other, Model) and other.scale == self.scale
+
+    @functools.partial(fusionjit.jit, static_argnums=0)
+    def forward(self, x):
+        return x * self.scale
+
+    @fusionjit.jit
+    def plain(self, x):  # self is not a pytree and not static: an error, as in JAX
+        return x
+
+
+def test_method_with_static_self():
+    assert_close(Model(3.0).forward(_x()), _x() * 3)
+    assert_close(Model(4.0).forward(_x()), _x() * 4)
+    assert Model.forward(Model(2.0), 1.0).item() == 2.0
+
+
+def test_method_with_non_pytree_self_raises():
+    with pytest.raises(TypeError, match="Model"):
+        Model(1.0).plain(_x())
+
+
+# --- nested jit -------------------------------------------------------------------------
+
+def test_jit_inside_jit_is_inlined(stats):
+    inner_fun = Counter(lambda x, k: fnp.exp(x) * k)
+    inner = fusionjit.jit(inner_fun)
+    outer_fun = Counter(lambda x: inner(x, 3.0) + 1.0)
+    outer = fusionjit.jit(outer_fun)
+    delta = Delta(stats)
+    out = outer(_x())
+    assert_close(out, np.exp(_x()) * 3 + 1, rtol=2e-6, atol=2e-6)
+    assert (outer_fun.calls, inner_fun.calls) == (1, 1)
+    assert (delta.traces, delta.compiles) == (1, 1)  # the inner function is not compiled
+    outer(_x(start=2.0))
+    assert (outer_fun.calls, inner_fun.calls, delta.traces, delta.compiles) == (1, 1, 1, 1)
+    program = outer.lower(_x()).as_text("program")
+    assert "exp" in program and "mul" in program and "add" in program
+    assert "jit" not in program and "call" not in program
+
+
+def test_static_arguments_of_an_inner_jit():
+    inner = fusionjit.jit(lambda x, n: x ** n, static_argnums=1)
+    outer = fusionjit.jit(lambda x: inner(x, 2) + inner(x, 3))
+    assert_close(outer(_x()), _x() ** 2 + _x() ** 3)
+
+
+# --- outputs ----------------------------------------------------------------------------
+
+def test_returning_inputs_unchanged():
+    f = fusionjit.jit(lambda x, y, z: (x, y, z))
+    x = _x((2, 3))
+    a = fnp.asarray(_x((4,), dtype=np.int32))
+    ox, oy, oz = f(x, a, 2.0)
+    assert isinstance(ox, fusionjit.Array) and isinstance(oy, fusionjit.Array)
+    assert_close(ox, x)
+    assert_close(oy, np.asarray(a))
+    assert oz.weak_type is True and oz.dtype == F32 and float(oz) == 2.0
+    x[0, 0] = 99.0  # the output does not alias the caller's NumPy array
+    assert float(ox[0, 0]) == 1.0
+
+
+def test_returning_constants_and_python_numbers():
+    f = fusionjit.jit(lambda x: (3, 2.5, True, np.float32(4), np.arange(3, dtype=np.int32), x))
+    out = f(1.0)
+    assert all(isinstance(o, fusionjit.Array) for o in out)
+    i, fl, b, npf, arr, x = out
+    assert (i.dtype, i.weak_type, i.item()) == (I32, True, 3)
+    assert (fl.dtype, fl.weak_type, fl.item()) == (F32, True, 2.5)
+    assert (b.dtype, b.weak_type, b.item()) == (BOOL, False, True)
+    assert (npf.dtype, npf.weak_type, npf.item()) == (F32, False, 4.0)
+    np.testing.assert_array_equal(np.asarray(arr), [0, 1, 2])
+    assert arr.dtype == I32 and arr.weak_type is False
+    assert x.weak_type is True
+    assert fusionjit.jit(lambda: None)() is None
+    assert fusionjit.jit(lambda x: ())(1.0) == ()
+
+
+@pytest.mark.parametrize("fun,arg,dtype,weak", [
+    (lambda x: x * 2, 1.0, F32, True),
+    (lambda x: x * 2, np.float32(1), F32, False),
+    (lambda x: x + 1, 1, I32, True),
+    (lambda x: x + 1.0, np.ones(2, np.int32), F32, True),
+    (lambda x: x + 1.0, np.ones(2, np.float32), F32, False),
+    (lambda x: x > 0, 1.0, BOOL, False),
+    (lambda x: fnp.sin(x), 1.0, F32, True),
+    (lambda x: fnp.sum(x), np.ones(3, np.float32), F32, False),
+    (lambda x: x * 2, True, I32, True),
+])
+def test_output_weak_type(fun, arg, dtype, weak):
+    out = fusionjit.jit(fun)(arg)
+    assert isinstance(out, fusionjit.Array)
+    assert out.dtype == dtype and out.weak_type is weak
+
+
+def test_numpy_view_of_an_output_is_zero_copy_and_read_only():
+    out = fusionjit.jit(lambda x: x * 2)(_x((3, 4)))
+    view = np.asarray(out)
+    assert view.dtype == F32 and view.shape == (3, 4)
+    assert np.shares_memory(view, np.asarray(out))  # no copy per conversion
+    assert view.base is not None and not view.flags.owndata
+    assert not view.flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        view[0, 0] = 1.0
+    copy = np.array(out)  # an explicit copy is writeable and independent
+    copy[0, 0] = 123.0
+    assert float(out[0, 0]) == 2.0
+
+
+def test_array_attributes():
+    a = fusionjit.jit(lambda x: x + 1)(_x((2, 3)))
+    assert a.shape == (2, 3) and isinstance(a.shape, tuple)
+    assert a.dtype == F32 and isinstance(a.dtype, np.dtype)
+    assert a.ndim == 2 and a.size == 6
+    assert a.weak_type is False
+    assert a.block_until_ready() is a
+    assert fusionjit.block_until_ready({"a": a})["a"] is a
+    r = repr(a)
+    assert r.startswith("Array(") and "dtype=float32" in r
+    np.testing.assert_array_equal(eval(r, {"Array": lambda v, dtype: np.array(v, dtype),
+                                          "float32": np.float32}),
+                                  np.asarray(a))
+    s = fusionjit.jit(lambda: 7)()
+    assert s.shape == () and s.ndim == 0 and s.size == 1 and s.weak_type is True
+    assert "7" in repr(s) and "int32" in repr(s)
+    assert str(fnp.asarray(np.array([1, 2], np.int32))) == "[1 2]"
+    assert type(a) is fusionjit.Array is fnp.ndarray
+
+
+def test_repr_shows_weak_type_like_jax():
+    weak = fusionjit.jit(lambda x: x * 2)(1.0)
+    assert weak.weak_type is True
+    assert repr(weak) == "Array(2., dtype=float32, weak_type=True)"
+
+
+def test_make_ir_prints_the_program():
+    def f(x, y):
+        return fnp.exp(x) + y * 2.0
+
+    program = fusionjit.make_ir(f)(_x((3,)), np.float32(1))
+    text = str(program)
+    assert text.startswith("{ lambda")
+    assert "f32[3]" in text and "f32[]" in text
+    assert "exp" in text and "mul" in text and "add" in text
+    assert [a.str_short() for a in program.in_avals] == ["f32[3]", "f32[]"]
+    assert [a.str_short() for a in program.out_avals] == ["f32[3]"]
+
+    static = fusionjit.make_ir(lambda x, n: x * n, static_argnums=1)(_x((2,)), 3)
+    assert "3.0" in str(static)  # the static value is a constant of the program
+    assert len(static.in_avals) == 1
+
+
+# --- ahead of time: lower / compile ----------------------------------------------------
+
+def _lowered():
+    def f(x, y):
+        return fnp.sum(fnp.sin(x) * y + 1.0, axis=0)  # @L:lowered
+
+    return fusionjit.jit(f).lower(_x((3, 4)), 2.0)
+
+
+def _line_of(marker):
+    with open(__file__) as fh:
+        for i, line in enumerate(fh, 1):
+            if line.rstrip().endswith(f"# @L:{marker}"):
+                return i
+    raise AssertionError(marker)
+
+
+def test_lower_as_text_stages():
+    lowered = _lowered()
+    program = lowered.as_text("program")
+    assert program.startswith("{ lambda")
+    assert "sin" in program and "reduce_sum[axes=(0,)]" in program
+    assert "a:f32[3,4]" in program and "f32[4]" in program
+
+    traced = lowered.as_text("traced")
+    assert traced.startswith("module ")
+    assert "ENTRY %main" in traced and "parameter(0)" in traced and "parameter(1)" in traced
+    assert "sine(" in traced and "reduce(" in traced
+    assert "fusion(" not in traced
+    assert f'source="{__file__}:{_line_of("lowered")}' in traced  # source locations survive
+
+    optimized = lowered.as_text("optimized")
+    assert "ENTRY %main" in optimized and "fusion(" in optimized and "calls=%" in optimized
+
+    llvm = lowered.as_text("llvm")
+    assert "define" in llvm and "target triple" in llvm and "ret void" in llvm
+
+    dot = lowered.as_text("dot")
+    assert dot.lstrip().startswith("digraph") and "->" in dot and dot.rstrip().endswith("}")
+
+    buffers = lowered.as_text("buffers")
+    assert "output 0" in buffers and "temp" in buffers
+
+    with pytest.raises(ValueError, match="stage"):
+        lowered.as_text("assembly")
+
+
+def test_lower_does_not_recompile_a_cached_signature(stats):
+    f = Counter(lambda x: x * 3)
+    jf = fusionjit.jit(f)
+    jf(_x())
+    delta = Delta(stats)
+    lowered = jf.lower(_x())
+    assert (f.calls, delta.compiles) == (1, 0)
+    assert "multiply(" in lowered.as_text("traced")
+
+
+def test_compile_returns_a_callable_with_kernels():
+    def f(x, y):
+        return fnp.sum(fnp.sin(x) * y + 1.0, axis=0)
+
+    compiled = fusionjit.jit(f).lower(_x((3, 4)), 2.0).compile()
+    out = compiled(_x((3, 4)), 2.0)
+    expected = (np.sin(_x((3, 4))) * 2.0 + 1.0).sum(axis=0).astype(np.float32)
+    assert_close(out, expected, rtol=1e-5, atol=1e-5)
+    assert_close(out, fusionjit.jit(f)(_x((3, 4)), 2.0))
+    kernels = compiled.kernels
+    assert isinstance(kernels, list) and len(kernels) >= 1
+    assert len(kernels) == compiled.num_kernels
+    for k in kernels:
+        assert {"name", "kind", "bytes_read", "bytes_written"} <= set(k)
+    assert "fusion(" in compiled.as_text()
+    with pytest.raises(TypeError, match=r"f32\[3,4\]"):
+        compiled(_x((4, 3)), 2.0)
+
+
+def test_lower_with_shape_dtype_struct():
+    spec = fusionjit.ShapeDtypeStruct((2, 3), np.float32)
+    assert spec.shape == (2, 3) and spec.dtype == F32
+    lowered = fusionjit.jit(lambda a, b: a + b).lower(
+        spec, fusionjit.ShapeDtypeStruct((3,), np.float32))
+    program = lowered.as_text("program")
+    assert "f32[2,3]" in program and "f32[3]" in program
+    compiled = lowered.compile()
+    assert_close(compiled(_x((2, 3)), _x((3,))), _x((2, 3)) + _x((3,)))
+    weak = fusionjit.jit(lambda x: x * 2).lower(fusionjit.ShapeDtypeStruct((), np.int32,
+                                                                            weak_type=True))
+    assert "i32[]" in weak.as_text("program")
+    assert weak.compile()(3).item() == 6
+
+
+def test_lower_with_static_argument():
+    jf = fusionjit.jit(lambda x, n: x * n, static_argnums=1)
+    compiled = jf.lower(_x(), 5).compile()
+    assert_close(compiled(_x(), 5), _x() * 5)
+    assert "5.0" in jf.lower(_x(), 5).as_text("program")
+
+
+# --- configuration ----------------------------------------------------------------------
+
+def test_enable_x64_keeps_64_bit_types(restore_config):
+    fusionjit.config.update("fusionjit_enable_x64", True)
+    assert fusionjit.config.fusionjit_enable_x64 is True
+    f = fusionjit.jit(lambda x: x * 2)
+    assert f(np.ones(2)).dtype == F64
+    assert f(np.ones(2, np.int64)).dtype == I64
+    assert f(1.0).dtype == F64 and f(1.0).weak_type
+    assert f(1).dtype == I64
+    assert f(2 ** 40).item() == 2 ** 41
+    out = fusionjit.jit(lambda x: x + 1)(np.float64(1e-10))
+    assert out.dtype == F64 and out.item() == 1 + 1e-10  # float64 precision survives
+    assert fnp.ones(2, np.float64).dtype == F64
+    fusionjit.config.update("fusionjit_enable_x64", False)
+    assert f(np.ones(2)).dtype == F32
+    assert f(np.ones(2, np.int64)).dtype == I32
+    assert fnp.ones(2, np.float64).dtype == F32
+
+
+def test_config_update_accepts_strings_and_validates(restore_config):
+    fusionjit.config.update("fusionjit_enable_x64", "true")
+    assert fusionjit.config.fusionjit_enable_x64 is True
+    fusionjit.config.update("fusionjit_enable_x64", "0")
+    assert fusionjit.config.fusionjit_enable_x64 is False
+    with pytest.raises(ValueError):
+        fusionjit.config.update("fusionjit_enable_x64", "maybe")
+    with pytest.raises(ValueError):
+        fusionjit.config.update("fusionjit_opt_level", 7)
+    assert fusionjit.config.fusionjit_enable_x64 is False
+
+
+def test_unknown_config_option_raises():
+    with pytest.raises(AttributeError, match="fusionjit_no_such_option"):
+        fusionjit.config.update("fusionjit_no_such_option", True)
+    with pytest.raises(AttributeError, match="jax_enable_x64"):
+        fusionjit.config.update("jax_enable_x64", True)
+    with pytest.raises(AttributeError):
+        fusionjit.config.fusionjit_no_such_option
+
+
+def test_disable_jit_runs_python(restore_config):
+    f = Counter(lambda x: x * 2)
+    jf = fusionjit.jit(f)
+    fusionjit.config.update("fusionjit_disable_jit", True)
+    np.testing.assert_array_equal(np.asarray(jf(_x())), _x() * 2)
+    jf(_x())
+    assert f.calls == 2  # run op by op in Python: no cache
+    fusionjit.config.update("fusionjit_disable_jit", False)
+    jf(_x())
+    jf(_x())
+    assert f.calls == 3
+
+
+def test_disable_jit_with_fusionjit_operations(restore_config):
+    jf = fusionjit.jit(lambda x: fnp.sin(x) * 2)
+    fusionjit.config.update("fusionjit_disable_jit", True)
+    out = jf(fnp.asarray(_x()))
+    assert_close(out, np.sin(_x()) * 2, rtol=2e-6, atol=2e-6)
+
+
+def _run_python(code, **env):
+    full_env = dict(os.environ)
+    for name in ("FUSIONJIT_ENABLE_X64", "JAX_ENABLE_X64"):
+        full_env.pop(name, None)
+    full_env.update(env)
+    full_env["PYTHONPATH"] = os.path.dirname(os.path.dirname(fusionjit.__file__))
+    return subprocess.run([sys.executable, "-c", code], env=full_env, capture_output=True,
+                          text=True, timeout=120)
+
+
+_X64_PROBE = """
+import numpy as np, fusionjit, fusionjit.numpy as fnp
+f = fusionjit.jit(lambda x: x * 2)
+print(fusionjit.config.fusionjit_enable_x64, f(np.ones(2)).dtype, f(1).dtype,
+      fnp.ones(2, np.int64).dtype)
+"""
+
+
+@pytest.mark.parametrize("value,expected", [
+    ("1", "True float64 int64 int64"),
+    ("true", "True float64 int64 int64"),
+    ("0", "False float32 int32 int32"),
+    (None, "False float32 int32 int32"),
+])
+def test_enable_x64_environment_variable(value, expected):
+    env = {} if value is None else {"FUSIONJIT_ENABLE_X64": value}
+    result = _run_python(_X64_PROBE, **env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[0].strip() == expected
+
+
+def test_invalid_environment_variable_is_reported():
+    result = _run_python("import fusionjit", FUSIONJIT_ENABLE_X64="maybe")
+    assert result.returncode != 0
+    assert "FUSIONJIT_ENABLE_X64" in result.stderr and "maybe" in result.stderr
+    assert "Traceback" in result.stderr  # a Python exception, not a crash
