@@ -7,6 +7,7 @@
 
 #include "bindings/array.h"
 #include "compiler/compiler.h"
+#include "fusion/profile.h"
 #include "ir/builder.h"
 #include "ir/dot_printer.h"
 #include "ir/parser.h"
@@ -120,6 +121,69 @@ py::dict KernelDict(const KernelInfo& k) {
   return py::dict("name"_a = k.name, "fusion"_a = k.fusion, "kind"_a = k.kind, "units"_a = k.units,
                   "parallel"_a = k.parallel, "bytes_read"_a = k.bytes_read,
                   "bytes_written"_a = k.bytes_written);
+}
+
+// The kernels of a kernelized module as plain data, for explain: each kernel's ops, and
+// for each input the value it comes from (another kernel's op, a parameter, a constant)
+// and the ops inside the kernel that read it.
+py::list KernelGraph(const Module& module) {
+  const Computation& entry = *module.entry();
+  auto source_of = [](const Instruction* v) -> std::pair<const Instruction*, int64_t> {
+    int64_t index = -1;
+    while (true) {
+      if (v->opcode() == Opcode::kReshape) {
+        v = v->operand(0);
+      } else if (v->opcode() == Opcode::kGetTupleElement) {
+        index = v->tuple_index();
+        v = v->operand(0);
+      } else {
+        return {v, index};
+      }
+    }
+  };
+  auto value_op_name = [](const Instruction* k, int64_t index) -> std::string {
+    if (k->opcode() != Opcode::kFusion) return k->name();
+    const Instruction* root = k->fused_computation()->root();
+    if (root->opcode() == Opcode::kTuple) {
+      const Instruction* r = root->operand(index < 0 ? 0 : static_cast<int>(index));
+      return r->name();
+    }
+    return root->name();
+  };
+  py::list out;
+  for (const Instruction* k : entry.MakePostOrder()) {
+    if (k->opcode() != Opcode::kFusion) continue;
+    const Computation* fused = k->fused_computation();
+    py::list ops;
+    for (const Instruction* i : fused->MakePostOrder()) {
+      if (i->opcode() == Opcode::kParameter || i->opcode() == Opcode::kTuple) continue;
+      if (i->opcode() == Opcode::kConstant && i->shape().NumElements() == 1) continue;
+      ops.append(py::dict("name"_a = i->name(), "opcode"_a = std::string(OpcodeName(i->opcode())),
+                          "shape"_a = i->shape().ToString(), "source"_a = i->metadata()));
+    }
+    py::list inputs;
+    for (int n = 0; n < k->operand_count(); ++n) {
+      auto [src, index] = source_of(k->operand(n));
+      py::list readers;
+      for (const Instruction* u : fused->parameter(n)->users()) readers.append(u->name());
+      std::string kind = src->opcode() == Opcode::kFusion ? "kernel"
+                         : src->opcode() == Opcode::kParameter ? "parameter"
+                         : src->opcode() == Opcode::kConstant ? "constant" : "other";
+      inputs.append(py::dict("kind"_a = kind, "from"_a = src->name(), "from_op"_a = value_op_name(src, index),
+                             "readers"_a = readers, "bytes"_a = k->operand(n)->shape().ByteSize()));
+    }
+    py::list outputs;
+    const Instruction* root = fused->root();
+    if (root->opcode() == Opcode::kTuple) {
+      for (const Instruction* r : root->operands()) outputs.append(r->name());
+    } else {
+      outputs.append(root->name());
+    }
+    out.append(py::dict("name"_a = k->name(), "kind"_a = std::string(FusionKindName(k->fusion_kind())),
+                        "ops"_a = ops, "inputs"_a = inputs, "outputs"_a = outputs,
+                        "bytes_written"_a = k->shape().ByteSize()));
+  }
+  return out;
 }
 
 // Runs an executable on Arrays or NumPy arrays of exactly the parameter shapes.
@@ -265,6 +329,22 @@ void DefineIr(py::module_& m) {
       .def_readonly("buffer_assignment", &Compilation::buffer_assignment)
       .def_readonly("seconds_passes", &Compilation::seconds_passes)
       .def_readonly("seconds_codegen", &Compilation::seconds_codegen)
+      .def_property_readonly("kernel_graph", [](const Compilation& c) { return KernelGraph(*c.optimized); })
+      .def_property_readonly("before_fusion_text", [](const Compilation& c) { return c.before_fusion->ToString(); })
+      .def_property_readonly("before_fusion_dot", [](const Compilation& c) { return ModuleToDot(*c.before_fusion); })
+      .def_property_readonly("fusion_log", [](const Compilation& c) {
+        py::list out;
+        for (const FusionLogEntry& e : c.fusion_log.entries()) {
+          out.append(py::dict("pass"_a = e.pass, "producer"_a = e.producer, "producer_opcode"_a = e.producer_opcode,
+                              "consumer"_a = e.consumer, "consumer_opcode"_a = e.consumer_opcode,
+                              "source"_a = e.producer_source, "fuse"_a = e.decision.fuse, "rule"_a = e.decision.rule,
+                              "reason"_a = e.decision.reason, "figures"_a = e.decision.Figures(),
+                              "bytes_unfused"_a = e.decision.bytes_unfused, "bytes_fused"_a = e.decision.bytes_fused,
+                              "cost_unfused_us"_a = e.decision.cost_unfused_us,
+                              "cost_fused_us"_a = e.decision.cost_fused_us, "emitted"_a = e.decision.emitted));
+        }
+        return out;
+      })
       .def_property_readonly("passes", [](const Compilation& c) {
         py::list out;
         for (const PassRecord& r : c.passes) out.append(py::make_tuple(r.name, r.changed, r.seconds));
@@ -288,8 +368,10 @@ void DefineIr(py::module_& m) {
            },
            "simplify"_a = true)
       .def("compile",
-           [](const ModuleHandle& h, int opt_level, int vector_width, bool simplify, bool keep_llvm_ir) {
+           [](const ModuleHandle& h, int opt_level, int vector_width, bool simplify, bool keep_llvm_ir,
+              const std::string& fusion) {
              CompileOptions o;
+             o.fusion_profile = fusion;
              o.opt_level = opt_level;
              o.vector_width = vector_width;
              o.simplify = simplify;
@@ -301,7 +383,9 @@ void DefineIr(py::module_& m) {
              }
              return c;
            },
-           "opt_level"_a = 2, "vector_width"_a = 8, "simplify"_a = true, "keep_llvm_ir"_a = false);
+           "opt_level"_a = 2, "vector_width"_a = 8, "simplify"_a = true, "keep_llvm_ir"_a = false,
+           "fusion"_a = "fusionjit");
+  m.def("fusion_profiles", &FusionProfileNames);
 
   m.def("parse_module", [](const std::string& text) { return ModuleHandle{ParseModule(text)}; }, "text"_a);
 }

@@ -1,6 +1,8 @@
 // Kernel emission (see kernel_emitter.h).
 #include "codegen/kernel_emitter.h"
 
+#include <unordered_set>
+
 #include "codegen/elemental.h"
 #include "ir/computation.h"
 #include "support/error.h"
@@ -15,17 +17,23 @@ std::vector<const Instruction*> KernelRoots(const Computation& c) {
   return {root};
 }
 
-// A kernel can walk a flat range of elements if every value it reads is at the output's
-// own linear position (elementwise ops, reshapes, scalars, iota of rank 1).
-bool IsFlat(const Computation& c, int64_t elements) {
-  for (const Instruction* i : c.MakePostOrder()) {
+// A kernel (or one output of it) can walk a flat range of elements if every value it reads
+// is at the output's own linear position (elementwise ops, reshapes, scalars, rank-1 iota).
+bool IsFlatFrom(const Instruction* root, int64_t elements) {
+  std::vector<const Instruction*> work = {root};
+  std::unordered_set<const Instruction*> seen;
+  while (!work.empty()) {
+    const Instruction* i = work.back();
+    work.pop_back();
+    if (!seen.insert(i).second) continue;
+    bool descend = true;
     switch (i->opcode()) {
       case Opcode::kParameter:
         if (i->shape().NumElements() != elements && i->shape().NumElements() != 1) return false;
         if (i->shape().NumElements() == 1 && elements != 1) {
           // A scalar parameter may be read only through a broadcast.
           for (const Instruction* u : i->users()) {
-            if (u->opcode() != Opcode::kBroadcast) return false;
+            if (u->opcode() != Opcode::kBroadcast && seen.count(u)) return false;
           }
         }
         break;
@@ -37,20 +45,52 @@ bool IsFlat(const Computation& c, int64_t elements) {
         break;
       case Opcode::kBroadcast:
         if (i->operand(0)->shape().NumElements() != 1) return false;
+        descend = true;
         break;
       case Opcode::kIota:
         if (i->shape().rank() != 1) return false;
         break;
       default:
         if (!IsElementwise(i->opcode())) return false;
-        if (i->shape().IsArray() && i->shape().NumElements() != elements) {
-          // Elementwise ops on scalars feeding a broadcast are fine.
-          bool scalar = i->shape().NumElements() == 1;
-          if (!scalar) return false;
+        if (i->shape().IsArray() && i->shape().NumElements() != elements &&
+            i->shape().NumElements() != 1) {
+          return false;
         }
+    }
+    if (descend) {
+      for (const Instruction* op : i->operands()) work.push_back(op);
     }
   }
   return true;
+}
+
+bool IsFlat(const Computation& c, int64_t elements) {
+  for (const Instruction* r : KernelRoots(c)) {
+    if (!IsFlatFrom(r, elements)) return false;
+  }
+  return true;
+}
+
+// The reduction a kernel is built around: a root, or one reached from a root through
+// elementwise epilogue ops.
+const Instruction* ReductionHeroOf(const Computation& c) {
+  for (const Instruction* r : KernelRoots(c)) {
+    const Instruction* x = r;
+    while (x->opcode() != Opcode::kReduce && IsElementwise(x->opcode())) {
+      const Instruction* next = nullptr;
+      for (const Instruction* op : x->operands()) {
+        if (op->shape().IsArray() && op->shape().SameDims(x->shape()) && op->opcode() != Opcode::kParameter &&
+            op->opcode() != Opcode::kConstant) {
+          next = op;
+          if (op->opcode() == Opcode::kReduce) break;
+        }
+      }
+      if (!next) break;
+      x = next;
+    }
+    if (x->opcode() == Opcode::kReduce) return x;
+  }
+  return nullptr;
 }
 
 // A reduction whose operand's innermost dimension is reduced: its outputs are walked one
@@ -79,6 +119,18 @@ KernelPlan PlanKernel(const Instruction* fusion, int max_width) {
   KernelPlan plan;
   plan.num_outputs = static_cast<int>(roots.size());
   int64_t elements = shape.NumElements();
+  bool same_shapes = true;
+  for (const Instruction* r : roots) same_shapes = same_shapes && r->shape().SameDims(shape);
+  if (!same_shapes) {
+    plan.mode = KernelPlan::Mode::kHorizontal;
+    plan.width = max_width;
+    for (const Instruction* r : roots) {
+      plan.segment_starts.push_back(plan.units);
+      plan.segment_flat.push_back(IsFlatFrom(r, r->shape().NumElements()));
+      plan.units += r->shape().NumElements();
+    }
+    return plan;
+  }
   if (IsFlat(c, elements)) {
     plan.mode = KernelPlan::Mode::kFlat;
     plan.units = elements;
@@ -87,6 +139,7 @@ KernelPlan PlanKernel(const Instruction* fusion, int max_width) {
   }
   bool row_reduction = false;
   for (const Instruction* r : roots) row_reduction = row_reduction || IsRowReduction(r);
+  if (const Instruction* hero = ReductionHeroOf(c)) row_reduction = row_reduction || IsRowReduction(hero);
   if (shape.rank() == 1) {
     plan.mode = KernelPlan::Mode::kLinear1D;
     plan.units = elements;
@@ -222,7 +275,65 @@ llvm::Function* EmitKernel(llvm::Module& module, const Instruction* fusion, cons
   };
 
   const Shape& out_shape = roots[0]->shape();
-  if (plan.mode == KernelPlan::Mode::kFlat) {
+  if (plan.mode == KernelPlan::Mode::kHorizontal) {
+    for (int k = 0; k < num_outputs; ++k) {
+      const Instruction* root = roots[k];
+      int64_t start = plan.segment_starts[k];
+      int64_t n = root->shape().NumElements();
+      if (n == 0) continue;
+      // This chunk's part of output k: [max(begin, start), min(end, start + n)) - start.
+      llvm::Value* lo = b.CreateSub(b.CreateSelect(b.CreateICmpSGT(begin, b.getInt64(start)), begin, b.getInt64(start)),
+                                    b.getInt64(start));
+      llvm::Value* end_k = b.getInt64(start + n);
+      llvm::Value* hi = b.CreateSub(b.CreateSelect(b.CreateICmpSLT(end, end_k), end, end_k), b.getInt64(start));
+      bool flat = plan.segment_flat[k];
+      const std::vector<int64_t>& dims = root->shape().dims();
+      auto store_one = [&](llvm::Value* i, LaneMath& lanes) {
+        Index index;
+        IndexDim linear = lanes.LaneRamp(i);
+        if (flat || dims.size() <= 1) {
+          if (dims.size() == 1 && !flat) {
+            index.dims.push_back(linear);
+          } else {
+            index.linear = linear;
+          }
+        } else {
+          std::vector<int64_t> strides = RowMajorStrides(dims);
+          for (size_t d = 0; d < dims.size(); ++d) {
+            IndexDim q = lanes.DivConst(linear, strides[d]);
+            index.dims.push_back(d == 0 ? q : lanes.RemConst(q, dims[d]));
+          }
+        }
+        Val v = emitter.Emit(root, index);
+        DType t = root->dtype();
+        llvm::Type* storage = StorageType(ctx, t);
+        llvm::Value* addr = b.CreateGEP(storage, buffers[k], linear.base);
+        int width = emitter.width();
+        if (width == 1) {
+          b.CreateStore(StoreValue(b, t, v.v), addr);
+        } else {
+          b.CreateAlignedStore(StoreValue(b, t, lanes.Widen(v)), addr, llvm::Align(DTypeBytes(t)));
+        }
+      };
+      // Only lo < hi does anything: the loops below run zero times otherwise.
+      int width = plan.width;
+      llvm::Value* n_k = b.CreateSub(hi, lo);
+      llvm::Value* positive = b.CreateICmpSGT(n_k, b.getInt64(0));
+      llvm::Value* count = b.CreateSelect(positive, n_k, b.getInt64(0));
+      llvm::Value* vec_hi = b.CreateAdd(lo, b.CreateMul(b.CreateUDiv(count, b.getInt64(width)), b.getInt64(width)));
+      emitter.ForLoop(lo, vec_hi, width, {}, [&](llvm::Value* i, const std::vector<llvm::Value*>&) {
+        LaneMath lanes(b, width);
+        store_one(i, lanes);
+        return std::vector<llvm::Value*>{};
+      }, "hvec");
+      ElementalEmitter::WidthScope scalar(emitter, 1);
+      emitter.ForLoop(vec_hi, b.CreateAdd(lo, count), 1, {}, [&](llvm::Value* i, const std::vector<llvm::Value*>&) {
+        LaneMath lanes(b, 1);
+        store_one(i, lanes);
+        return std::vector<llvm::Value*>{};
+      }, "htail");
+    }
+  } else if (plan.mode == KernelPlan::Mode::kFlat) {
     vector_loop(begin, end, [&](llvm::Value* i, LaneMath& lanes) {
       Index index;
       index.linear = lanes.LaneRamp(i);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "codegen/llvm_util.h"
 #include "ir/instruction.h"
@@ -18,12 +19,17 @@ struct KernelPlan {
     kFlat,  // every access follows the output's row-major order: units are elements
     kRows,  // units are rows of the output's last dimension (or one output element)
     kLinear1D,  // a rank-1 output walked by element, through the per-dimension index
+    kHorizontal,  // several outputs of different shapes, one segment of units each
   };
   Mode mode = Mode::kRows;
   int64_t units = 0;       // iteration units in total
   int64_t row_length = 1;  // kRows: elements per unit
   int width = 1;           // lanes per vector step of the innermost loop
   int num_outputs = 1;
+  // kHorizontal: where each output's units start (one unit per element), and whether
+  // its elements can be walked by their linear index alone.
+  std::vector<int64_t> segment_starts;
+  std::vector<bool> segment_flat;
 };
 
 // Chooses the plan for `fusion` with at most `max_width` lanes (1 for the GPU).

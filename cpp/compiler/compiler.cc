@@ -5,7 +5,8 @@
 
 #include "analysis/buffer_assignment.h"
 #include "codegen/cpu/cpu_compiler.h"
-#include "fusion/kernel_wrapper.h"
+#include "fusion/fusion_pipeline.h"
+#include "fusion/profile.h"
 #include "ir/dot_printer.h"
 #include "ir/verifier.h"
 #include "passes/constant_folding.h"
@@ -47,8 +48,10 @@ std::unique_ptr<Compilation> Compile(const Module& traced, const CompileOptions&
   DumpStage(*module, "traced", "fjir", module->ToString());
   result->passes = RunOptimizationPasses(*module, options);
 
-  Pipeline kernels("kernel-formation");
-  kernels.AddPass<KernelWrapperPass>();
+  result->before_fusion = module->Clone();
+  FusionProfile profile = GetFusionProfile(options.fusion_profile);
+  Pipeline kernels("fusion");
+  AddFusionPasses(kernels, profile, &result->fusion_log);
   kernels.Run(*module);
   for (const PassRecord& r : kernels.records()) result->passes.push_back(r);
   if (GetDebugFlags().checks) VerifyModule(*module);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "fusion/fusion_decision.h"
 #include "ir/module.h"
 #include "passes/pass.h"
 #include "runtime/executable.h"
@@ -17,6 +18,7 @@ struct CompileOptions {
   int vector_width = 8;       // CPU SIMD lanes
   bool simplify = true;       // DCE, CSE, algebraic simplification, constant folding
   bool keep_llvm_ir = false;  // record the optimised LLVM IR (and the native assembly)
+  std::string fusion_profile = "fusionjit";  // see fusion/profile.h
 };
 
 struct Compilation {
@@ -26,6 +28,8 @@ struct Compilation {
   std::string assembly;
   std::vector<PassRecord> passes;
   std::string buffer_assignment;
+  std::unique_ptr<Module> before_fusion;  // after the optimisation passes
+  FusionLog fusion_log;
   double seconds_passes = 0, seconds_codegen = 0;
 };
 

@@ -1,8 +1,11 @@
 // Fusion building blocks (see fusion_utils.h).
 #include "fusion/fusion_utils.h"
 
+#include <algorithm>
 #include <unordered_map>
 
+#include "fusion/fusible.h"
+#include "fusion/fusion_decision.h"
 #include "ir/builder.h"
 #include "support/error.h"
 
@@ -39,36 +42,193 @@ bool NeedsKernel(const Instruction* instr) {
   }
 }
 
-Instruction* WrapInFusion(Instruction* instr, FusionKind kind) {
-  Computation* parent = instr->parent();
-  Module* module = parent->parent();
-  Computation* fused = module->AddComputation("fused_" + std::string(OpcodeName(instr->opcode())));
+FusionKind ChooseFusionKind(const Computation& fused) {
+  for (const Instruction* i : fused.MakePostOrder()) {
+    if (i->opcode() == Opcode::kDot) return FusionKind::kOutput;
+  }
+  return ReductionHero(fused) ? FusionKind::kInput : FusionKind::kLoop;
+}
+
+namespace {
+
+std::string FusionName(FusionKind kind, const Computation& fused) {
+  const char* prefix = kind == FusionKind::kInput ? "input" : kind == FusionKind::kOutput ? "output" : "loop";
+  const Instruction* root = fused.root();
+  std::string hero;
+  if (root->opcode() == Opcode::kTuple) {
+    hero = "multi";
+  } else {
+    hero = std::string(OpcodeName(root->opcode()));
+  }
+  std::replace(hero.begin(), hero.end(), '-', '_');
+  return std::string(prefix) + "_" + hero + "_fusion";
+}
+
+// A value computed by a member: (instruction, tuple element or -1 for an array value).
+using Value = std::pair<const Instruction*, int>;
+
+struct ValueHash {
+  size_t operator()(const Value& v) const {
+    return std::hash<const void*>()(v.first) * 31 + static_cast<size_t>(v.second + 1);
+  }
+};
+
+}  // namespace
+
+Instruction* FuseInstructions(const std::vector<Instruction*>& members_in,
+                              const std::unordered_set<const Instruction*>& duplicated) {
+  FJ_CHECK(!members_in.empty());
+  Computation* comp = members_in[0]->parent();
+  Module* module = comp->parent();
+  std::unordered_set<const Instruction*> in_set(members_in.begin(), members_in.end());
+  // Members in topological order (the computation's post order).
+  std::vector<Instruction*> members;
+  for (Instruction* i : comp->MakePostOrder()) {
+    if (in_set.count(i)) members.push_back(i);
+  }
+  FJ_CHECK(members.size() == in_set.size(), "fusion members outside the computation");
+
+  Computation* fused = module->AddComputation("fused_computation");
   Builder fb(fused);
   std::vector<Instruction*> fusion_operands;
-  std::unordered_map<Instruction*, Instruction*> param_for;
-  std::vector<Instruction*> new_operands;
-  for (Instruction* op : instr->operands()) {
-    auto it = param_for.find(op);
-    if (it == param_for.end()) {
-      Instruction* p = fb.Parameter(static_cast<int64_t>(fusion_operands.size()), op->shape(),
-                                    "param_" + std::to_string(fusion_operands.size()));
-      it = param_for.emplace(op, p).first;
-      fusion_operands.push_back(op);
-    }
-    new_operands.push_back(it->second);
-  }
-  Instruction* clone =
-      fused->AddInstruction(instr->CloneWithNewOperands(instr->shape(), new_operands), instr->name());
-  fused->set_root(clone);
+  std::unordered_map<const Instruction*, Instruction*> param_for;  // outside value -> param
+  std::unordered_map<Value, Instruction*, ValueHash> inside;       // member value -> clone
 
+  // The fused value of operand `op` of a member.
+  auto value_of = [&](Instruction* op) -> Instruction* {
+    if (in_set.count(op)) {
+      auto it = inside.find({op, -1});
+      FJ_CHECK(it != inside.end(), "member %", op->name(), " used before it was fused");
+      return it->second;
+    }
+    if (op->opcode() == Opcode::kGetTupleElement && in_set.count(op->operand(0))) {
+      auto it = inside.find({op->operand(0), static_cast<int>(op->tuple_index())});
+      FJ_CHECK(it != inside.end());
+      return it->second;
+    }
+    auto it = param_for.find(op);
+    if (it != param_for.end()) return it->second;
+    Instruction* p = fb.Parameter(static_cast<int64_t>(fusion_operands.size()), op->shape(),
+                                  "param_" + std::to_string(fusion_operands.size()));
+    fusion_operands.push_back(op);
+    param_for[op] = p;
+    return p;
+  };
+
+  for (Instruction* m : members) {
+    std::vector<Instruction*> ops;
+    for (Instruction* op : m->operands()) ops.push_back(value_of(op));
+    if (m->opcode() != Opcode::kFusion) {
+      Instruction* clone = fused->AddInstruction(m->CloneWithNewOperands(m->shape(), ops), m->name());
+      inside[{m, -1}] = clone;
+      continue;
+    }
+    // Inline the member fusion's computation.
+    const Computation* body = m->fused_computation();
+    std::unordered_map<const Instruction*, Instruction*> map;
+    for (int i = 0; i < body->num_parameters(); ++i) map[body->parameter(i)] = ops[i];
+    for (Instruction* bi : body->MakePostOrder()) {
+      if (bi->opcode() == Opcode::kParameter) continue;
+      std::vector<Instruction*> bops;
+      for (Instruction* o : bi->operands()) bops.push_back(map.at(o));
+      map[bi] = fused->AddInstruction(bi->CloneWithNewOperands(bi->shape(), bops), bi->name());
+    }
+    Instruction* root = map.at(body->root());
+    if (root->opcode() == Opcode::kTuple) {
+      for (int k = 0; k < root->operand_count(); ++k) inside[{m, k}] = root->operand(k);
+      // The inlined tuple itself is not needed inside.
+      if (root->users().empty()) fused->RemoveInstruction(root);
+    } else {
+      inside[{m, -1}] = root;
+    }
+  }
+
+  // Outputs: member values used outside the set (duplicated members are not outputs).
+  std::vector<Value> outputs;
+  auto used_outside = [&](const Instruction* m, int k) {
+    for (const Instruction* u : m->users()) {
+      if (k >= 0) {
+        if (u->opcode() == Opcode::kGetTupleElement && u->tuple_index() == k && !in_set.count(u)) {
+          for (const Instruction* uu : u->users()) {
+            if (!in_set.count(uu)) return true;
+          }
+          if (u->IsRoot()) return true;
+        }
+        continue;
+      }
+      if (!in_set.count(u)) return true;
+    }
+    return k < 0 && m->IsRoot();
+  };
+  for (Instruction* m : members) {
+    if (duplicated.count(m)) continue;
+    if (m->shape().IsTuple()) {
+      for (int k = 0; k < static_cast<int>(m->shape().tuple_shapes().size()); ++k) {
+        if (used_outside(m, k)) outputs.push_back({m, k});
+      }
+    } else if (used_outside(m, -1)) {
+      outputs.push_back({m, -1});
+    }
+  }
+  FJ_CHECK(!outputs.empty(), "a fusion without outputs");
+  if (outputs.size() == 1) {
+    fused->set_root(inside.at(outputs[0]));
+  } else {
+    std::vector<Instruction*> elems;
+    for (const Value& v : outputs) elems.push_back(inside.at(v));
+    fused->set_root(fb.Tuple(elems));
+  }
+  FusionKind kind = ChooseFusionKind(*fused);
   InstructionAttrs attrs;
   attrs.fusion_kind = kind;
-  Instruction* fusion = Builder(parent).Add(Opcode::kFusion, fusion_operands, attrs, {fused},
-                                            nullptr, instr->name() + "_fusion");
-  fusion->set_metadata(instr->metadata());
-  instr->ReplaceAllUsesWith(fusion);
-  parent->RemoveInstruction(instr);
+  Instruction* fusion = Builder(comp).Add(Opcode::kFusion, fusion_operands, attrs, {fused}, nullptr,
+                                          FusionName(kind, *fused));
+  fused->set_name(module->UniqueComputationName("fused_" + fusion->name()));
+  // Keep the source of the fused root, for explain and errors.
+  const Instruction* first = outputs.back().first;
+  fusion->set_metadata(ValueOp(first)->metadata());
+
+  // Rewire the users of each output.
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    Instruction* replacement = fusion;
+    if (outputs.size() > 1) replacement = Builder(comp).GetTupleElement(fusion, static_cast<int64_t>(k));
+    auto [m, idx] = outputs[k];
+    Instruction* member = const_cast<Instruction*>(m);
+    if (idx < 0) {
+      std::vector<Instruction*> users = member->users();
+      for (Instruction* u : users) {
+        if (in_set.count(u) || u == replacement) continue;
+        for (int i = 0; i < u->operand_count(); ++i) {
+          if (u->operand(i) == member) u->ReplaceOperandWith(i, replacement);
+        }
+      }
+      if (member->IsRoot()) comp->set_root(replacement);
+    } else {
+      std::vector<Instruction*> users = member->users();
+      for (Instruction* gte : users) {
+        if (gte->opcode() != Opcode::kGetTupleElement || gte->tuple_index() != idx || in_set.count(gte)) continue;
+        gte->ReplaceAllUsesWith(replacement);
+      }
+    }
+  }
+  // Remove the members that are no longer used (in reverse order), and their bodies.
+  for (auto it = members.rbegin(); it != members.rend(); ++it) {
+    Instruction* m = *it;
+    // Dead get-tuple-elements of a multi-output member go first.
+    std::vector<Instruction*> users = m->users();
+    for (Instruction* u : users) {
+      if (u->opcode() == Opcode::kGetTupleElement && u->users().empty() && !u->IsRoot()) {
+        comp->RemoveInstruction(u);
+      }
+    }
+    if (!m->users().empty() || m->IsRoot()) continue;  // a duplicated member others still use
+    Computation* body = m->opcode() == Opcode::kFusion ? m->fused_computation() : nullptr;
+    comp->RemoveInstruction(m);
+    if (body) module->RemoveComputation(body);
+  }
   return fusion;
 }
+
+Instruction* WrapInFusion(Instruction* instr) { return FuseInstructions({instr}); }
 
 }  // namespace fj

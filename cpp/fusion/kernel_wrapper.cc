@@ -12,7 +12,7 @@ bool KernelWrapperPass::Run(Module& module) {
     if (c->IsFusionComputation() || c != module.entry()) continue;
     for (Instruction* instr : c->MakePostOrder()) {
       if (NeedsKernel(instr)) {
-        WrapInFusion(instr, KernelKindFor(instr));
+        WrapInFusion(instr);
         changed = true;
       }
     }

@@ -17,6 +17,7 @@ from fusionjit._src import array as _array
 from fusionjit._src import dispatch as _dispatch
 from fusionjit._src.numpy import array_methods as _array_methods
 from fusionjit._src.api import Compiled, Lowered, ShapeDtypeStruct, jit, make_ir
+from fusionjit._src.explain import Explanation, explain
 from fusionjit._src.array import Array
 from fusionjit._src.errors import (ConcretizationTypeError, TracerArrayConversionError,
                                    TracerBoolConversionError, TracerIntegerConversionError,
@@ -24,6 +25,7 @@ from fusionjit._src.errors import (ConcretizationTypeError, TracerArrayConversio
 from fusionjit import tree_util
 from fusionjit import numpy
 from fusionjit import lax
+from fusionjit import testing
 
 _array_methods.install_all()
 
@@ -41,8 +43,8 @@ def devices():
 
 
 __all__ = [
-    "Array", "Compiled", "ConcretizationTypeError", "Lowered", "ShapeDtypeStruct",
+    "Array", "Compiled", "ConcretizationTypeError", "Explanation", "Lowered", "ShapeDtypeStruct",
     "TracerArrayConversionError", "TracerBoolConversionError", "TracerIntegerConversionError",
-    "UnexpectedTracerError", "block_until_ready", "config", "devices", "jit", "lax",
-    "make_ir", "numpy", "tree_util",
+    "UnexpectedTracerError", "block_until_ready", "config", "devices", "explain", "jit", "lax",
+    "make_ir", "numpy", "testing", "tree_util",
 ]

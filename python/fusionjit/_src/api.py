@@ -62,8 +62,15 @@ class Jitted(_core.JitFunction):
     signature traces and compiles."""
 
     def __init__(self, fun: Callable, static_argnums=None, static_argnames=None,
-                 _primitive: bool = False):
+                 fusion: str | None = None, _primitive: bool = False):
         nums, names = _normalize_static(fun, static_argnums, static_argnames)
+        if fusion is not None:
+            from fusionjit._src.config import _check_profile
+            try:
+                _check_profile(fusion)
+            except ValueError as e:
+                raise ValueError(errors.located(str(e))) from None
+        self._fusion = fusion
         # Primitives always compile: with fusionjit_disable_jit they are what runs eagerly.
         self._primitive = _primitive
         super().__init__(fun, self._cache_miss, list(nums), list(names))
@@ -141,7 +148,7 @@ class Jitted(_core.JitFunction):
         if entry is None or (keep_llvm_ir and not entry.compilation.llvm_ir):
             program, out_tree = self._trace(in_tree, avals, statics, static_kwargs)
             module = lowering.lower_program(program, _module_name(self._name))
-            compilation = dispatch.compile_module(module, self._name, keep_llvm_ir)
+            compilation = dispatch.compile_module(module, self._name, keep_llvm_ir, self._fusion)
             out_weak = [a.weak_type for a in program.out_avals]
             entry = _CacheEntry(program, module, compilation, out_tree, out_weak, avals)
             self._entries[key] = entry
@@ -225,7 +232,7 @@ class ShapeDtypeStruct:
         return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype})"
 
 
-_STAGES = ("program", "traced", "optimized", "llvm", "asm", "dot", "buffers")
+_STAGES = ("program", "traced", "optimized", "llvm", "asm", "dot", "buffers", "before_fusion")
 
 
 class Lowered:
@@ -251,6 +258,8 @@ class Lowered:
             return self._entry.compilation.optimized_text
         if stage == "dot":
             return self._entry.compilation.optimized_dot
+        if stage == "before_fusion":
+            return self._entry.compilation.before_fusion_text
         if stage == "buffers":
             return self._entry.compilation.buffer_assignment
         if stage in ("llvm", "asm"):
@@ -305,19 +314,21 @@ class Compiled:
 
 
 def jit(fun: Callable | None = None, *, static_argnums: int | Sequence[int] | None = None,
-        static_argnames: str | Sequence[str] | None = None) -> Any:
+        static_argnames: str | Sequence[str] | None = None, fusion: str | None = None) -> Any:
     """Compiles ``fun`` with fusionjit. Usable as ``@jit`` or ``@jit(static_argnums=...)``.
 
     The function is traced once per signature (tree structure, shapes, dtypes, weak types
     and static argument values) and compiled to native code; later calls with the same
-    signature go straight to the compiled code.
+    signature go straight to the compiled code. ``fusion`` picks the fusion rule profile
+    for this function ("fusionjit", "xla", "xla+concat", "none"); by default the global
+    ``fusionjit_fusion_profile``.
     """
     if fun is None:
         return functools.partial(jit, static_argnums=static_argnums,
-                                 static_argnames=static_argnames)
+                                 static_argnames=static_argnames, fusion=fusion)
     if not callable(fun):
         raise TypeError(errors.located(f"jit expects a callable, got {type(fun).__name__}"))
-    return Jitted(fun, static_argnums, static_argnames)
+    return Jitted(fun, static_argnums, static_argnames, fusion)
 
 
 def make_ir(fun: Callable, *, static_argnums=None, static_argnames=None) -> Callable:

@@ -36,6 +36,10 @@ _OPTIONS = {
         _Option("fusionjit_vector_width", 8, int, "CPU SIMD lanes per step (1 disables SIMD).",
                 validate=lambda v: int(v) if int(v) in (1, 2, 4, 8, 16) else
                 _bad("vector_width", v, "1, 2, 4, 8 or 16")),
+        _Option("fusionjit_fusion_profile", "fusionjit", str,
+                "Fusion rules: 'fusionjit' (cost model, the default), 'xla' (legacy XLA as the "
+                "paper studied it), 'xla+concat' (the paper's patched XLA), 'none'.",
+                validate=lambda v: _check_profile(v)),
         _Option("fusionjit_log_compiles", False, _parse_bool,
                 "Log each trace and compilation with its time.", affects_tracing=False),
         _Option("fusionjit_disable_jit", False, _parse_bool,
@@ -45,6 +49,13 @@ _OPTIONS = {
                 affects_tracing=False),
     ]
 }
+
+
+def _check_profile(value: Any) -> str:
+    names = list(_core.fusion_profiles())
+    if value not in names:
+        raise ValueError(f"unknown fusion profile {value!r}; known profiles: {', '.join(names)}")
+    return value
 
 
 def _bad(name: str, value: Any, allowed: str):

@@ -35,15 +35,16 @@ class Stats:
 stats = Stats()
 
 
-def compile_options() -> dict:
+def compile_options(fusion: str | None = None) -> dict:
     return dict(opt_level=int(config.fusionjit_opt_level),
-                vector_width=int(config.fusionjit_vector_width))
+                vector_width=int(config.fusionjit_vector_width),
+                fusion=fusion or str(config.fusionjit_fusion_profile))
 
 
-def compile_module(module, name: str, keep_llvm_ir: bool = False):
-    """Compiles a lowered module with the current configuration."""
+def compile_module(module, name: str, keep_llvm_ir: bool = False, fusion: str | None = None):
+    """Compiles a lowered module with the current configuration (and fusion profile)."""
     start = time.perf_counter()
-    compilation = module.compile(keep_llvm_ir=keep_llvm_ir, **compile_options())
+    compilation = module.compile(keep_llvm_ir=keep_llvm_ir, **compile_options(fusion))
     stats.compiles += 1
     if config.fusionjit_log_compiles:
         print(f"fusionjit: compiled {name} in {(time.perf_counter() - start) * 1e3:.1f} ms "

@@ -1,0 +1,149 @@
+// The CPU cost model (see cost_model.h).
+#include "analysis/cost_model.h"
+
+#include <algorithm>
+
+namespace fj {
+namespace {
+
+double Elements(const Shape& s) {
+  if (s.IsTuple()) {
+    double n = 0;
+    for (const Shape& e : s.tuple_shapes()) n += Elements(e);
+    return n;
+  }
+  return static_cast<double>(s.NumElements());
+}
+
+// How many elements of operand `i` one evaluation of `user` reads.
+double ReadsPerEvaluation(const Instruction* user, int i) {
+  switch (user->opcode()) {
+    case Opcode::kReduce: {
+      if (i != 0) return 1.0;
+      double out = std::max(1.0, Elements(user->shape()));
+      return Elements(user->operand(0)->shape()) / out;
+    }
+    case Opcode::kArgMax:
+    case Opcode::kArgMin:
+      return static_cast<double>(user->operand(0)->shape().dim(user->dimensions()[0]));
+    case Opcode::kDot: {
+      double k = 1;
+      for (int64_t d : user->attrs().dot.lhs_contracting) k *= user->operand(0)->shape().dim(d);
+      return k;
+    }
+    default:
+      return 1.0;
+  }
+}
+
+}  // namespace
+
+double ElementCost(const Instruction& instr) {
+  bool f64 = instr.shape().IsArray() && instr.dtype() == DType::kF64;
+  double wide = f64 ? 2.0 : 1.0;
+  switch (instr.opcode()) {
+    case Opcode::kParameter:
+    case Opcode::kConstant:
+    case Opcode::kTuple:
+    case Opcode::kGetTupleElement:
+    case Opcode::kBroadcast:
+    case Opcode::kReshape:
+    case Opcode::kTranspose:
+    case Opcode::kSlice:
+    case Opcode::kReverse:
+    case Opcode::kCopy:
+    case Opcode::kBitcastConvert:
+      return 0.0;
+    case Opcode::kConcatenate:
+    case Opcode::kPad:
+    case Opcode::kDynamicSlice:
+    case Opcode::kDynamicUpdateSlice:
+    case Opcode::kIota:
+      return 0.5;
+    case Opcode::kDivide:
+    case Opcode::kRemainder:
+      return 4.0 * wide;
+    case Opcode::kSqrt:
+    case Opcode::kRsqrt:
+      return 4.0 * wide;
+    case Opcode::kExp:
+    case Opcode::kLog:
+      return 12.0 * wide;
+    case Opcode::kExpm1:
+    case Opcode::kLog1p:
+      return 16.0 * wide;
+    case Opcode::kSin:
+    case Opcode::kCos:
+      return 16.0 * wide;
+    case Opcode::kTan:
+    case Opcode::kTanh:
+      return 24.0 * wide;
+    case Opcode::kAtan2:
+      return 30.0 * wide;
+    case Opcode::kPower:
+      return 40.0 * wide;
+    case Opcode::kReduce:
+    case Opcode::kArgMax:
+    case Opcode::kArgMin:
+    case Opcode::kDot:
+      return 1.0 * wide;  // per element read (see ReadsPerEvaluation)
+    default:
+      return 1.0 * wide;
+  }
+}
+
+std::unordered_map<const Instruction*, double> Evaluations(const Computation& fused) {
+  std::unordered_map<const Instruction*, double> evals;
+  std::vector<Instruction*> order = fused.MakePostOrder();
+  const Instruction* root = fused.root();
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const Instruction* x = *it;
+    double e = 0;
+    if (x == root) {
+      e = root->opcode() == Opcode::kTuple ? 0 : Elements(root->shape());
+    }
+    for (const Instruction* u : x->users()) {
+      double per = 0;
+      for (int i = 0; i < u->operand_count(); ++i) {
+        if (u->operand(i) != x) continue;
+        if (u->opcode() == Opcode::kTuple) {
+          per += Elements(x->shape());
+        } else {
+          per += evals[u] * ReadsPerEvaluation(u, i);
+        }
+      }
+      e += per;
+    }
+    evals[x] = e;
+  }
+  return evals;
+}
+
+double OperandEvaluations(const Instruction* consumer, int i) {
+  if (consumer->opcode() == Opcode::kFusion) {
+    std::unordered_map<const Instruction*, double> evals = Evaluations(*consumer->fused_computation());
+    return evals[consumer->fused_computation()->parameter(i)];
+  }
+  return Elements(consumer->shape()) * ReadsPerEvaluation(consumer, i);
+}
+
+KernelCost EstimateKernel(const Instruction* instr) {
+  KernelCost c;
+  for (const Instruction* op : instr->operands()) c.bytes_read += op->shape().ByteSize();
+  c.bytes_written = instr->shape().ByteSize();
+  if (instr->opcode() == Opcode::kFusion) {
+    std::unordered_map<const Instruction*, double> evals = Evaluations(*instr->fused_computation());
+    for (const auto& [i, e] : evals) c.flops += e * ElementCost(*i);
+  } else {
+    double per = 1;
+    if (instr->operand_count() > 0) per = ReadsPerEvaluation(instr, 0);
+    c.flops = Elements(instr->shape()) * per * ElementCost(*instr);
+  }
+  return c;
+}
+
+double CostModel::TimeUs(const KernelCost& c) const {
+  return launch_us + std::max(c.bytes() / bytes_per_us, c.flops / flops_per_us);
+}
+
+}  // namespace fj

@@ -1,0 +1,43 @@
+// A cost model for kernels on the CPU target: bytes moved, work, and a launch cost,
+// combined into an estimated time (the roofline max of memory and compute time). The
+// fusionjit profile decides fusions with it; explain shows its figures.
+#pragma once
+
+#include <unordered_map>
+
+#include "ir/computation.h"
+
+namespace fj {
+
+// Work per element of an op, in units of one vector-lane arithmetic op (an add is 1).
+double ElementCost(const Instruction& instr);
+
+// How many times each instruction of a fused computation is evaluated when the kernel
+// produces all of its outputs: the root once per element, and an operand once per
+// evaluation of each user times the user's reads per evaluation (a reduction reads its
+// reduced elements, a dot its contraction). Broadcasts and slices re-evaluate their
+// operand per output element, since nothing is cached across elements.
+std::unordered_map<const Instruction*, double> Evaluations(const Computation& fused);
+
+// Evaluations of operand `i` of `consumer` (a fusion or a single op).
+double OperandEvaluations(const Instruction* consumer, int i);
+
+struct KernelCost {
+  double bytes_read = 0;
+  double bytes_written = 0;
+  double flops = 0;
+  double bytes() const { return bytes_read + bytes_written; }
+};
+
+// The cost of `instr` run as one kernel (a fusion, or a single op as its own kernel).
+KernelCost EstimateKernel(const Instruction* instr);
+
+struct CostModel {
+  // Rough figures for this project's machines (2 cores, AVX2/AVX-512); only ratios matter.
+  double bytes_per_us = 40e3;    // sustained memory bandwidth
+  double flops_per_us = 60e3;    // vector lane-ops per microsecond
+  double launch_us = 0.5;        // a kernel call from the program, its loop set-up
+  double TimeUs(const KernelCost& c) const;
+};
+
+}  // namespace fj

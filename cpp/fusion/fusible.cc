@@ -1,0 +1,254 @@
+// Fusibility predicates (see fusible.h).
+#include "fusion/fusible.h"
+
+#include <map>
+#include <set>
+#include <unordered_set>
+
+namespace fj {
+namespace {
+
+bool IsDivisorConstant(const Instruction* instr) {
+  const Instruction* d = instr->operand(1);
+  while (d->opcode() == Opcode::kBroadcast) d = d->operand(0);
+  return d->opcode() == Opcode::kConstant && d->shape().NumElements() == 1;
+}
+
+bool OpIsExpensive(const Instruction* instr) {
+  Opcode op = instr->opcode();
+  bool f32 = instr->shape().IsArray() && instr->dtype() == DType::kF32;
+  switch (op) {
+    case Opcode::kDivide:
+    case Opcode::kRemainder:
+      if (IsFloat(instr->operand(0)->dtype())) return !(op == Opcode::kDivide && f32);
+      return !IsDivisorConstant(instr);
+    case Opcode::kExp:
+    case Opcode::kSqrt:
+    case Opcode::kRsqrt:
+      return !f32;
+    case Opcode::kReduce:
+    case Opcode::kArgMax:
+    case Opcode::kArgMin:
+    case Opcode::kDot:
+    case Opcode::kCustomCall:
+    case Opcode::kWhile:
+    case Opcode::kConditional:
+    case Opcode::kCall:
+      return true;
+    default:
+      return IsTranscendental(op);
+  }
+}
+
+}  // namespace
+
+bool IsExpensive(const Instruction* instr) {
+  if (instr->opcode() == Opcode::kFusion) {
+    for (const Instruction* i : instr->fused_computation()->MakePostOrder()) {
+      if (IsExpensive(i)) return true;
+    }
+    return false;
+  }
+  return OpIsExpensive(instr);
+}
+
+bool IsAlwaysDuplicable(const Instruction* instr) {
+  if (instr->opcode() == Opcode::kBroadcast || instr->opcode() == Opcode::kIota) return true;
+  if (instr->opcode() == Opcode::kConvert) {
+    return DTypeBytes(instr->operand(0)->dtype()) < DTypeBytes(instr->dtype());
+  }
+  return false;
+}
+
+bool ReusesOperandElements(const Instruction* consumer, int i) {
+  switch (consumer->opcode()) {
+    case Opcode::kBroadcast:
+      return consumer->shape().NumElements() > consumer->operand(0)->shape().NumElements();
+    case Opcode::kDot:
+      return true;
+    case Opcode::kReduce:
+      return i == 1;  // the init value
+    case Opcode::kPad:
+      return i == 1;
+    case Opcode::kDynamicSlice:
+    case Opcode::kDynamicUpdateSlice:
+      return i >= (consumer->opcode() == Opcode::kDynamicSlice ? 1 : 2);
+    case Opcode::kFusion: {
+      const Computation* fused = consumer->fused_computation();
+      // Any use of the parameter through a reusing op reuses it.
+      std::vector<const Instruction*> work = {fused->parameter(i)};
+      std::unordered_set<const Instruction*> seen;
+      while (!work.empty()) {
+        const Instruction* x = work.back();
+        work.pop_back();
+        if (!seen.insert(x).second) continue;
+        for (const Instruction* u : x->users()) {
+          for (int k = 0; k < u->operand_count(); ++k) {
+            if (u->operand(k) == x && ReusesOperandElements(u, k)) return true;
+          }
+          work.push_back(u);
+        }
+      }
+      return false;
+    }
+    default:
+      return false;
+  }
+}
+
+bool IsReduction(const Instruction* instr) {
+  Opcode op = instr->opcode();
+  return op == Opcode::kReduce || op == Opcode::kArgMax || op == Opcode::kArgMin;
+}
+
+bool IsLoopFusibleProducer(const Instruction* instr) {
+  switch (instr->opcode()) {
+    case Opcode::kParameter:
+    case Opcode::kTuple:
+    case Opcode::kGetTupleElement:
+    case Opcode::kWhile:
+    case Opcode::kConditional:
+    case Opcode::kCall:
+    case Opcode::kCustomCall:
+    case Opcode::kDot:
+      return false;
+    case Opcode::kConstant:
+      return instr->shape().NumElements() == 1;  // large constants stay buffers
+    case Opcode::kFusion:
+      return instr->fusion_kind() == FusionKind::kLoop && !instr->shape().IsTuple();
+    default:
+      return instr->shape().IsArray();
+  }
+}
+
+bool IsFusibleConsumer(const Instruction* instr) {
+  switch (instr->opcode()) {
+    case Opcode::kParameter:
+    case Opcode::kConstant:
+    case Opcode::kTuple:
+    case Opcode::kGetTupleElement:
+    case Opcode::kWhile:
+    case Opcode::kConditional:
+    case Opcode::kCall:
+    case Opcode::kCustomCall:
+    case Opcode::kDot:
+      return false;
+    case Opcode::kFusion:
+      return instr->fusion_kind() != FusionKind::kOutput;
+    default:
+      return instr->shape().IsArray();
+  }
+}
+
+const Instruction* ReductionHero(const Computation& fused) {
+  const Instruction* root = fused.root();
+  std::vector<const Instruction*> roots;
+  if (root->opcode() == Opcode::kTuple) {
+    roots.assign(root->operands().begin(), root->operands().end());
+  } else {
+    roots.push_back(root);
+  }
+  for (const Instruction* r : roots) {
+    const Instruction* x = r;
+    while (!IsReduction(x) && IsElementwise(x->opcode()) && x->opcode() != Opcode::kParameter) {
+      // Follow the operand that has the root's shape (an epilogue keeps the output shape).
+      const Instruction* next = nullptr;
+      for (const Instruction* op : x->operands()) {
+        if (op->shape().IsArray() && op->shape().SameDims(x->shape()) &&
+            op->opcode() != Opcode::kParameter && op->opcode() != Opcode::kConstant) {
+          next = op;
+          if (IsReduction(op)) break;
+        }
+      }
+      if (!next) break;
+      x = next;
+    }
+    if (IsReduction(x)) return x;
+  }
+  return nullptr;
+}
+
+int EmittedCount(const Computation& fused, const Instruction* instr) {
+  // Each instruction gets the set of "index sources" it is requested with: the root's own
+  // index, or one new index per (index-changing user, operand slot, user's source).
+  std::map<const Instruction*, std::set<std::pair<const Instruction*, int>>> sources;
+  std::vector<Instruction*> order = fused.MakePostOrder();
+  const Instruction* root = fused.root();
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const Instruction* x = *it;
+    auto& s = sources[x];
+    if (x == root) s.insert({nullptr, 0});
+    for (const Instruction* u : x->users()) {
+      const auto& us = sources[u];
+      for (int k = 0; k < u->operand_count(); ++k) {
+        if (u->operand(k) != x) continue;
+        bool forwards = u->opcode() == Opcode::kTuple ||
+                        (IsElementwise(u->opcode()) && u->shape().IsArray() &&
+                         x->shape().SameDims(u->shape()));
+        if (forwards) {
+          s.insert(us.begin(), us.end());
+        } else {
+          // A new index per source of the user (capped: only the count matters).
+          int n = 0;
+          for (auto src = us.begin(); src != us.end() && n < 64; ++src, ++n) {
+            s.insert({u, k * 64 + n});
+          }
+        }
+      }
+    }
+    if (x == instr) return static_cast<int>(s.size());
+  }
+  return static_cast<int>(sources[instr].size());
+}
+
+int EmittedCountOfProducer(const Instruction* producer, const Instruction* consumer) {
+  if (consumer->opcode() != Opcode::kFusion) {
+    int uses = 0;
+    for (const Instruction* op : consumer->operands()) uses += op == producer;
+    return IsElementwise(consumer->opcode()) ? 1 : uses;
+  }
+  const Computation* fused = consumer->fused_computation();
+  int total = 0;
+  for (int i = 0; i < consumer->operand_count(); ++i) {
+    if (consumer->operand(i) == producer) total += EmittedCount(*fused, fused->parameter(i));
+  }
+  return total;
+}
+
+int FusedOperandsAndOutputs(const Instruction* producer, const Instruction* consumer) {
+  std::unordered_set<const Instruction*> operands;
+  for (const Instruction* op : consumer->operands()) {
+    if (op != producer) operands.insert(op);
+  }
+  for (const Instruction* op : producer->operands()) operands.insert(op);
+  int outputs = consumer->shape().IsTuple() ? static_cast<int>(consumer->shape().tuple_shapes().size()) : 1;
+  return static_cast<int>(operands.size()) + outputs;
+}
+
+const Shape& LoopShape(const Instruction* kernel) {
+  if (kernel->opcode() == Opcode::kFusion) {
+    const Computation* fused = kernel->fused_computation();
+    if (const Instruction* hero = ReductionHero(*fused)) return hero->operand(0)->shape();
+    const Instruction* root = fused->root();
+    if (root->opcode() == Opcode::kTuple) return root->operand(0)->shape();
+    return root->shape();
+  }
+  if (IsReduction(kernel)) return kernel->operand(0)->shape();
+  return kernel->shape();
+}
+
+bool Reachable(const Instruction* from, const Instruction* to) {
+  // Does `to` depend on `from`? Walk `to`'s operands.
+  std::vector<const Instruction*> work = {to};
+  std::unordered_set<const Instruction*> seen;
+  while (!work.empty()) {
+    const Instruction* x = work.back();
+    work.pop_back();
+    if (x == from) return true;
+    if (!seen.insert(x).second) continue;
+    for (const Instruction* op : x->operands()) work.push_back(op);
+  }
+  return false;
+}
+
+}  // namespace fj

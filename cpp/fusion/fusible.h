@@ -1,0 +1,47 @@
+// Fusibility predicates (XLA's gpu_fusible.cc and instruction_fusion.cc rules, see the
+// research notes), each returning a decision with a reason. Shared by every fusion pass.
+#pragma once
+
+#include "fusion/fusion_decision.h"
+#include "fusion/profile.h"
+#include "ir/computation.h"
+
+namespace fj {
+
+// Ops legacy XLA will not duplicate (IsExpensive), with XLA:GPU's override: divide, sqrt,
+// rsqrt and exp are cheap for f32. A fusion is expensive if any op in it is.
+bool IsExpensive(const Instruction* instr);
+
+// Ops that may always be duplicated: broadcast and widening converts.
+bool IsAlwaysDuplicable(const Instruction* instr);
+
+// Whether `consumer` reads some element of operand `i` more than once (broadcasts,
+// contractions, reduction inits; for a fusion, any such path from the fused parameter).
+bool ReusesOperandElements(const Instruction* consumer, int i);
+
+// Ops a kernel can compute from its operands (everything but parameters, constants of
+// more than one element, tuples, control flow and custom calls).
+bool IsLoopFusibleProducer(const Instruction* instr);
+bool IsFusibleConsumer(const Instruction* instr);
+bool IsReduction(const Instruction* instr);  // reduce, argmax, argmin
+// The reduction a kernel is built around, if any: the root or a reduction reached from it
+// through elementwise ops.
+const Instruction* ReductionHero(const Computation& fused);
+
+// How many times the emitter would compute `instr` inside `fused`: the number of distinct
+// indices it is requested with (XLA's FusionNodeIndexingEvaluation).
+int EmittedCount(const Computation& fused, const Instruction* instr);
+// The same for a producer fused into `consumer` (a fusion or a single op).
+int EmittedCountOfProducer(const Instruction* producer, const Instruction* consumer);
+
+// Operands plus outputs of the fusion that fusing `producer` into `consumer` would make.
+int FusedOperandsAndOutputs(const Instruction* producer, const Instruction* consumer);
+
+// The shape a kernel iterates over: the root's (for a multi-output fusion, the first
+// root's), or a reduction hero's input for input fusions.
+const Shape& LoopShape(const Instruction* kernel);
+
+// True if some path leads from `from` to `to` (through operands), in one computation.
+bool Reachable(const Instruction* from, const Instruction* to);
+
+}  // namespace fj

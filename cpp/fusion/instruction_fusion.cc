@@ -1,0 +1,249 @@
+// Instruction fusion (see instruction_fusion.h). The order of checks follows legacy
+// XLA:GPU's GpuInstructionFusion::ShouldFuse; where the profile has a cost model, the
+// rules that only guard against duplicated work are decided by it instead.
+#include "fusion/instruction_fusion.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "fusion/fusible.h"
+#include "fusion/fusion_utils.h"
+
+namespace fj {
+namespace {
+
+std::string Name(const Instruction* i) { return "%" + ValueOp(i)->name(); }
+std::string Op(const Instruction* i) { return std::string(OpcodeName(ValueOp(i)->opcode())); }
+std::string Describe(const Instruction* i) { return Op(i) + " " + Name(i); }
+
+int OtherUsers(const Instruction* producer, const Instruction* consumer) {
+  int n = 0;
+  for (const Instruction* u : producer->users()) n += u != consumer;
+  return n + (producer->IsRoot() ? 1 : 0);
+}
+
+bool IsConcatLike(const Instruction* i) {
+  Opcode op = ValueOp(i)->opcode();
+  return op == Opcode::kConcatenate || op == Opcode::kPad || op == Opcode::kDynamicUpdateSlice;
+}
+
+double Bytes(const Instruction* i) { return static_cast<double>(i->shape().ByteSize()); }
+
+}  // namespace
+
+FusionDecision CostModelDecision(const CostModel& model, const Instruction* producer,
+                                 const Instruction* consumer, const std::string& overridden) {
+  KernelCost cp = EstimateKernel(producer);
+  KernelCost cc = EstimateKernel(consumer);
+  bool stays = OtherUsers(producer, consumer) > 0;
+  KernelCost fused = cc;
+  std::unordered_set<const Instruction*> consumer_ops(consumer->operands().begin(), consumer->operands().end());
+  fused.bytes_read -= Bytes(producer);
+  for (const Instruction* op : producer->operands()) {
+    if (!consumer_ops.count(op)) {
+      fused.bytes_read += Bytes(op);
+      consumer_ops.insert(op);
+    }
+  }
+  double evaluations = 0;
+  for (int i = 0; i < consumer->operand_count(); ++i) {
+    if (consumer->operand(i) == producer) evaluations += OperandEvaluations(consumer, i);
+  }
+  double producer_elements = std::max<double>(1.0, static_cast<double>(producer->shape().NumElements()));
+  fused.flops += cp.flops / producer_elements * evaluations;
+  double unfused_us = model.TimeUs(cp) + model.TimeUs(cc);
+  double fused_us = model.TimeUs(fused) + (stays ? model.TimeUs(cp) : 0.0);
+  FusionDecision d;
+  d.bytes_unfused = cp.bytes() + cc.bytes();
+  d.bytes_fused = fused.bytes() + (stays ? cp.bytes() : 0.0);
+  d.cost_unfused_us = unfused_us;
+  d.cost_fused_us = fused_us;
+  d.emitted = static_cast<int>(std::max(1.0, evaluations / producer_elements));
+  d.rule = "cost-model";
+  char buf[256];
+  if (fused_us <= unfused_us) {
+    d.fuse = true;
+    std::snprintf(buf, sizeof(buf), "the cost model estimates the fused kernel at %.3g us against %.3g us for two kernels",
+                  fused_us, unfused_us);
+    d.reason = buf;
+    if (!overridden.empty()) d.reason += " (it overrides the XLA rule: " + overridden + ")";
+  } else {
+    std::snprintf(buf, sizeof(buf), "the cost model estimates the fused kernel at %.3g us, slower than %.3g us for two kernels",
+                  fused_us, unfused_us);
+    d.reason = buf;
+    if (!overridden.empty()) d.reason = overridden + "; " + d.reason;
+  }
+  return d;
+}
+
+FusionDecision InstructionFusionPass::ShouldFuse(const Instruction* producer,
+                                                 const Instruction* consumer) const {
+  if (!profile_.enabled) return FusionDecision::No("fusion-disabled", "fusion is off (profile none)");
+  if (producer->opcode() == Opcode::kCustomCall) {
+    return FusionDecision::No("custom-call-barrier",
+                              "custom call " + Name(producer) + " (" + producer->attrs().custom_call_target +
+                                  ") is an opaque kernel; custom calls are fusion barriers");
+  }
+  if (producer->opcode() == Opcode::kConstant) {
+    if (producer->shape().NumElements() == 1) return FusionDecision::Yes("scalar-constant");
+    return FusionDecision::No("large-constant",
+                              "constant " + Name(producer) + " has " + std::to_string(producer->shape().NumElements()) +
+                                  " elements; constants larger than a scalar stay in memory instead of being copied into each kernel");
+  }
+  if (producer->opcode() == Opcode::kDot) {
+    return FusionDecision::No("dot-kernel", "dot " + Name(producer) + " is computed by a kernel of its own (in XLA a library call)");
+  }
+  if (producer->opcode() == Opcode::kFusion && producer->fusion_kind() == FusionKind::kLoop) {
+    return FusionDecision::No("merger-decides", "fusing a fusion into another is the fusion merger's decision");
+  }
+  bool producer_is_reduction = IsReduction(producer) ||
+                               (producer->opcode() == Opcode::kFusion && producer->fusion_kind() == FusionKind::kInput);
+  if (!producer_is_reduction && !IsLoopFusibleProducer(producer)) {
+    return FusionDecision::No("not-fusible", Describe(producer) + " cannot be computed inside another kernel");
+  }
+  if (!IsFusibleConsumer(consumer)) {
+    return FusionDecision::No("consumer-not-fusible",
+                              Describe(consumer) + " cannot take fused producers (it is a kernel of its own)");
+  }
+  if (consumer->opcode() == Opcode::kDot) {
+    return FusionDecision::No("dot-kernel", "dot " + Name(consumer) + " reads its operands from memory");
+  }
+  int slot = -1;
+  for (int i = 0; i < consumer->operand_count(); ++i) {
+    if (consumer->operand(i) == producer) slot = i;
+  }
+  bool consumer_has_reduction = IsReduction(consumer) ||
+                                (consumer->opcode() == Opcode::kFusion && consumer->fusion_kind() == FusionKind::kInput);
+  if (producer_is_reduction) {
+    if (!profile_.reduction_epilogue) {
+      return FusionDecision::No("reduction-epilogue",
+                                "reduction " + Name(producer) + " ends its kernel: the " + profile_.name +
+                                    " profile does not fuse consumers into a reduction's kernel (no epilogue fusion)");
+    }
+    if (consumer_has_reduction) {
+      return FusionDecision::No("reduce-into-reduce",
+                                "both " + Name(producer) + " and " + Name(consumer) +
+                                    " are reductions; one kernel holds one reduction loop nest");
+    }
+    if (OtherUsers(producer, consumer) > 0) {
+      return FusionDecision::No("reduction-epilogue",
+                                "reduction " + Name(producer) + " has other users; it would be computed twice");
+    }
+    if (!IsElementwise(ValueOp(consumer)->opcode()) || ReusesOperandElements(consumer, slot) ||
+        !consumer->shape().IsArray() || !consumer->shape().SameDims(producer->shape())) {
+      return FusionDecision::No("reduction-reuse",
+                                Describe(consumer) + " reads the result of reduction " + Name(producer) +
+                                    " at other positions (e.g. broadcast back over the reduced axis): fused, the reduction would be recomputed for each element");
+    }
+    return FusionDecision::Yes("reduction-epilogue", "elementwise epilogue of reduction " + Name(producer));
+  }
+
+  // Rules that only protect against duplicated work: the cost model may override them.
+  std::string soft;
+  std::string soft_rule;
+  if (IsExpensive(producer) && ReusesOperandElements(consumer, slot)) {
+    soft_rule = "expensive-reuse";
+    soft = Describe(producer) + " is expensive and " + Name(consumer) +
+           " reads each of its elements several times; fused, it would be recomputed each time";
+  }
+  int others = OtherUsers(producer, consumer);
+  if (soft.empty() && others > 0 && !IsAlwaysDuplicable(producer) &&
+      (!may_duplicate_ || IsExpensive(producer))) {
+    soft_rule = may_duplicate_ ? "expensive-duplication" : "no-duplication";
+    soft = Describe(producer) + " has " + std::to_string(others + 1) + " users; " +
+           (may_duplicate_ ? "XLA does not duplicate expensive ops into several kernels"
+                           : "the first fusion pass does not duplicate producers");
+  }
+  int emitted = EmittedCountOfProducer(producer, consumer);
+  if (soft.empty() && emitted > profile_.max_emitted) {
+    soft_rule = "code-duplication";
+    soft = Describe(producer) + " would be emitted " + std::to_string(emitted) + " times in " + Name(consumer) +
+           " (more than " + std::to_string(profile_.max_emitted) + ")";
+  }
+  if (soft.empty() && IsConcatLike(producer)) {
+    int users = others + 1;
+    int allowed = ValueOp(producer)->opcode() == Opcode::kConcatenate ? profile_.concat_max_users : 1;
+    if (users > allowed || emitted > 1) {
+      soft_rule = "concat-multi-user";
+      soft = Op(producer) + " " + Name(producer) + " has " + std::to_string(users) + " users; the " + profile_.name +
+             " profile does not fuse " + (ValueOp(producer)->opcode() == Opcode::kConcatenate ? "a concatenate" : "a " + Op(producer)) +
+             " with more than " + std::to_string(allowed) + (allowed == 1 ? " user" : " users") + " (code duplication)";
+    }
+  }
+  int operands = FusedOperandsAndOutputs(producer, consumer);
+  if (operands > profile_.max_operands_and_outputs) {
+    return FusionDecision::No("size-budget",
+                              "the fused kernel would have " + std::to_string(operands) +
+                                  " operands and outputs, more than the budget of " +
+                                  std::to_string(profile_.max_operands_and_outputs));
+  }
+  if (profile_.cost_model) {
+    // Never fuse what XLA's rules allow only to refuse it on cost: the cost model decides
+    // the soft rules, and confirms the rest is not harmful.
+    FusionDecision d = CostModelDecision(cost_, producer, consumer, soft);
+    if (soft.empty() && !d.fuse) {
+      // XLA would fuse: so do we (the fusionjit profile is never more conservative).
+      d.fuse = true;
+      d.rule = "fusible";
+      d.reason = "fusible (XLA's rules allow it)";
+    }
+    d.emitted = emitted;
+    return d;
+  }
+  if (!soft.empty()) {
+    FusionDecision d = FusionDecision::No(soft_rule, soft);
+    d.emitted = emitted;
+    return d;
+  }
+  FusionDecision d = FusionDecision::Yes("fusible");
+  d.emitted = emitted;
+  return d;
+}
+
+bool InstructionFusionPass::Run(Module& module) {
+  if (!profile_.enabled) return false;
+  bool changed = false;
+  Computation* comp = module.entry();
+  std::vector<Instruction*> order = comp->MakePostOrder();
+  std::unordered_map<const Instruction*, size_t> position;
+  for (size_t i = 0; i < order.size(); ++i) position[order[i]] = i;
+  std::unordered_set<const Instruction*> removed;
+  for (size_t idx = order.size(); idx-- > 0;) {
+    Instruction* consumer = order[idx];
+    if (removed.count(consumer) || !IsFusibleConsumer(consumer)) continue;
+    while (true) {
+      // Producers latest in the post order first.
+      std::vector<Instruction*> producers;
+      for (Instruction* op : consumer->operands()) {
+        if (std::find(producers.begin(), producers.end(), op) == producers.end()) producers.push_back(op);
+      }
+      std::sort(producers.begin(), producers.end(), [&](Instruction* a, Instruction* b) {
+        return position[a] > position[b];
+      });
+      bool fused = false;
+      for (Instruction* producer : producers) {
+        Opcode op = producer->opcode();
+        if (op == Opcode::kParameter || op == Opcode::kGetTupleElement || op == Opcode::kTuple) continue;
+        FusionDecision d = ShouldFuse(producer, consumer);
+        if (log_) log_->Record(std::string(name()), producer, consumer, d);
+        if (!d.fuse) continue;
+        bool duplicate = OtherUsers(producer, consumer) > 0;
+        std::unordered_set<const Instruction*> dup;
+        if (duplicate) dup.insert(producer);
+        Instruction* fusion = FuseInstructions({producer, consumer}, dup);
+        removed.insert(consumer);
+        if (!duplicate) removed.insert(producer);
+        position[fusion] = idx;
+        consumer = fusion;
+        fused = changed = true;
+        break;
+      }
+      if (!fused) break;
+    }
+  }
+  return changed;
+}
+
+}  // namespace fj

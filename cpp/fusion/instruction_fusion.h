@@ -1,0 +1,39 @@
+// Instruction fusion (XLA's InstructionFusion, Fig. 1a of the paper): producers are fused
+// into their consumers, visiting consumers in reverse post order. The rules come from the
+// profile; every pair considered is logged with its decision.
+#pragma once
+
+#include "analysis/cost_model.h"
+#include "fusion/fusion_decision.h"
+#include "fusion/profile.h"
+#include "passes/pass.h"
+
+namespace fj {
+
+class InstructionFusionPass : public Pass {
+ public:
+  // XLA runs the pass twice: first without duplicating producers, then allowing cheap
+  // producers to be duplicated into several consumers.
+  InstructionFusionPass(FusionProfile profile, FusionLog* log, bool may_duplicate)
+      : profile_(std::move(profile)), log_(log), may_duplicate_(may_duplicate) {}
+  std::string_view name() const override {
+    return may_duplicate_ ? "instruction-fusion-dup" : "instruction-fusion";
+  }
+  bool Run(Module& module) override;
+
+  // The decision for fusing `producer` into `consumer` (exposed for tests).
+  FusionDecision ShouldFuse(const Instruction* producer, const Instruction* consumer) const;
+
+ private:
+  FusionProfile profile_;
+  FusionLog* log_;
+  bool may_duplicate_;
+  CostModel cost_;
+};
+
+// The cost model's view of fusing `producer` into `consumer` (`producer` stays if it has
+// other users): figures filled in, fuse iff the fused estimate is not slower.
+FusionDecision CostModelDecision(const CostModel& model, const Instruction* producer,
+                                 const Instruction* consumer, const std::string& overridden);
+
+}  // namespace fj

@@ -1,0 +1,197 @@
+"""fusionjit.explain: which kernels a function compiles to, and why every boundary between
+them exists, in plain words, with the figures behind each decision."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from typing import Callable
+
+from fusionjit._src import errors
+
+
+@dataclass
+class Kernel:
+    name: str
+    kind: str
+    ops: list
+    inputs: list
+    outputs: list
+    bytes_read: int
+    bytes_written: int
+
+    @property
+    def opcodes(self) -> list:
+        return [op["opcode"] for op in self.ops]
+
+
+@dataclass
+class Boundary:
+    """A value one kernel writes to memory and another reads."""
+
+    producer: str            # the op whose value crosses (e.g. "cat")
+    producer_opcode: str
+    producer_kernel: str
+    consumer_kernel: str
+    consumers: list          # the ops in the consumer kernel that read it
+    rule: str
+    reason: str
+    figures: str = ""
+    source: str = ""
+    bytes: int = 0
+
+    def __str__(self) -> str:
+        text = (f"%{self.producer} ({self.producer_opcode}) -> "
+                f"{', '.join('%' + c for c in self.consumers)}: {self.reason} [{self.rule}]")
+        if self.figures:
+            text += f" ({self.figures})"
+        return text
+
+
+@dataclass
+class Explanation:
+    """What ``fusionjit.explain(f)(*args)`` returns."""
+
+    function: str
+    profile: str
+    kernels: list
+    boundaries: list
+    decisions: list = field(repr=False)
+    before_dot: str = field(repr=False, default="")
+    after_dot: str = field(repr=False, default="")
+    before_text: str = field(repr=False, default="")
+    after_text: str = field(repr=False, default="")
+
+    @property
+    def num_kernels(self) -> int:
+        return len(self.kernels)
+
+    def __str__(self) -> str:
+        lines = [f"{self.function} with fusion profile '{self.profile}': "
+                 f"{self.num_kernels} kernel{'s' if self.num_kernels != 1 else ''} per call"]
+        for i, k in enumerate(self.kernels, 1):
+            ops = ", ".join(f"{op['opcode']} %{op['name']}" for op in k.ops)
+            lines.append(f"  kernel {i}: {k.name} ({k.kind}) reads {_bytes(k.bytes_read)}, "
+                         f"writes {_bytes(k.bytes_written)}")
+            lines.append(f"    ops: {ops}")
+        if self.boundaries:
+            lines.append("boundaries kept (values written to memory by one kernel, read by "
+                         "another):")
+            for b in self.boundaries:
+                lines.append(f"  {b}")
+                if b.source:
+                    lines.append(f"    ({b.producer} defined at {b.source})")
+        else:
+            lines.append("no boundaries between kernels")
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+    def dot(self, stage: str = "after") -> str:
+        """Graphviz DOT of the program before or after fusion (kernels drawn as clusters)."""
+        if stage not in ("before", "after"):
+            raise ValueError("stage must be 'before' or 'after'")
+        return self.after_dot if stage == "after" else self.before_dot
+
+    def render(self, path: str, stage: str = "after") -> str:
+        """Writes the graph to ``path``: .dot always works; .svg and .png need Graphviz's
+        ``dot`` program. Returns the path written."""
+        text = self.dot(stage)
+        ext = os.path.splitext(path)[1].lower()
+        if ext in ("", ".dot", ".gv"):
+            with open(path, "w") as f:
+                f.write(text)
+            return path
+        if ext not in (".svg", ".png", ".pdf"):
+            raise ValueError(f"unsupported format {ext!r}: use .dot, .svg, .png or .pdf")
+        exe = shutil.which("dot")
+        if exe is None:
+            raise RuntimeError("rendering to SVG/PNG needs Graphviz's 'dot' program "
+                               "(apt-get install graphviz); write a .dot file instead")
+        subprocess.run([exe, f"-T{ext[1:]}", "-o", path], input=text.encode(), check=True)
+        return path
+
+
+def _bytes(n: int) -> str:
+    if n >= 1 << 20:
+        return f"{n / (1 << 20):.1f} MiB"
+    if n >= 1 << 10:
+        return f"{n / (1 << 10):.1f} KiB"
+    return f"{n} B"
+
+
+def _explain_boundary(inp: dict, producer_kernel: str, consumer_kernel: str, log: list,
+                      profile: str, opcode_of: dict) -> Boundary:
+    producer = inp["from_op"]
+    readers = list(inp["readers"])
+    opcode = opcode_of.get(producer, "")
+    if profile == "none":
+        return Boundary(producer, opcode, producer_kernel, consumer_kernel, readers,
+                        "fusion-disabled", "fusion is off (profile 'none'): every op is a kernel",
+                        bytes=inp["bytes"])
+    # The last refusal recorded for this producer and one of the reading ops.
+    best = None
+    for entry in log:
+        if entry["fuse"] or entry["producer"] != producer:
+            continue
+        consumers = entry["consumer"].split(",")
+        if any(r in consumers for r in readers):
+            best = entry
+    if best is None:
+        for entry in log:
+            if not entry["fuse"] and entry["producer"] == producer:
+                best = entry
+    if best is None:
+        return Boundary(producer, opcode, producer_kernel, consumer_kernel, readers, "no-decision",
+                        "no fusion pass considered this pair", bytes=inp["bytes"])
+    return Boundary(producer, best["producer_opcode"], producer_kernel, consumer_kernel, readers,
+                    best["rule"], best["reason"], best["figures"], best["source"], inp["bytes"])
+
+
+def explain(fun: Callable, *, fusion: str | None = None, static_argnums=None,
+            static_argnames=None) -> Callable:
+    """``explain(f, fusion=...)(*args)``: compiles ``f`` for these arguments and returns an
+    Explanation: the kernels with their ops, and every kernel boundary with the rule that
+    kept it and the figures behind the decision."""
+    from fusionjit._src.api import Jitted
+
+    def explained(*args, **kwargs) -> Explanation:
+        jitted = fun if isinstance(fun, Jitted) and fusion is None else Jitted(
+            getattr(fun, "_fun", fun), static_argnums, static_argnames, fusion)
+        entry, _ = jitted._entry(args, kwargs)
+        comp = entry.compilation
+        graph = comp.kernel_graph
+        log = comp.fusion_log
+        from fusionjit._src.config import config
+        profile = jitted._fusion or str(config.fusionjit_fusion_profile)
+        kernels, boundaries = [], []
+        opcode_of = {op["name"]: op["opcode"] for k in graph for op in k["ops"]}
+        for k in graph:
+            kernels.append(Kernel(k["name"], k["kind"], k["ops"], k["inputs"], k["outputs"],
+                                  sum(i["bytes"] for i in k["inputs"]), k["bytes_written"]))
+            for inp in k["inputs"]:
+                if inp["kind"] != "kernel":
+                    continue
+                boundaries.append(_explain_boundary(inp, inp["from"], k["name"], log, profile,
+                                                    opcode_of))
+        return Explanation(jitted._name, profile, kernels, boundaries, log,
+                           comp.before_fusion_dot, comp.optimized_dot,
+                           comp.before_fusion_text, comp.optimized_text)
+
+    return explained
+
+
+def count_kernels(fun: Callable, *, fusion: str | None = None, static_argnums=None,
+                  static_argnames=None) -> Callable:
+    """``count_kernels(f, fusion=...)(*args)``: kernel launches per call of ``f``."""
+
+    def counted(*args, **kwargs) -> int:
+        return explain(fun, fusion=fusion, static_argnums=static_argnums,
+                       static_argnames=static_argnames)(*args, **kwargs).num_kernels
+
+    return counted
+
+
+_ = errors
