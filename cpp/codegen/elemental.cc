@@ -39,8 +39,8 @@ IndexDim LinearIndex(LaneMath& lanes, const Index& index, const std::vector<int6
   return linear;
 }
 
-ElementalEmitter::ElementalEmitter(Builder& b, BufferReader reader, int width)
-    : b_(b), reader_(std::move(reader)), width_(width) {
+ElementalEmitter::ElementalEmitter(Builder& b, BufferReader reader, int width, int reduction_width)
+    : b_(b), reader_(std::move(reader)), width_(width), reduction_width_(reduction_width) {
   scopes_.emplace_back();
 }
 
@@ -687,9 +687,13 @@ Val ElementalEmitter::EmitReduce(const Instruction* instr, const Index& index) {
   for (const IndexDim& d : index.dims) out_varying = out_varying || !d.uniform();
   int64_t last = rdims.back();
   int64_t inner_size = in_dims[last];
-  // A row reduction over uniform outputs: vectorise the innermost reduced dimension.
-  bool vector_inner = width_ > 1 && !out_varying && last == static_cast<int64_t>(in_dims.size()) - 1 &&
-                      inner_size >= width_;
+  // A row reduction over uniform outputs: vectorise the innermost reduced dimension, with
+  // several independent accumulators so that the combiner's latency does not serialise it.
+  int vw = reduction_width_;
+  bool vector_inner = vw > 1 && !out_varying && last == static_cast<int64_t>(in_dims.size()) - 1 &&
+                      inner_size >= vw;
+  int unroll = 1;
+  while (unroll < 4 && inner_size >= 2 * unroll * vw) unroll *= 2;
 
   llvm::Value* acc0 = out_varying ? Widen(init) : init.v;
   // Loops over all reduced dims but the last carry the accumulator in `acc0`'s form.
@@ -716,14 +720,28 @@ Val ElementalEmitter::EmitReduce(const Instruction* instr, const Index& index) {
                      }, "reduce")[0];
     };
     if (!vector_inner) return scalar_loop(b_.getInt64(0), acc);
-    int64_t vec_end = inner_size - inner_size % width_;
-    llvm::Value* vacc = ForLoop(b_.getInt64(0), b_.getInt64(vec_end), width_, {lanes.Splat(init.v)},
-                                [&](llvm::Value* i, const std::vector<llvm::Value*>& c) {
-                                  idx.dims[d] = lanes.LaneRamp(i);
-                                  Val v = Emit(x, idx);
-                                  return std::vector<llvm::Value*>{EmitCombiner(combiner, c[0], Widen(v))};
-                                }, "reduce.vec")[0];
-    llvm::Value* folded = EmitCombiner(combiner, acc, HorizontalCombine(combiner, vacc));
+    int64_t step = static_cast<int64_t>(vw) * unroll;
+    int64_t vec_end = inner_size - inner_size % step;
+    llvm::Value* folded;
+    {
+      WidthScope wide(*this, vw);
+      LaneMath vl = Lanes();
+      std::vector<llvm::Value*> init_accs(unroll, vl.Splat(init.v));
+      std::vector<llvm::Value*> accs = ForLoop(
+          b_.getInt64(0), b_.getInt64(vec_end), step, init_accs,
+          [&](llvm::Value* i, const std::vector<llvm::Value*>& c) {
+            std::vector<llvm::Value*> next;
+            for (int u = 0; u < unroll; ++u) {
+              idx.dims[d] = vl.LaneRamp(b_.CreateAdd(i, b_.getInt64(static_cast<int64_t>(u) * vw)));
+              Val v = Emit(x, idx);
+              next.push_back(EmitCombiner(combiner, c[u], vl.Widen(v)));
+            }
+            return next;
+          }, "reduce.vec");
+      llvm::Value* vacc = accs[0];
+      for (int u = 1; u < unroll; ++u) vacc = EmitCombiner(combiner, vacc, accs[u]);
+      folded = EmitCombiner(combiner, acc, HorizontalCombine(combiner, vacc));
+    }
     if (vec_end == inner_size) return folded;
     WidthScope scalar(*this, 1);
     return scalar_loop(b_.getInt64(vec_end), folded);

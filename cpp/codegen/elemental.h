@@ -28,7 +28,9 @@ class ElementalEmitter {
   // Loads the element at `index` from the buffer of a fused parameter or array constant.
   using BufferReader = std::function<Val(const Instruction* source, const Index& index, int width)>;
 
-  ElementalEmitter(Builder& b, BufferReader reader, int width);
+  // `width`: lanes of the output index; `reduction_width`: lanes a row reduction uses for
+  // its reduced dimension when its output is walked one element at a time.
+  ElementalEmitter(Builder& b, BufferReader reader, int width, int reduction_width = 1);
 
   Val Emit(const Instruction* instr, const Index& index);
   int width() const { return width_; }
@@ -102,6 +104,7 @@ class ElementalEmitter {
   Builder& b_;
   BufferReader reader_;
   int width_;
+  int reduction_width_;
   std::vector<std::unordered_map<const Instruction*, std::vector<CacheEntry>>> scopes_;
 };
 

@@ -117,6 +117,7 @@ KernelPlan PlanKernel(const Instruction* fusion, int max_width) {
   std::vector<const Instruction*> roots = KernelRoots(c);
   const Shape& shape = roots[0]->shape();
   KernelPlan plan;
+  plan.reduction_width = max_width;
   plan.num_outputs = static_cast<int>(roots.size());
   int64_t elements = shape.NumElements();
   bool same_shapes = true;
@@ -139,18 +140,25 @@ KernelPlan PlanKernel(const Instruction* fusion, int max_width) {
   }
   bool row_reduction = false;
   for (const Instruction* r : roots) row_reduction = row_reduction || IsRowReduction(r);
-  if (const Instruction* hero = ReductionHeroOf(c)) row_reduction = row_reduction || IsRowReduction(hero);
+  const Instruction* hero = ReductionHeroOf(c);
+  if (hero) row_reduction = row_reduction || IsRowReduction(hero);
+  // A column reduction walks many rows per output: wide groups of outputs make each row
+  // step read a long contiguous run instead of one vector.
+  int out_width = (hero && !row_reduction) ? 4 * max_width : max_width;
   if (shape.rank() == 1) {
     plan.mode = KernelPlan::Mode::kLinear1D;
     plan.units = elements;
     // A row reduction keeps the output loop scalar; EmitReduce vectorises the reduction.
-    plan.width = (!row_reduction && elements >= max_width) ? max_width : 1;
+    plan.width = row_reduction ? 1 : elements >= out_width ? out_width : elements >= max_width ? max_width : 1;
     return plan;
   }
   plan.mode = KernelPlan::Mode::kRows;
   plan.row_length = shape.rank() == 0 ? 1 : shape.dims().back();
   plan.units = plan.row_length == 0 ? 0 : elements / plan.row_length;
-  plan.width = (!row_reduction && plan.row_length >= max_width) ? max_width : 1;
+  plan.width = row_reduction                       ? 1
+               : plan.row_length >= out_width ? out_width
+               : plan.row_length >= max_width ? max_width
+                                              : 1;
   if (row_reduction) {
     // Keep the output loop scalar; EmitReduce vectorises over the reduced dimension.
     plan.width = 1;
@@ -229,7 +237,7 @@ llvm::Function* EmitKernel(llvm::Module& module, const Instruction* fusion, cons
                             : ConstantGlobal(module, source);
     return load(base, source->dtype(), linear, width);
   };
-  ElementalEmitter emitter(b, reader, plan.width);
+  ElementalEmitter emitter(b, reader, plan.width, plan.reduction_width);
 
   // Stores every root's value at `index` (whose linear form is `linear`).
   auto emit_group = [&](const Index& index, const IndexDim& linear) {

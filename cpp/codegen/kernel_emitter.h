@@ -25,6 +25,7 @@ struct KernelPlan {
   int64_t units = 0;       // iteration units in total
   int64_t row_length = 1;  // kRows: elements per unit
   int width = 1;           // lanes per vector step of the innermost loop
+  int reduction_width = 1; // lanes of a row reduction's inner loop
   int num_outputs = 1;
   // kHorizontal: where each output's units start (one unit per element), and whether
   // its elements can be walked by their linear index alone.

@@ -9,6 +9,7 @@
 #include "fusion/profile.h"
 #include "ir/dot_printer.h"
 #include "ir/verifier.h"
+#include "passes/concat_forwarding.h"
 #include "passes/constant_folding.h"
 #include "passes/cse.h"
 #include "passes/dce.h"
@@ -48,8 +49,17 @@ std::unique_ptr<Compilation> Compile(const Module& traced, const CompileOptions&
   DumpStage(*module, "traced", "fjir", module->ToString());
   result->passes = RunOptimizationPasses(*module, options);
 
-  result->before_fusion = module->Clone();
   FusionProfile profile = GetFusionProfile(options.fusion_profile);
+  if (profile.frontend_repair) {
+    Pipeline repair("frontend-repair");
+    repair.AddPass<SliceOfConcatForwardingPass>();
+    repair.AddPass<SimplifyPass>();
+    repair.AddPass<DcePass>();
+    repair.set_fixed_point(4);
+    repair.Run(*module);
+    for (const PassRecord& r : repair.records()) result->passes.push_back(r);
+  }
+  result->before_fusion = module->Clone();
   Pipeline kernels("fusion");
   AddFusionPasses(kernels, profile, &result->fusion_log);
   kernels.Run(*module);

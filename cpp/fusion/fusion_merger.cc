@@ -83,6 +83,11 @@ FusionDecision FusionMergerPass::ShouldMerge(const Instruction* producer) const 
     }
   }
   if (profile_.cost_model) {
+    // XLA's own rules first: what they merge, the fusionjit profile merges too.
+    FusionProfile xla = profile_;
+    xla.cost_model = false;
+    FusionDecision rules = FusionMergerPass(xla, nullptr).ShouldMerge(producer);
+    if (rules.fuse) return rules;
     double unfused = cost_.TimeUs(EstimateKernel(producer));
     double fused = 0;
     KernelCost cp = EstimateKernel(producer);
@@ -107,6 +112,7 @@ FusionDecision FusionMergerPass::ShouldMerge(const Instruction* producer) const 
     d.rule = "cost-model";
     d.reason = buf;
     d.fuse = fused <= unfused;
+    if (!d.fuse) d.reason = rules.reason + "; " + d.reason;
     return d;
   }
   if (ratio > profile_.merger_max_bytes_ratio) {
@@ -147,8 +153,25 @@ bool FusionMergerPass::Run(Module& module) {
   std::unordered_set<const Instruction*> removed;
   for (Instruction* producer : order) {
     if (removed.count(producer)) continue;
-    if (producer->opcode() != Opcode::kFusion || producer->fusion_kind() != FusionKind::kLoop ||
-        producer->shape().IsTuple()) {
+    if (producer->opcode() != Opcode::kFusion) continue;
+    if (producer->fusion_kind() != FusionKind::kLoop || producer->shape().IsTuple()) {
+      // Reduction kernels are final; instruction fusion already said why (no epilogue).
+      if (log_ && producer->shape().IsTuple()) {
+        FusionDecision d = producer->shape().IsTuple()
+            ? FusionDecision::No("multi-output-producer",
+                                 Name(producer) + "'s kernel has several outputs; XLA's fusion merger leaves multi-output fusions alone")
+            : FusionDecision::No("input-fusion-final",
+                                 Name(producer) + "'s kernel is built around a reduction; XLA does not merge it into its users");
+        for (const Instruction* u : producer->users()) {
+          // Users read a multi-output kernel through get-tuple-element.
+          if (u->opcode() == Opcode::kGetTupleElement) {
+            const Instruction* value = producer->fused_computation()->root()->operand(u->tuple_index());
+            for (const Instruction* uu : u->users()) log_->Record("fusion-merger", value, uu, d);
+          } else {
+            log_->Record("fusion-merger", producer, u, d);
+          }
+        }
+      }
       continue;
     }
     FusionDecision d = ShouldMerge(producer);

@@ -123,7 +123,7 @@ def _bytes(n: int) -> str:
 
 
 def _explain_boundary(inp: dict, producer_kernel: str, consumer_kernel: str, log: list,
-                      profile: str, opcode_of: dict) -> Boundary:
+                      profile: str, opcode_of: dict, consumer_ops: set) -> Boundary:
     producer = inp["from_op"]
     readers = list(inp["readers"])
     opcode = opcode_of.get(producer, "")
@@ -131,13 +131,16 @@ def _explain_boundary(inp: dict, producer_kernel: str, consumer_kernel: str, log
         return Boundary(producer, opcode, producer_kernel, consumer_kernel, readers,
                         "fusion-disabled", "fusion is off (profile 'none'): every op is a kernel",
                         bytes=inp["bytes"])
-    # The last refusal recorded for this producer and one of the reading ops.
+    # The last refusal recorded for this producer and an op of the consumer kernel (a
+    # later pass has the final word); "left to the merger" only if nothing else was said.
     best = None
     for entry in log:
         if entry["fuse"] or entry["producer"] != producer:
             continue
         consumers = entry["consumer"].split(",")
-        if any(r in consumers for r in readers):
+        if not any(c in consumer_ops for c in consumers):
+            continue
+        if best is None or best["rule"] == "merger-decides" or entry["rule"] != "merger-decides":
             best = entry
     if best is None:
         for entry in log:
@@ -174,8 +177,9 @@ def explain(fun: Callable, *, fusion: str | None = None, static_argnums=None,
             for inp in k["inputs"]:
                 if inp["kind"] != "kernel":
                     continue
+                consumer_ops = {op["name"] for op in k["ops"]} | set(inp["readers"])
                 boundaries.append(_explain_boundary(inp, inp["from"], k["name"], log, profile,
-                                                    opcode_of))
+                                                    opcode_of, consumer_ops))
         return Explanation(jitted._name, profile, kernels, boundaries, log,
                            comp.before_fusion_dot, comp.optimized_dot,
                            comp.before_fusion_text, comp.optimized_text)

@@ -1,0 +1,1079 @@
+"""Random-program fuzzer for fusion.
+
+A seed (``numpy.random.Generator``) gives a random program: a DAG of 8-30 nodes over 1-4
+random input arrays (rank 0-3, dims 1-9; float32 mostly, also int32 and bool) made of
+elementwise ops, NumPy broadcasting, broadcast_to/expand_dims, reductions, concatenate/stack,
+slices (negative steps too), reshape, transpose and astype, returning 1-3 of its nodes.
+
+A program is a list of node specs. Each node is one Python expression over earlier nodes
+(``v0``, ``v1``, ...) written against a module ``xp`` and the dtypes ``F`` (float), ``I``
+(int32) and ``B`` (bool), so the same specs are interpreted with ``fusionjit.numpy`` under
+``fusionjit.jit`` and with plain NumPy; ``Program.source()`` prints them as a runnable
+function. Values are kept tame (inputs in [-2, 2] or [-4, 4], clip before exp, log and sqrt
+of abs, bounded products and sums, divisors kept away from 0), and a program whose NumPy
+float32 results are ill-conditioned (they differ from a float64 evaluation, or a floor,
+comparison or float->int/bool conversion lies within rounding distance of its jump) gets new
+input values; if it stays ill-conditioned it is marked ``fragile`` and only the fusion
+profiles are compared with each other, not with NumPy.
+
+``check_program`` runs a program under the fusion profiles none, xla, xla+concat and
+fusionjit, compares every result with NumPy (rtol = atol = 1e-4 for floats, exact for int and
+bool) and with profile none, and checks the kernel counts: fusionjit <= xla <= none.
+
+Command line (runs the same checks in a loop, stops at the first failure with a reproducer)::
+
+    python3 tests/fuzz_programs.py --start 0 --count 1000000 [--profiles none,xla,...]
+        [--jobs 2] [--keep-going] [--shrink]
+    python3 tests/fuzz_programs.py --show SEED        # print a program and its inputs
+    python3 tests/fuzz_programs.py --shrink --start SEED --count 1   # minimise a failure
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+
+import numpy as np
+
+PROFILES = ("none", "xla", "xla+concat", "fusionjit")
+RTOL = ATOL = 1e-4
+# A program is ill-conditioned when NumPy float32 and float64 differ by more than this.
+COND_TOL = 2.5e-5
+# A floor / comparison / conversion closer than this (relative) to its jump is fragile.
+MARGIN = 1e-4
+
+FMAX = 100.0        # bound on |float values|
+IMAX = 1 << 20      # bound on |int values|
+MAX_SIZE = 2048     # elements per node
+MAX_RANK = 4
+
+F32, I32, BOOL = np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.bool_)
+_DT_NAME = {F32: "F", I32: "I", BOOL: "B"}
+_DT_SHORT = {F32: "f32", I32: "i32", BOOL: "bool"}
+
+
+# --- programs ----------------------------------------------------------------------------
+
+@dataclass
+class Node:
+    op: str                 # kind, e.g. "sin", "add", "sum", "input"
+    args: list              # ids of earlier nodes
+    expr: str               # the expression, with {0}, {1}, ... for the args
+    shape: tuple
+    dtype: np.dtype
+    bound: float            # |value| <= bound for every input in range
+    disc: str = ""          # discontinuity: "floor", "trunc", "nonzero", "cmp" (args 0 and 1)
+
+    def render(self, names) -> str:
+        return self.expr.format(*[names[a] for a in self.args])
+
+
+@dataclass
+class Program:
+    seed: object
+    nodes: list             # Node; the inputs are the nodes with op "input" (in order)
+    outputs: list           # node ids
+    data: list              # one NumPy array per input
+    fragile: bool = False
+    note: str = ""
+    _codes: list = field(default=None, repr=False)
+
+    @property
+    def input_ids(self):
+        return [i for i, n in enumerate(self.nodes) if n.op == "input"]
+
+    def codes(self):
+        if self._codes is None:
+            self._codes = [None if n.op == "input" else
+                           compile(n.render([f"v{a}" for a in range(len(self.nodes))]),
+                                   f"<node v{i}>", "eval")
+                           for i, n in enumerate(self.nodes)]
+        return self._codes
+
+    # -- interpretation ---------------------------------------------------------------
+    def interpret(self, xp, args, float_dtype=np.float32, record=None):
+        """Evaluates the program with module ``xp`` (numpy or fusionjit.numpy) on ``args``;
+        ``record``, a list, receives every node's value."""
+        env = {"xp": xp, "F": float_dtype, "I": np.int32, "B": np.bool_}
+        codes = self.codes()
+        ins = iter(args)
+        vals = []
+        for i, n in enumerate(self.nodes):
+            if n.op == "input":
+                v = next(ins)
+            else:
+                v = eval(codes[i], env)
+            env[f"v{i}"] = v
+            vals.append(v)
+        if record is not None:
+            record.extend(vals)
+        return tuple(vals[o] for o in self.outputs)
+
+    def numpy(self, float_dtype=np.float32, record=None):
+        args = [a.astype(float_dtype) if a.dtype == F32 else a for a in self.data]
+        with np.errstate(all="ignore"):
+            out = self.interpret(np, args, float_dtype, record)
+        return tuple(np.asarray(o) for o in out)
+
+    def function(self):
+        """A Python function of the inputs computing the program with fusionjit.numpy."""
+        import fusionjit.numpy as fnp
+
+        def program(*args):
+            return self.interpret(fnp, args)
+        program.__name__ = f"program_{self.seed}".replace("-", "_").replace(".", "_")
+        program.__qualname__ = program.__name__
+        return program
+
+    # -- printing ---------------------------------------------------------------------
+    def source(self, with_data: bool | None = None) -> str:
+        """The program as runnable Python (with its inputs when they are small)."""
+        ins = self.input_ids
+        names = [f"v{i}" for i in range(len(self.nodes))]
+        lines = [f"def program({', '.join(names[i] for i in ins)}, xp=fnp):"]
+        for i, n in enumerate(self.nodes):
+            if n.op == "input":
+                continue
+            expr = n.render(names)
+            lines.append(f"    {names[i]} = {expr}".ljust(60)
+                         + f"  # {_DT_SHORT[n.dtype]}{list(n.shape)}")
+        lines.append(f"    return ({''.join(names[o] + ', ' for o in self.outputs)})")
+        head = ["import numpy as np", "import fusionjit", "import fusionjit.numpy as fnp",
+                "F, I, B = np.float32, np.int32, np.bool_", ""]
+        total = sum(a.size for a in self.data)
+        if with_data is None:
+            with_data = total <= 64
+        args = []
+        for k, (i, a) in enumerate(zip(ins, self.data)):
+            name = f"a{k}"
+            args.append(name)
+            if with_data:
+                head.append(f"{name} = np.array({a.tolist()!r}, dtype={_DT_NAME[a.dtype]})")
+            else:
+                head.append(f"{name} = fuzz_programs.generate({self.seed!r}).data[{k}]"
+                            f"  # {_DT_SHORT[a.dtype]}{list(a.shape)}")
+        if not with_data:
+            head.insert(0, "import fuzz_programs  # tests/fuzz_programs.py")
+        tail = ["", f"args = ({''.join(a + ', ' for a in args)})",
+                "expected = [np.asarray(r) for r in program(*args, xp=np)]",
+                "for p in ('none', 'xla', 'xla+concat', 'fusionjit'):",
+                "    got = fusionjit.jit(program, fusion=p)(*args)",
+                "    print(p, fusionjit.testing.count_kernels(program, fusion=p)(*args), "
+                "[np.asarray(g).tolist() for g in got])",
+                "print('numpy', [e.tolist() for e in expected])"]
+        return "\n".join(head + [""] + lines + tail)
+
+    def __str__(self) -> str:
+        return self.source()
+
+
+# --- generation --------------------------------------------------------------------------
+
+def _bshape(a, b):
+    """NumPy's broadcast of two shapes, or None."""
+    n = max(len(a), len(b))
+    a = (1,) * (n - len(a)) + tuple(a)
+    b = (1,) * (n - len(b)) + tuple(b)
+    out = []
+    for x, y in zip(a, b):
+        if x != y and x != 1 and y != 1:
+            return None
+        out.append(max(x, y))
+    return tuple(out)
+
+
+def _size(shape):
+    return int(np.prod(shape, dtype=np.int64))
+
+
+def _fmt_f(c) -> str:
+    return repr(float(c))
+
+
+def _lit(x) -> str:
+    return repr(tuple(x)) if isinstance(x, (tuple, list)) else repr(x)
+
+
+class _Reject(Exception):
+    pass
+
+
+class Generator:
+    """Builds one random program from a numpy.random.Generator."""
+
+    UNARY_F = ["neg", "abs", "exp", "log", "sin", "cos", "tanh", "sqrt", "floor", "square"]
+    UNARY_I = ["neg", "abs", "square"]
+    KINDS = {"unary": 20, "binary": 20, "where": 6, "compare": 3, "broadcast_to": 3,
+             "expand_dims": 3, "reduce": 11, "concatenate": 4, "stack": 2, "slice": 6,
+             "reshape": 5, "transpose": 4, "astype": 3, "clip": 2}
+
+    def __init__(self, rng: np.random.Generator, seed=None):
+        self.rng = rng
+        self.seed = seed
+        self.nodes: list[Node] = []
+        self.vals: list = []      # NumPy float32 values of the nodes (for shapes)
+        self.used: list = []      # whether a node has a user yet
+        self.data: list = []
+
+    # -- helpers ----------------------------------------------------------------------
+    def r(self, n):
+        return int(self.rng.integers(n))
+
+    def chance(self, p):
+        return self.rng.random() < p
+
+    def choice(self, seq):
+        return seq[self.r(len(seq))]
+
+    def add(self, op, args, expr, bound, disc=""):
+        node = Node(op, list(args), expr, (), F32, float(bound), disc)
+        env = {"xp": np, "F": np.float32, "I": np.int32, "B": np.bool_}
+        for a in args:
+            env[f"v{a}"] = self.vals[a]
+        with np.errstate(all="ignore"):
+            v = np.asarray(eval(node.render({a: f"v{a}" for a in args}), env))
+        if v.size > MAX_SIZE or v.ndim > MAX_RANK or v.size == 0:
+            raise _Reject
+        if v.dtype not in (F32, I32, BOOL):
+            raise AssertionError(f"generator made dtype {v.dtype}: {node.expr}")
+        if v.dtype == F32 and bound > FMAX or v.dtype == I32 and bound > IMAX:
+            raise _Reject
+        node.shape, node.dtype = tuple(v.shape), v.dtype
+        if v.dtype == BOOL:
+            node.bound = 1.0
+        self.nodes.append(node)
+        self.vals.append(v)
+        self.used.append(False)
+        for a in args:
+            self.used[a] = True
+        return len(self.nodes) - 1
+
+    def _users(self):
+        used = [False] * len(self.nodes)
+        for n in self.nodes:
+            for a in n.args:
+                used[a] = True
+        return used
+
+    def shape(self, i):
+        return self.nodes[i].shape
+
+    def dtype(self, i):
+        return self.nodes[i].dtype
+
+    def bound(self, i):
+        return self.nodes[i].bound
+
+    def pick(self, pred=None):
+        """A node, biased towards the most recent ones (deep chains) but any can be used
+        again (several users)."""
+        ids = [i for i in range(len(self.nodes)) if pred is None or pred(i)]
+        if not ids:
+            raise _Reject
+        u = self.rng.random()
+        if u < 0.45:
+            return ids[-1 - self.r(min(3, len(ids)))]
+        if u < 0.75:
+            unused = [i for i in ids if not self.used[i]]
+            if unused:
+                return self.choice(unused)
+        return self.choice(ids)
+
+    def partner(self, x, dtype=None, convert=True):
+        """A node that broadcasts with node ``x`` (or with the shape ``x``, a tuple): an
+        operand of a binary op, converted to ``dtype`` with an astype node when needed."""
+        sx = x if isinstance(x, tuple) else self.shape(x)
+
+        def ok(i):
+            s = _bshape(sx, self.shape(i))
+            return s is not None and _size(s) <= MAX_SIZE and len(s) <= MAX_RANK
+
+        cands = [i for i in range(len(self.nodes)) if ok(i)]
+        if not isinstance(x, tuple) and len(cands) > 1 and self.chance(0.8):
+            cands.remove(x)
+        if dtype is not None:
+            same = [i for i in cands if self.dtype(i) == dtype]
+            if same and (not convert or self.chance(0.93)):
+                cands = same
+            elif convert:
+                y = self.choice(cands)
+                return y if self.dtype(y) == dtype else self.astype(y, dtype)
+            else:
+                cands = same
+        if not cands:
+            raise _Reject
+        u = self.rng.random()
+        if u < 0.4:
+            near = [i for i in cands if i >= len(self.nodes) - 4]
+            if near:
+                return self.choice(near)
+        elif u < 0.7:
+            unused = [i for i in cands if not self.used[i]]
+            if unused:
+                return self.choice(unused)
+        return self.choice(cands)
+
+    def astype(self, x, dtype):
+        src = self.dtype(x)
+        b = self.bound(x)
+        disc = ""
+        if src == F32 and dtype == I32:
+            disc = "trunc"
+        elif src == F32 and dtype == BOOL:
+            disc = "nonzero"
+        if dtype == F32 and b > FMAX:
+            raise _Reject
+        return self.add("astype", [x], "{0}.astype(%s)" % _DT_NAME[dtype],
+                        1.0 if dtype == BOOL else b, disc)
+
+    # -- node kinds -------------------------------------------------------------------
+    def gen_unary(self):
+        x = self.pick(lambda i: self.dtype(i) != BOOL or self.chance(0.3))
+        d, b = self.dtype(x), self.bound(x)
+        if d == BOOL:
+            return self.add("logical_not", [x], "xp.logical_not({0})", 1)
+        if d == I32:
+            op = self.choice(self.UNARY_I)
+        else:
+            op = self.choice(self.UNARY_F)
+        if op == "neg":
+            return self.add(op, [x], "xp.negative({0})", b)
+        if op == "abs":
+            return self.add(op, [x], "xp.abs({0})", b)
+        if op == "square":
+            return self.add(op, [x], "xp.square({0})", b * b)
+        if op == "exp":
+            return self.add(op, [x], "xp.exp(xp.clip({0}, F(-3.0), F(3.0)))", math.exp(3))
+        if op == "log":
+            return self.add(op, [x], "xp.log(xp.abs({0}) + F(1.0))", math.log1p(b))
+        if op == "sqrt":
+            return self.add(op, [x], "xp.sqrt(xp.abs({0}))", math.sqrt(b))
+        if op == "floor":
+            return self.add(op, [x], "xp.floor({0})", b + 1, "floor")
+        return self.add(op, [x], "xp.%s({0})" % op, 1)
+
+    def gen_clip(self):
+        x = self.pick(lambda i: self.dtype(i) != BOOL)
+        if self.dtype(x) == F32:
+            lo = round(float(self.rng.uniform(-3, 0)), 2)
+            hi = round(float(self.rng.uniform(0, 3)), 2)
+            return self.add("clip", [x], f"xp.clip({{0}}, F({lo!r}), F({hi!r}))",
+                            max(-lo, hi))
+        lo, hi = -self.r(5), self.r(5)
+        return self.add("clip", [x], f"xp.clip({{0}}, I({lo}), I({hi}))", max(-lo, hi))
+
+    def gen_binary(self):
+        x = self.pick()
+        d = self.dtype(x)
+        y = self.partner(x, d)
+        if self.chance(0.5):
+            x, y = y, x
+        bx, by = self.bound(x), self.bound(y)
+        if d == BOOL:
+            op = self.choice(["add", "mul", "maximum", "minimum"])
+        elif d == I32:
+            op = self.choice(["add", "sub", "mul", "maximum", "minimum"])
+        else:
+            op = self.choice(["add", "sub", "mul", "div", "maximum", "minimum"])
+        if op == "add":
+            return self.add(op, [x, y], "{0} + {1}", bx + by)
+        if op == "sub":
+            return self.add(op, [x, y], "{0} - {1}", bx + by)
+        if op == "mul":
+            return self.add(op, [x, y], "{0} * {1}", bx * by)
+        if op == "div":
+            c = self.choice([0.5, 1.0, 2.0])
+            return self.add(op, [x, y], "{0} / (xp.abs({1}) + F(%r))" % c, bx / c)
+        return self.add(op, [x, y], "xp.%s({0}, {1})" % op, max(bx, by))
+
+    def _cmp(self, x):
+        """Comparison operands: x and a partner of x's dtype."""
+        y = self.partner(x, self.dtype(x))
+        if self.dtype(x) == F32:
+            op = self.choice(["<", "<=", ">", ">="])
+        else:
+            op = self.choice(["<", "<=", ">", ">=", "==", "!="])
+        return y, op
+
+    def gen_compare(self):
+        x = self.pick(lambda i: self.dtype(i) != BOOL)
+        y, op = self._cmp(x)
+        return self.add("compare", [x, y], "{0} %s {1}" % op, 1,
+                        "cmp" if self.dtype(x) == F32 else "")
+
+    def gen_where(self):
+        c = self.pick()
+        d = self.dtype(c)
+        e = self.partner(c, d)
+        s = _bshape(self.shape(c), self.shape(e))
+        if self.chance(0.3):
+            cond = self.partner(s, BOOL, convert=False)
+            return self.add("where", [cond, c, e], "xp.where({0}, {1}, {2})",
+                            max(self.bound(c), self.bound(e)))
+        a = self.partner(s)
+        if self.dtype(a) == BOOL:
+            a = self.astype(a, I32 if self.chance(0.5) else F32)
+        s = _bshape(s, self.shape(a))
+        b = self.partner(s, self.dtype(a))
+        op = self.choice(["<", "<=", ">", ">="] if self.dtype(a) == F32 else
+                         ["<", "<=", ">", ">=", "==", "!="])
+        return self.add("where", [a, b, c, e], "xp.where({0} %s {1}, {2}, {3})" % op,
+                        max(self.bound(c), self.bound(e)),
+                        "cmp" if self.dtype(a) == F32 else "")
+
+    def gen_broadcast_to(self):
+        x = self.pick()
+        s = list(self.shape(x))
+        if s and self.chance(0.6):
+            for i, dim in enumerate(s):
+                if dim == 1 and self.chance(0.6):
+                    s[i] = 1 + self.r(9)
+        while len(s) < MAX_RANK and (self.chance(0.5) or tuple(s) == self.shape(x)):
+            s.insert(0, 1 + self.r(6))
+        return self.add("broadcast_to", [x], f"xp.broadcast_to({{0}}, {_lit(s)})",
+                        self.bound(x))
+
+    def gen_expand_dims(self):
+        x = self.pick(lambda i: len(self.shape(i)) < MAX_RANK)
+        r = len(self.shape(x))
+        ax = self.r(2 * r + 2) - (r + 1)
+        return self.add("expand_dims", [x], f"xp.expand_dims({{0}}, {ax})", self.bound(x))
+
+    def _axes(self, r):
+        """Random reduction axes: None, an int, or a tuple (possibly negative, possibly ())."""
+        if r == 0 or self.chance(0.15):
+            return None, tuple(range(r))
+        if self.chance(0.4):
+            a = self.r(r)
+            return (a - r if self.chance(0.3) else a), (a,)
+        k = self.r(r + 1)
+        if k == 0 and self.chance(0.7):
+            k = 1
+        axes = sorted(self.rng.choice(r, size=k, replace=False).tolist())
+        shown = [a - r if self.chance(0.2) else a for a in axes]
+        self.rng.shuffle(shown)
+        return tuple(shown), tuple(axes)
+
+    def gen_reduce(self):
+        x = self.pick()
+        d, s = self.dtype(x), self.shape(x)
+        axes_arg, axes = self._axes(len(s))
+        count = _size([s[a] for a in axes])
+        kd = self.chance(0.5)
+        op = self.choice(["sum", "max", "min", "mean"] if d == F32 else ["sum", "max", "min"])
+        b = self.bound(x)
+        if op == "sum" and d == F32 and b * count > FMAX:
+            op = "mean"
+        if op == "sum":
+            out = I32 if d == BOOL else d
+            return self.add(op, [x], f"xp.sum({{0}}, axis={axes_arg!r}, keepdims={kd}, "
+                            f"dtype={_DT_NAME[out]})", b * count)
+        return self.add(op, [x], f"xp.{op}({{0}}, axis={axes_arg!r}, keepdims={kd})", b)
+
+    def gen_concatenate(self):
+        x = self.pick(lambda i: len(self.shape(i)) >= 1)
+        s, d = self.shape(x), self.dtype(x)
+        r = len(s)
+        ax = self.r(r)
+        parts = [x]
+        for _ in range(1 + (self.r(3) == 0)):
+            cands = [i for i in range(len(self.nodes))
+                     if self.dtype(i) == d and len(self.shape(i)) == r
+                     and all(self.shape(i)[k] == s[k] for k in range(r) if k != ax)]
+            parts.append(self.choice(cands))
+        self.rng.shuffle(parts)
+        shown = ax - r if self.chance(0.3) else ax
+        names = ", ".join("{%d}" % k for k in range(len(parts)))
+        return self.add("concatenate", parts, f"xp.concatenate([{names}], axis={shown})",
+                        max(self.bound(p) for p in parts))
+
+    def gen_stack(self):
+        x = self.pick(lambda i: len(self.shape(i)) < MAX_RANK)
+        s, d = self.shape(x), self.dtype(x)
+        cands = [i for i in range(len(self.nodes)) if self.dtype(i) == d and self.shape(i) == s]
+        parts = [x] + [self.choice(cands) for _ in range(1 + (self.r(3) == 0))]
+        self.rng.shuffle(parts)
+        r = len(s) + 1
+        ax = self.r(2 * r) - r
+        names = ", ".join("{%d}" % k for k in range(len(parts)))
+        return self.add("stack", parts, f"xp.stack([{names}], axis={ax})",
+                        max(self.bound(p) for p in parts))
+
+    def _slice(self, n):
+        for _ in range(20):
+            step = self.choice([1, 1, 1, 2, 3, -1, -1, -2, None])
+            start = self.choice([None, None] + list(range(-n - 1, n + 2)))
+            stop = self.choice([None, None] + list(range(-n - 1, n + 2)))
+            if len(range(*slice(start, stop, step).indices(n))) > 0:
+                return slice(start, stop, step)
+        return slice(None, None, self.choice([None, -1]))
+
+    @staticmethod
+    def _slice_text(sl):
+        def f(v):
+            return "" if v is None else str(v)
+        text = f"{f(sl.start)}:{f(sl.stop)}"
+        if sl.step is not None:
+            text += f":{sl.step}"
+        return text
+
+    def gen_slice(self):
+        x = self.pick(lambda i: len(self.shape(i)) >= 1)
+        s = self.shape(x)
+        parts = [self._slice(n) for n in s]
+        # Trailing full slices may be left out.
+        while len(parts) > 1 and parts[-1] == slice(None) and self.chance(0.5):
+            parts.pop()
+        text = ", ".join(self._slice_text(p) for p in parts)
+        if len(parts) == 1:
+            text += ","
+        return self.add("slice", [x], f"{{0}}[{text}]", self.bound(x))
+
+    def gen_reshape(self):
+        x = self.pick()
+        n = _size(self.shape(x))
+        factors = []
+        m, p = n, 2
+        while m > 1:
+            while m % p == 0:
+                factors.append(p)
+                m //= p
+            p += 1
+        rank = self.r(MAX_RANK) + 1 if n > 1 else self.r(3)
+        rank = max(rank, 0 if n == 1 else 1)
+        dims = [1] * rank
+        for f in factors:
+            dims[self.r(rank)] *= f
+        if dims and self.chance(0.3):
+            dims[self.r(rank)] = -1
+        return self.add("reshape", [x], f"xp.reshape({{0}}, {_lit(dims)})", self.bound(x))
+
+    def gen_transpose(self):
+        x = self.pick(lambda i: len(self.shape(i)) >= 2 or self.chance(0.1))
+        r = len(self.shape(x))
+        if self.chance(0.15):
+            return self.add("transpose", [x], "xp.transpose({0})", self.bound(x))
+        perm = self.rng.permutation(r).tolist()
+        return self.add("transpose", [x], f"xp.transpose({{0}}, {_lit(perm)})", self.bound(x))
+
+    def gen_astype(self):
+        x = self.pick()
+        d = self.dtype(x)
+        return self.astype(x, self.choice([t for t in (F32, I32, BOOL) if t != d]))
+
+    # -- whole programs ---------------------------------------------------------------
+    def input_data(self, shape, dtype):
+        if dtype == F32:
+            return self.rng.uniform(-2, 2, size=shape).astype(np.float32)
+        if dtype == I32:
+            return self.rng.integers(-4, 5, size=shape).astype(np.int32)
+        return self.rng.random(size=shape) < 0.5
+
+    def make_inputs(self):
+        rank = self.r(4)
+        base = [1 + self.r(9) for _ in range(rank)]
+        n_in = 1 + self.r(4)
+        for _ in range(n_in):
+            s = list(base)
+            if s and self.chance(0.3):
+                s = s[self.r(len(s) + 1):]
+            s = [1 if self.chance(0.2) else dim for dim in s]
+            u = self.rng.random()
+            dtype = F32 if u < 0.72 else I32 if u < 0.9 else BOOL
+            self.data.append(self.input_data(tuple(s), dtype))
+            b = 2.0 if dtype == F32 else 4.0 if dtype == I32 else 1.0
+            node = Node("input", [], "", tuple(s), dtype, b)
+            self.nodes.append(node)
+            self.vals.append(self.data[-1])
+            self.used.append(False)
+
+    def build(self) -> Program:
+        self.make_inputs()
+        n_in = len(self.nodes)
+        target = 8 + self.r(23)
+        kinds = list(self.KINDS)
+        weights = np.array([self.KINDS[k] for k in kinds], float)
+        weights /= weights.sum()
+        tries = 0
+        while len(self.nodes) - n_in < target and tries < 2000:
+            tries += 1
+            kind = kinds[int(self.rng.choice(len(kinds), p=weights))]
+            n_before = len(self.nodes)
+            try:
+                getattr(self, "gen_" + kind)()
+            except _Reject:
+                # Keep what a failed kind added (astype nodes) only if it is used later.
+                del self.nodes[n_before:]
+                del self.vals[n_before:]
+                self.used = self._users()
+        n = len(self.nodes)
+        users = [0] * n
+        for node in self.nodes:
+            for a in node.args:
+                users[a] += 1
+        outputs = [n - 1]
+        k = 1 + self.r(3)
+        sinks = [i for i in range(n_in, n - 1) if users[i] == 0]
+
+        def ancestors(i):
+            seen, todo = set(), [i]
+            while todo:
+                j = todo.pop()
+                if j not in seen:
+                    seen.add(j)
+                    todo.extend(self.nodes[j].args)
+            return seen
+
+        live = ancestors(n - 1)
+        while len(outputs) < k:
+            if sinks and self.chance(0.7):
+                # The sink that keeps the most nodes alive.
+                gain = [len(ancestors(i) - live) for i in sinks]
+                o = sinks.pop(int(np.argmax(gain)))
+                live |= ancestors(o)
+            elif self.chance(0.03):
+                o = self.r(n)          # any node, even an input or one already returned
+            else:
+                o = n_in + self.r(n - n_in)
+                if o in outputs:
+                    continue
+            outputs.append(o)
+        self.rng.shuffle(outputs)
+        prog = Program(self.seed, self.nodes, outputs, self.data)
+        _condition(prog, self)
+        return prog
+
+
+def _margins(prog: Program, vals) -> float:
+    """The smallest relative distance of a floor / float comparison / float->int or ->bool
+    conversion from its jump (float64 values); inf when there is none."""
+    best = math.inf
+    for n in prog.nodes:
+        if not n.disc:
+            continue
+        if n.disc == "cmp":
+            a, b = np.broadcast_arrays(np.asarray(vals[n.args[0]], np.float64),
+                                       np.asarray(vals[n.args[1]], np.float64))
+            d = np.abs(a - b)
+            scale = np.maximum(1.0, np.maximum(np.abs(a), np.abs(b)))
+        else:
+            x = np.asarray(vals[n.args[0]], np.float64)
+            d = np.abs(x) if n.disc == "nonzero" else np.abs(x - np.round(x))
+            scale = np.maximum(1.0, np.abs(x))
+        rel = d / scale
+        rel = rel[rel > 0]          # exact hits (x == 3.0, a == b) are computed exactly
+        if rel.size:
+            best = min(best, float(rel.min()))
+    return best
+
+
+def conditioning(prog: Program):
+    """(fragile, NumPy float32 results): fragile when float32 and float64 NumPy disagree or
+    a jump is within rounding distance."""
+    out32 = prog.numpy(np.float32)
+    vals64 = []
+    out64 = prog.numpy(np.float64, record=vals64)
+    for a, b in zip(out32, out64):
+        if a.dtype == F32:
+            if not np.allclose(a, b, rtol=COND_TOL, atol=COND_TOL) or not np.all(np.isfinite(a)):
+                return True, out32
+        elif not np.array_equal(a, b):
+            return True, out32
+    return _margins(prog, vals64) < MARGIN, out32
+
+
+def _condition(prog: Program, gen: Generator, tries: int = 5):
+    for attempt in range(tries):
+        fragile, _ = conditioning(prog)
+        if not fragile:
+            prog.fragile = False
+            return
+        if attempt + 1 < tries:
+            prog.data = [gen.input_data(a.shape, a.dtype) for a in prog.data]
+    prog.fragile = True
+
+
+def generate(seed) -> Program:
+    """The program of ``seed`` (an int, or a tuple of ints)."""
+    rng = np.random.default_rng(seed if isinstance(seed, int) else list(seed))
+    return Generator(rng, seed).build()
+
+
+# --- checking ----------------------------------------------------------------------------
+
+@dataclass
+class Failure:
+    kind: str        # "mismatch", "exception", "kernels"
+    profile: str
+    detail: str
+    prog: Program = None
+    explains: dict = field(default_factory=dict)
+
+    @property
+    def key(self):
+        return (self.kind, self.profile,
+                self.detail.split(":")[0] if self.kind == "exception" else "")
+
+    def report(self) -> str:
+        p = self.prog
+        lines = [f"FUZZ FAILURE seed={p.seed!r}: {self.kind} in profile '{self.profile}'",
+                 self.detail, "",
+                 f"program (seed {p.seed!r}; inputs "
+                 f"{[(_DT_SHORT[a.dtype], a.shape) for a in p.data]}; outputs {p.outputs}"
+                 f"{'; fragile' if p.fragile else ''}):", "",
+                 p.source(), ""]
+        for prof, text in self.explains.items():
+            lines += [f"fusionjit.explain(program, fusion={prof!r})(*args):", text, ""]
+        lines.append(f"reproduce: cd tests && python3 fuzz_programs.py --start {p.seed!r} "
+                     f"--count 1" if isinstance(p.seed, int) else "")
+        return "\n".join(lines)
+
+
+def _compare(got, want, what):
+    """None, or a description of how ``got`` differs from ``want``."""
+    got, want = np.asarray(got), np.asarray(want)
+    if got.dtype != want.dtype:
+        return f"{what}: dtype {got.dtype}, expected {want.dtype}"
+    if got.shape != want.shape:
+        return f"{what}: shape {got.shape}, expected {want.shape}"
+    try:
+        if want.dtype.kind in "biu":
+            np.testing.assert_array_equal(got, want)
+        else:
+            np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
+    except AssertionError as e:
+        with np.printoptions(threshold=60, precision=6):
+            return (f"{what}: values differ\n{str(e).strip()}\n  got:      {got!r}\n"
+                    f"  expected: {want!r}")
+    return None
+
+
+def _explain(fn, profile, args) -> str:
+    import fusionjit
+    try:
+        return str(fusionjit.explain(fn, fusion=profile)(*args))
+    except Exception as e:  # noqa: BLE001
+        return f"(explain failed: {type(e).__name__}: {e})"
+
+
+def run_profiles(prog: Program, profiles=PROFILES):
+    """{profile: (outputs as NumPy arrays, kernel count) or the exception}."""
+    import fusionjit
+    import fusionjit.numpy as fnp
+    from fusionjit.testing import count_kernels
+    fn = prog.function()
+    args = [fnp.asarray(a) for a in prog.data]
+    res = {}
+    for p in profiles:
+        try:
+            jf = fusionjit.jit(fn, fusion=p)
+            out = jf(*args)
+            out = tuple(np.asarray(o) for o in out)
+            k = count_kernels(jf)(*args)      # the compilation above, from jf's cache
+            res[p] = (out, k)
+        except Exception as e:  # noqa: BLE001
+            res[p] = e
+    return fn, args, res
+
+
+def check_program(prog: Program, profiles=PROFILES, explain: bool = True):
+    """None if every profile agrees with NumPy and with profile none and the kernel counts
+    are ordered (fusionjit <= xla <= none); else a Failure."""
+    fn, args, res = run_profiles(prog, profiles)
+    fail = None
+    for p in profiles:
+        if isinstance(res[p], Exception):
+            e = res[p]
+            tb = "".join(traceback.format_exception(type(e), e, e.__traceback__)[-6:])
+            fail = Failure("exception", p, f"{type(e).__name__}: {e}\n{tb}")
+            break
+    if fail is None:
+        want = None if prog.fragile else prog.numpy(np.float32)
+        ref = "none" if "none" in profiles else None
+        for p in profiles:
+            out, _ = res[p]
+            if len(out) != len(prog.outputs):
+                fail = Failure("mismatch", p, f"{len(out)} results, expected "
+                               f"{len(prog.outputs)}")
+                break
+            for i, o in enumerate(out):
+                msg = None
+                if want is not None:
+                    msg = _compare(o, want[i], f"result {i} (v{prog.outputs[i]}) vs NumPy")
+                if msg is None and ref is not None and p != ref:
+                    msg = _compare(o, res[ref][0][i],
+                                   f"result {i} (v{prog.outputs[i]}) vs profile 'none'")
+                if msg is not None:
+                    fail = Failure("mismatch", p, msg)
+                    break
+            if fail:
+                break
+    if fail is None:
+        k = {p: res[p][1] for p in profiles}
+        if "fusionjit" in k and "xla" in k and k["fusionjit"] > k["xla"]:
+            fail = Failure("kernels", "fusionjit", f"count_kernels: fusionjit {k['fusionjit']} "
+                           f"> xla {k['xla']} (all: {k})")
+            fail.explains["xla"] = ""
+        elif "xla" in k and "none" in k and k["xla"] > k["none"]:
+            fail = Failure("kernels", "xla", f"count_kernels: xla {k['xla']} > none "
+                           f"{k['none']} (all: {k})")
+            fail.explains["none"] = ""
+    if fail is None:
+        return None
+    fail.prog = prog
+    if explain:
+        for p in [fail.profile] + list(fail.explains):
+            fail.explains[p] = _explain(fn, p, args)
+    return fail
+
+
+# --- shrinking ---------------------------------------------------------------------------
+
+def _dce(prog: Program) -> Program:
+    """Drops nodes the outputs don't use (inputs too) and renumbers."""
+    live = set(prog.outputs)
+    for i in range(len(prog.nodes) - 1, -1, -1):
+        if i in live:
+            live.update(prog.nodes[i].args)
+    keep = sorted(live)
+    new_id = {old: new for new, old in enumerate(keep)}
+    in_ids = prog.input_ids
+    data = [d for i, d in zip(in_ids, prog.data) if i in live]
+    nodes = []
+    for old in keep:
+        n = prog.nodes[old]
+        nodes.append(Node(n.op, [new_id[a] for a in n.args], n.expr, n.shape, n.dtype, n.bound,
+                          n.disc))
+    return Program(prog.seed, nodes, [new_id[o] for o in prog.outputs], data, prog.fragile,
+                   prog.note)
+
+
+def _replace(prog: Program, old: int, new: int) -> Program:
+    """Uses of node ``old`` read node ``new`` (an earlier node) instead."""
+    nodes = [Node(n.op, [new if a == old else a for a in n.args], n.expr, n.shape, n.dtype,
+                  n.bound, n.disc) for n in prog.nodes]
+    outputs = [new if o == old else o for o in prog.outputs]
+    return _dce(Program(prog.seed, nodes, outputs, list(prog.data), prog.fragile))
+
+
+def _cut(prog: Program, i: int) -> Program:
+    """Node ``i`` becomes an input holding its NumPy value."""
+    vals = []
+    prog.numpy(np.float32, record=vals)
+    n = prog.nodes[i]
+    nodes = list(prog.nodes)
+    nodes[i] = Node("input", [], "", n.shape, n.dtype, n.bound)
+    # Inputs are interpreted in node order: rebuild the data list in that order.
+    old_inputs = dict(zip(prog.input_ids, prog.data))
+    data = []
+    for k, node in enumerate(nodes):
+        if node.op == "input":
+            data.append(old_inputs[k] if k in old_inputs else
+                        np.asarray(vals[i], dtype=n.dtype).copy())
+    return _dce(Program(prog.seed, nodes, list(prog.outputs), data, prog.fragile))
+
+
+def _refresh(prog: Program) -> Program:
+    prog.fragile, _ = conditioning(prog)
+    prog._codes = None
+    return prog
+
+
+def shrink(prog: Program, failure: Failure, profiles=PROFILES, log=print) -> tuple:
+    """A program with the fewest nodes found that fails the same way. Returns (program,
+    failure)."""
+    key = failure.key
+
+    def fails(p):
+        p = _refresh(p)
+        f = check_program(p, profiles, explain=False)
+        return f if f is not None and f.key == key else None
+
+    best, best_f = _dce(prog), failure
+    changed = True
+    while changed:
+        changed = False
+        # Fewer outputs.
+        if len(best.outputs) > 1:
+            for o in list(dict.fromkeys(best.outputs)):
+                cand = _dce(Program(best.seed, best.nodes, [o], best.data, best.fragile))
+                f = fails(cand)
+                if f:
+                    best, best_f, changed = cand, f, True
+                    break
+        # Bypass a node (an operand of the same shape and dtype takes its place), or cut
+        # the graph above it (its value becomes an input).
+        for i in range(len(best.nodes) - 1, -1, -1):
+            if i >= len(best.nodes):
+                continue
+            n = best.nodes[i]
+            if n.op == "input":
+                continue
+            cands = []
+            for a in dict.fromkeys(n.args):
+                if best.nodes[a].shape == n.shape and best.nodes[a].dtype == n.dtype:
+                    cands.append(lambda a=a, i=i: _replace(best, i, a))
+            cands.append(lambda i=i: _cut(best, i))
+            for make in cands:
+                try:
+                    cand = make()
+                except Exception:  # noqa: BLE001
+                    continue
+                if len(cand.nodes) >= len(best.nodes) and cand.nodes[i].op != "input":
+                    continue
+                f = fails(cand)
+                if f:
+                    best, best_f, changed = cand, f, True
+                    log(f"  shrunk to {sum(nd.op != 'input' for nd in best.nodes)} ops, "
+                        f"{len(best.data)} inputs")
+                    break
+        # Simpler input values.
+        for k, a in enumerate(best.data):
+            for simple in _simpler(a):
+                if np.array_equal(simple, a):
+                    continue
+                data = list(best.data)
+                data[k] = simple
+                cand = Program(best.seed, best.nodes, best.outputs, data)
+                f = fails(cand)
+                if f:
+                    best, best_f, changed = cand, f, True
+                    break
+    fn = best.function()
+    import fusionjit.numpy as fnp
+    args = [fnp.asarray(a) for a in best.data]
+    best_f.prog = best
+    best_f.explains = {p: _explain(fn, p, args)
+                       for p in dict.fromkeys([best_f.profile] + list(failure.explains))}
+    return best, best_f
+
+
+def _simpler(a):
+    if a.dtype == F32:
+        yield np.round(a, 1).astype(F32)
+        yield np.ones_like(a)
+        yield np.arange(a.size, dtype=F32).reshape(a.shape) / max(a.size, 1)
+    elif a.dtype == I32:
+        yield np.ones_like(a)
+        yield np.arange(a.size, dtype=I32).reshape(a.shape) % 5 - 2
+    else:
+        yield np.ones_like(a)
+        yield np.zeros_like(a)
+
+
+# --- command line ------------------------------------------------------------------------
+
+def _seed_arg(text):
+    return int(text)
+
+
+def _run_part(job):
+    """Worker: checks a list of seeds; returns (count, fragile, [(seed, key, report)])."""
+    seeds, profiles, keep_going = job
+    failures, fragile, n = [], 0, 0
+    for seed in seeds:
+        prog = generate(seed)
+        fragile += prog.fragile
+        f = check_program(prog, profiles)
+        n += 1
+        if f is not None:
+            failures.append((seed, f.key, f.report()))
+            if not keep_going:
+                break
+    return n, fragile, failures
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--start", type=_seed_arg, default=0, help="first seed")
+    ap.add_argument("--count", type=int, default=1000, help="number of programs")
+    ap.add_argument("--profiles", default=",".join(PROFILES),
+                    help="comma-separated fusion profiles (default: all four)")
+    ap.add_argument("--jobs", type=int, default=1, help="worker processes")
+    ap.add_argument("--chunk", type=int, default=50, help="seeds per work item")
+    ap.add_argument("--keep-going", action="store_true",
+                    help="don't stop at the first failure; report all at the end")
+    ap.add_argument("--shrink", action="store_true", help="minimise failing programs")
+    ap.add_argument("--show", type=_seed_arg, help="print the program of this seed and exit")
+    ap.add_argument("--skip", default="", help="comma-separated seeds to skip (known bugs)")
+    args = ap.parse_args(argv)
+    profiles = tuple(p for p in args.profiles.split(",") if p)
+    for p in profiles:
+        if p not in PROFILES:
+            ap.error(f"unknown profile {p!r}; profiles: {', '.join(PROFILES)}")
+
+    if args.show is not None:
+        prog = generate(args.show)
+        print(f"# seed {args.show}: {sum(n.op != 'input' for n in prog.nodes)} ops"
+              f"{', fragile (not compared with NumPy)' if prog.fragile else ''}")
+        print(prog.source(with_data=True))
+        return 0
+
+    skip = {int(s) for s in args.skip.split(",") if s}
+    t0 = time.time()
+    done = fragile = 0
+    found = []
+    seeds = [s for s in range(args.start, args.start + args.count) if s not in skip]
+    jobs = [(seeds[k:k + args.chunk], profiles, args.keep_going)
+            for k in range(0, len(seeds), args.chunk)]
+
+    def report_progress():
+        rate = done / max(time.time() - t0, 1e-9)
+        print(f"[fuzz] {done}/{len(seeds)} programs ({fragile} fragile), {len(found)} "
+              f"failing, {rate:.1f}/s, {time.time() - t0:.0f}s", flush=True)
+
+    last = time.time()
+    if args.jobs <= 1:
+        results = (_run_part(job) for job in jobs)
+        pool = None
+    else:
+        import multiprocessing as mp
+        # Fresh worker processes now and then: compiled programs accumulate in memory.
+        pool = mp.get_context("spawn").Pool(args.jobs, maxtasksperchild=10)
+        results = pool.imap(_run_part, jobs)
+    try:
+        for n, fr, fails in results:
+            done += n
+            fragile += fr
+            for seed, key, rep in fails:
+                found.append((seed, key, rep))
+                print(rep, flush=True)
+            if time.time() - last > 10:
+                report_progress()
+                last = time.time()
+            if found and not args.keep_going:
+                break
+    finally:
+        if pool is not None:
+            pool.terminate()
+    report_progress()
+    if found:
+        keys = {}
+        for seed, key, _ in found:
+            keys.setdefault(key, []).append(seed)
+        print("[fuzz] failures by kind:")
+        for key, seeds_ in keys.items():
+            print(f"  {key}: seeds {seeds_[:20]}{' ...' if len(seeds_) > 20 else ''}")
+        if args.shrink:
+            for key, seeds_ in keys.items():
+                seed = seeds_[0]
+                prog = generate(seed)
+                f = check_program(prog, profiles)
+                if f is None:
+                    continue
+                print(f"[fuzz] shrinking seed {seed} ({key}) ...", flush=True)
+                small, sf = shrink(prog, f, profiles)
+                print("[fuzz] MINIMAL REPRODUCER")
+                print(sf.report(), flush=True)
+        return 1
+    return 0
+
+
+
+if __name__ == "__main__":
+    sys.exit(main())
