@@ -57,6 +57,13 @@ class ArenaAllocator {
 
 }  // namespace
 
+namespace {
+// Instructions that run as a kernel and write their own output buffers.
+bool IsKernelInstruction(const Instruction* i) {
+  return i->opcode() == Opcode::kFusion || i->opcode() == Opcode::kCustomCall;
+}
+}  // namespace
+
 BufferAssignment::Value BufferAssignment::Resolve(const Instruction* instr) const {
   int64_t index = 0;
   while (true) {
@@ -102,7 +109,7 @@ BufferAssignment::BufferAssignment(const Computation& entry) {
   std::vector<Value> pending_copies;
   for (size_t k = 0; k < outputs_.size(); ++k) {
     Value v = Resolve(outputs_[k]);
-    bool is_kernel = v.first->opcode() == Opcode::kFusion;
+    bool is_kernel = IsKernelInstruction(v.first);
     if (is_kernel && !slices_.count(v)) {
       const Shape& s = v.first->shape().IsTuple() ? v.first->shape().tuple_shape(v.second)
                                                   : v.first->shape();
@@ -134,7 +141,7 @@ BufferAssignment::BufferAssignment(const Computation& entry) {
       it = dies_at.erase(it);
     }
     const Instruction* i = schedule_[p];
-    if (i->opcode() != Opcode::kFusion) continue;
+    if (!IsKernelInstruction(i)) continue;
     int64_t n = i->shape().IsTuple() ? static_cast<int64_t>(i->shape().tuple_shapes().size()) : 1;
     for (int64_t t = 0; t < n; ++t) {
       Value v{i, t};
@@ -157,7 +164,7 @@ BufferAssignment::BufferAssignment(const Computation& entry) {
 
 const BufferSlice& BufferAssignment::Get(const Instruction* instr, int64_t tuple_index) const {
   Value v = Resolve(instr);
-  if (instr->opcode() == Opcode::kFusion) v.second = tuple_index;
+  if (IsKernelInstruction(instr)) v.second = tuple_index;
   auto it = slices_.find(v);
   FJ_CHECK(it != slices_.end(), "no buffer for %", instr->name());
   return it->second;
@@ -167,7 +174,7 @@ std::string BufferAssignment::ToString() const {
   std::ostringstream os;
   os << "temp arena: " << temp_bytes_ << " bytes\n";
   for (const Instruction* i : schedule_) {
-    if (i->opcode() != Opcode::kFusion) continue;
+    if (!IsKernelInstruction(i)) continue;
     const BufferSlice& s = Get(i);
     os << "  %" << i->name() << ": ";
     switch (s.kind) {

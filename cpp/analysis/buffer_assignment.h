@@ -25,8 +25,8 @@ struct BufferSlice {
 
 class BufferAssignment {
  public:
-  // `entry` must be kernelized: only parameters, constants, fusions, reshapes, tuples and
-  // get-tuple-elements.
+  // `entry` must be kernelized: only parameters, constants, fusions, custom calls,
+  // reshapes, tuples and get-tuple-elements.
   explicit BufferAssignment(const Computation& entry);
 
   // The slice holding an instruction's value (tuple_index for multi-output fusions).

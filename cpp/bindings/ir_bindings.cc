@@ -284,7 +284,33 @@ void DefineIr(py::module_& m) {
            },
            "opcode"_a, "operands"_a, "dtype"_a = py::none(), "dims"_a = py::none(), "attrs"_a = py::dict(),
            "called"_a = std::vector<ComputationHandle>{}, "source"_a = "", "name"_a = "")
-      .def("set_root", [](ComputationHandle& h, const InstrHandle& root) { h.comp->set_root(root.instr); });
+      .def("set_root", [](ComputationHandle& h, const InstrHandle& root) { h.comp->set_root(root.instr); })
+      .def("custom_call",
+           [](ComputationHandle& h, const std::string& target, const std::vector<InstrHandle>& operands,
+              const std::vector<std::pair<std::string, std::vector<int64_t>>>& results, const std::string& source) {
+             std::vector<Instruction*> ops;
+             for (const InstrHandle& o : operands) ops.push_back(o.instr);
+             std::vector<Shape> shapes;
+             for (const auto& [dtype, dims] : results) shapes.emplace_back(ParseDTypeOrThrow(dtype), dims);
+             Shape shape = shapes.size() == 1 ? shapes[0] : Shape::Tuple(shapes);
+             InstructionAttrs a;
+             a.custom_call_target = target;
+             Builder b(h.comp);
+             Instruction* call = b.Add(Opcode::kCustomCall, ops, a, {}, &shape);
+             call->set_metadata(source);
+             py::list outs;
+             if (shapes.size() == 1) {
+               outs.append(InstrHandle{h.module, call});
+             } else {
+               for (size_t i = 0; i < shapes.size(); ++i) {
+                 Instruction* g = b.GetTupleElement(call, static_cast<int64_t>(i));
+                 g->set_metadata(source);
+                 outs.append(InstrHandle{h.module, g});
+               }
+             }
+             return outs;
+           },
+           "target"_a, "operands"_a, "results"_a, "source"_a = "");
 
   py::class_<ModuleBuilder>(m, "ModuleBuilder")
       .def(py::init<const std::string&>(), "name"_a)

@@ -14,6 +14,7 @@
 #include "passes/cse.h"
 #include "passes/dce.h"
 #include "passes/simplify.h"
+#include "runtime/custom_calls.h"
 #include "support/error.h"
 #include "support/flags.h"
 
@@ -76,6 +77,11 @@ std::unique_ptr<Compilation> Compile(const Module& traced, const CompileOptions&
   cpu_options.vector_width = options.vector_width;
   cpu_options.keep_llvm_ir = options.keep_llvm_ir;
   cpu_options.keep_asm = options.keep_llvm_ir;
+  cpu_options.resolve_custom_call = [](const std::string& target, bool* parallel) -> FjKernelFn {
+    const CustomCall* call = FindCustomCall(target);
+    if (parallel) *parallel = call && call->parallel;
+    return call ? call->fn : nullptr;
+  };
   cpu::CpuProgram program = cpu::CompileCpuProgram(*module, buffers, cpu_options);
   result->llvm_ir = program.llvm_ir;
   result->assembly = program.assembly;

@@ -152,7 +152,8 @@ bool FusionMergerPass::Run(Module& module) {
   std::vector<Instruction*> order = comp->MakePostOrder();
   std::unordered_set<const Instruction*> removed;
   for (Instruction* producer : order) {
-    if (removed.count(producer)) continue;
+    // Merging removes instructions: only look at ones still in the computation.
+    if (removed.count(producer) || !comp->Contains(producer)) continue;
     if (producer->opcode() != Opcode::kFusion) continue;
     if (producer->fusion_kind() != FusionKind::kLoop || producer->shape().IsTuple()) {
       // Reduction kernels are final; instruction fusion already said why (no epilogue).

@@ -212,7 +212,8 @@ bool InstructionFusionPass::Run(Module& module) {
   std::unordered_set<const Instruction*> removed;
   for (size_t idx = order.size(); idx-- > 0;) {
     Instruction* consumer = order[idx];
-    if (removed.count(consumer) || !IsFusibleConsumer(consumer)) continue;
+    // Fusing removes instructions: only look at ones still in the computation.
+    if (removed.count(consumer) || !comp->Contains(consumer) || !IsFusibleConsumer(consumer)) continue;
     while (true) {
       // Producers latest in the post order first.
       std::vector<Instruction*> producers;

@@ -60,10 +60,14 @@ int MergedOperandsAndOutputs(const Instruction* a, const Instruction* b) {
 
 bool MultiOutputFusionPass::FuseSiblings(Computation* comp) {
   bool changed = false;
+  // Each fusion removes instructions: start over from a fresh post order after it.
+  bool restart = true;
+  while (restart) {
+    restart = false;
   for (Instruction* parent : comp->MakePostOrder()) {
     if (!parent->shape().IsArray() || parent->shape().NumElements() <= 1) continue;
     bool again = true;
-    while (again) {
+    while (again && !restart) {
       again = false;
       std::vector<Instruction*> candidates;
       for (Instruction* u : parent->users()) {
@@ -92,10 +96,12 @@ bool MultiOutputFusionPass::FuseSiblings(Computation* comp) {
           if (log_) log_->Record("multi-output-fusion(sibling)", a, b, d);
           if (!d.fuse) continue;
           FuseInstructions({a, b});
-          again = changed = true;
+          again = changed = restart = true;
         }
       }
     }
+    if (restart) break;
+  }
   }
   return changed;
 }

@@ -25,6 +25,7 @@ from fusionjit._src.errors import (ConcretizationTypeError, TracerArrayConversio
 from fusionjit import tree_util
 from fusionjit import numpy
 from fusionjit import lax
+from fusionjit import random
 from fusionjit import testing
 
 _array_methods.install_all()
@@ -46,5 +47,5 @@ __all__ = [
     "Array", "Compiled", "ConcretizationTypeError", "Explanation", "Lowered", "ShapeDtypeStruct",
     "TracerArrayConversionError", "TracerBoolConversionError", "TracerIntegerConversionError",
     "UnexpectedTracerError", "block_until_ready", "config", "devices", "explain", "jit", "lax",
-    "make_ir", "numpy", "testing", "tree_util",
+    "make_ir", "numpy", "random", "testing", "tree_util",
 ]

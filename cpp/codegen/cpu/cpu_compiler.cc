@@ -29,8 +29,11 @@ class ProgramEmitter {
     std::vector<KernelInfo> kernels;
     int kernel_number = 0;
     for (const Instruction* instr : buffers_.schedule()) {
-      if (instr->opcode() != Opcode::kFusion) continue;
-      kernels.push_back(EmitKernelCall(instr, kernel_number++));
+      if (instr->opcode() == Opcode::kFusion) {
+        kernels.push_back(EmitKernelCall(instr, kernel_number++));
+      } else if (instr->opcode() == Opcode::kCustomCall) {
+        kernels.push_back(EmitCustomCall(instr));
+      }
     }
     for (const BufferAssignment::OutputCopy& copy : buffers_.output_copies()) {
       llvm::Value* dst = LoadPointer(fn_->getArg(1), copy.output);
@@ -56,6 +59,64 @@ class ProgramEmitter {
     return nullptr;
   }
 
+  // Fills a stack table with the buffers of `instr`'s outputs, then its operands.
+  llvm::Value* BufferTable(const Instruction* instr, int num_outputs) {
+    Builder& b = *b_;
+    int n = num_outputs + instr->operand_count();
+    llvm::IRBuilderBase::InsertPoint ip = b.saveIP();
+    b.SetInsertPoint(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+    llvm::Value* table = b.CreateAlloca(llvm::ArrayType::get(ptr_, n));
+    b.restoreIP(ip);
+    for (int k = 0; k < num_outputs; ++k) {
+      b.CreateStore(SlicePointer(buffers_.Get(instr, k)), b.CreateConstGEP1_64(ptr_, table, k));
+    }
+    for (int k = 0; k < instr->operand_count(); ++k) {
+      b.CreateStore(SlicePointer(buffers_.Get(instr->operand(k))),
+                    b.CreateConstGEP1_64(ptr_, table, num_outputs + k));
+    }
+    return table;
+  }
+
+  void CallKernel(llvm::Value* kernel, llvm::Value* table, int64_t units, bool parallel, int64_t grain) {
+    Builder& b = *b_;
+    if (parallel) {
+      llvm::Value* rt = fn_->getArg(3);
+      llvm::Value* parallel_for = b.CreateLoad(ptr_, rt);
+      llvm::Value* pool = b.CreateLoad(ptr_, b.CreateConstGEP1_64(ptr_, rt, 1));
+      auto* pf_type = llvm::FunctionType::get(
+          llvm::Type::getVoidTy(ctx_), {ptr_, ptr_, ptr_, b.getInt64Ty(), b.getInt64Ty()}, false);
+      b.CreateCall(pf_type, parallel_for, {pool, kernel, table, b.getInt64(units), b.getInt64(grain)});
+    } else {
+      auto* k_type = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx_), {ptr_, b.getInt64Ty(), b.getInt64Ty()}, false);
+      b.CreateCall(k_type, kernel, {table, b.getInt64(0), b.getInt64(units)});
+    }
+  }
+
+  // A custom call: an opaque kernel of the runtime, called through its address.
+  KernelInfo EmitCustomCall(const Instruction* call) {
+    const std::string& target = call->attrs().custom_call_target;
+    bool may_split = false;
+    FjKernelFn fn = options_.resolve_custom_call ? options_.resolve_custom_call(target, &may_split) : nullptr;
+    if (!fn) ThrowUnimplemented("unknown custom-call target '", target, "'");
+    const Shape& shape = call->shape();
+    int num_outputs = shape.IsTuple() ? static_cast<int>(shape.tuple_shapes().size()) : 1;
+    int64_t units = shape.IsTuple() ? shape.tuple_shape(0).NumElements() : shape.NumElements();
+    KernelInfo info;
+    info.name = "custom-call." + target;
+    info.fusion = call->name();
+    info.kind = "custom-call";
+    info.units = units;
+    for (const Instruction* op : call->operands()) info.bytes_read += op->shape().ByteSize();
+    info.bytes_written = shape.ByteSize();
+    if (units == 0) return info;
+    llvm::Value* table = BufferTable(call, num_outputs);
+    llvm::Value* address = llvm::ConstantExpr::getIntToPtr(
+        b_->getInt64(static_cast<int64_t>(reinterpret_cast<uintptr_t>(fn))), ptr_);
+    info.parallel = may_split && units >= options_.parallel_min_elements;
+    CallKernel(address, table, units, info.parallel, std::max<int64_t>(1, 16384 / 16));
+    return info;
+  }
+
   KernelInfo EmitKernelCall(const Instruction* fusion, int number) {
     codegen::KernelPlan plan = codegen::PlanKernel(fusion, options_.vector_width);
     std::string name = "kernel." + std::to_string(number) + "." + fusion->name();
@@ -70,42 +131,17 @@ class ProgramEmitter {
     info.bytes_written = fusion->shape().ByteSize();
     if (plan.units == 0) return info;
 
-    // The buffer table lives in the entry block's frame.
-    int num_outputs = plan.num_outputs;
-    int n = num_outputs + fusion->operand_count();
-    Builder& b = *b_;
-    llvm::IRBuilderBase::InsertPoint ip = b.saveIP();
-    b.SetInsertPoint(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
-    llvm::Value* table = b.CreateAlloca(llvm::ArrayType::get(ptr_, n));
-    b.restoreIP(ip);
-    for (int k = 0; k < num_outputs; ++k) {
-      b.CreateStore(SlicePointer(buffers_.Get(fusion, k)), b.CreateConstGEP1_64(ptr_, table, k));
-    }
-    for (int k = 0; k < fusion->operand_count(); ++k) {
-      b.CreateStore(SlicePointer(buffers_.Get(fusion->operand(k))),
-                    b.CreateConstGEP1_64(ptr_, table, num_outputs + k));
-    }
+    llvm::Value* table = BufferTable(fusion, plan.num_outputs);
     int64_t elements = fusion->shape().IsTuple() ? fusion->shape().tuple_shape(0).NumElements()
                                                  : fusion->shape().NumElements();
-    int64_t per_unit = std::max<int64_t>(1, elements / plan.units);
     // Reductions do more work per output element than their output size suggests.
     int64_t work = 0;
     for (const Instruction* op : fusion->operands()) work = std::max(work, op->shape().NumElements());
     work = std::max(work, elements);
     info.parallel = work >= options_.parallel_min_elements && plan.units > 1;
-    if (info.parallel) {
-      int64_t work_per_unit = std::max<int64_t>(1, work / plan.units);
-      int64_t grain = std::max<int64_t>(1, 16384 / work_per_unit);
-      (void)per_unit;
-      llvm::Value* rt = fn_->getArg(3);
-      llvm::Value* parallel_for = b.CreateLoad(ptr_, rt);
-      llvm::Value* pool = b.CreateLoad(ptr_, b.CreateConstGEP1_64(ptr_, rt, 1));
-      auto* pf_type = llvm::FunctionType::get(
-          llvm::Type::getVoidTy(ctx_), {ptr_, ptr_, ptr_, b.getInt64Ty(), b.getInt64Ty()}, false);
-      b.CreateCall(pf_type, parallel_for, {pool, kernel, table, b.getInt64(plan.units), b.getInt64(grain)});
-    } else {
-      b.CreateCall(kernel, {table, b.getInt64(0), b.getInt64(plan.units)});
-    }
+    int64_t work_per_unit = std::max<int64_t>(1, work / std::max<int64_t>(plan.units, 1));
+    int64_t grain = std::max<int64_t>(1, 16384 / work_per_unit);
+    CallKernel(kernel, table, plan.units, info.parallel, grain);
     return info;
   }
 

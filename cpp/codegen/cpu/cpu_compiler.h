@@ -4,6 +4,7 @@
 // No LLVM types in this header: the compiler layer includes it.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +22,9 @@ struct CpuOptions {
   int64_t parallel_min_elements = 1 << 16;  // smaller kernels run on the calling thread
   bool keep_llvm_ir = false;          // fill CpuProgram::llvm_ir
   bool keep_asm = false;              // fill CpuProgram::assembly
+  // Resolves a custom call's target to its kernel function (the runtime's registry) and
+  // whether its range may be split across threads.
+  std::function<FjKernelFn(const std::string&, bool* parallel)> resolve_custom_call;
 };
 
 struct CpuProgram {

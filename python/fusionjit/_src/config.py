@@ -40,6 +40,14 @@ _OPTIONS = {
                 "Fusion rules: 'fusionjit' (cost model, the default), 'xla' (legacy XLA as the "
                 "paper studied it), 'xla+concat' (the paper's patched XLA), 'none'.",
                 validate=lambda v: _check_profile(v)),
+        _Option("fusionjit_threefry_partitionable", True, _parse_bool,
+                "JAX's jax_threefry_partitionable: True (JAX's default since 0.5.0) or False "
+                "(the original mode, as in the paper's era); changes the random streams."),
+        _Option("fusionjit_threefry_lowering", "fused", str,
+                "'fused': threefry as integer ops that fuse; 'custom_call': an opaque kernel "
+                "and fusion barrier, as XLA's cuda_threefry2x32.",
+                validate=lambda v: v if v in ("fused", "custom_call") else
+                _bad("threefry_lowering", v, "'fused' or 'custom_call'")),
         _Option("fusionjit_log_compiles", False, _parse_bool,
                 "Log each trace and compilation with its time.", affects_tracing=False),
         _Option("fusionjit_disable_jit", False, _parse_bool,

@@ -1,0 +1,89 @@
+// The custom-call registry (see custom_calls.h).
+#include "runtime/custom_calls.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+namespace fj {
+namespace {
+
+inline uint32_t Rotl(uint32_t x, int r) { return (x << r) | (x >> (32 - r)); }
+
+// Threefry-2x32 with 20 rounds (Salmon et al., Random123), as JAX's threefry2x32: operands
+// k0, k1, x0, x1 (u32, the output's shape), outputs y0, y1.
+void Threefry2x32(void** buffers, int64_t begin, int64_t end) {
+  uint32_t* y0 = static_cast<uint32_t*>(buffers[0]);
+  uint32_t* y1 = static_cast<uint32_t*>(buffers[1]);
+  const uint32_t* k0 = static_cast<const uint32_t*>(buffers[2]);
+  const uint32_t* k1 = static_cast<const uint32_t*>(buffers[3]);
+  const uint32_t* c0 = static_cast<const uint32_t*>(buffers[4]);
+  const uint32_t* c1 = static_cast<const uint32_t*>(buffers[5]);
+  static constexpr int kRot[2][4] = {{13, 15, 26, 6}, {17, 29, 16, 24}};
+  for (int64_t i = begin; i < end; ++i) {
+    uint32_t ks[3] = {k0[i], k1[i], k0[i] ^ k1[i] ^ 0x1BD11BDAu};
+    uint32_t x0 = c0[i] + ks[0];
+    uint32_t x1 = c1[i] + ks[1];
+    for (int block = 0; block < 5; ++block) {
+      for (int r = 0; r < 4; ++r) {
+        x0 += x1;
+        x1 = Rotl(x1, kRot[block % 2][r]);
+        x1 ^= x0;
+      }
+      x0 += ks[(block + 1) % 3];
+      x1 += ks[(block + 2) % 3] + static_cast<uint32_t>(block + 1);
+    }
+    y0[i] = x0;
+    y1[i] = x1;
+  }
+}
+
+// Stable sort of each row by u32 keys, carrying values of `kBytes` bytes: operands keys
+// [rows, n], values [rows, n], n (s64 scalar); outputs sorted keys and values. As XLA's
+// sort with is_stable=True (jax.lax.sort_key_val), so permutations match JAX bit for bit.
+template <int kBytes>
+void SortKeyVal(void** buffers, int64_t begin, int64_t end) {
+  uint32_t* out_keys = static_cast<uint32_t*>(buffers[0]);
+  char* out_values = static_cast<char*>(buffers[1]);
+  const uint32_t* keys = static_cast<const uint32_t*>(buffers[2]);
+  const char* values = static_cast<const char*>(buffers[3]);
+  int64_t n = *static_cast<const int64_t*>(buffers[4]);
+  if (n <= 0) return;
+  std::vector<int64_t> order(n);
+  for (int64_t row = begin / n; row < (end + n - 1) / n; ++row) {
+    const uint32_t* k = keys + row * n;
+    for (int64_t i = 0; i < n; ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return k[a] < k[b]; });
+    for (int64_t i = 0; i < n; ++i) {
+      out_keys[row * n + i] = k[order[i]];
+      std::memcpy(out_values + (row * n + i) * kBytes, values + (row * n + order[i]) * kBytes, kBytes);
+    }
+  }
+}
+
+const std::vector<CustomCall>& Registry() {
+  static const std::vector<CustomCall>* calls = new std::vector<CustomCall>{
+      {"threefry2x32", &Threefry2x32, "Threefry-2x32 (20 rounds): (k0, k1, x0, x1) -> (y0, y1), u32", true},
+      {"sort_key_val.1", &SortKeyVal<1>, "stable sort of rows by u32 keys, 1-byte values", false},
+      {"sort_key_val.4", &SortKeyVal<4>, "stable sort of rows by u32 keys, 4-byte values", false},
+      {"sort_key_val.8", &SortKeyVal<8>, "stable sort of rows by u32 keys, 8-byte values", false},
+  };
+  return *calls;
+}
+
+}  // namespace
+
+const CustomCall* FindCustomCall(const std::string& target) {
+  for (const CustomCall& c : Registry()) {
+    if (c.target == target) return &c;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> CustomCallTargets() {
+  std::vector<std::string> out;
+  for (const CustomCall& c : Registry()) out.push_back(c.target);
+  return out;
+}
+
+}  // namespace fj

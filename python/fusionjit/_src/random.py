@@ -1,0 +1,693 @@
+"""fusionjit.random: JAX-compatible threefry2x32 random numbers with explicit keys.
+
+Streams are bit-exact with JAX's for keys, split, fold_in, bits, uniform, bernoulli,
+randint, choice and permutation, in both of JAX's modes (``jax_threefry_partitionable``
+True, JAX's default since 0.5.0, and False, the mode of the paper's era), selected by
+``fusionjit.config.update("fusionjit_threefry_partitionable", ...)``. ``normal`` and
+``categorical`` go through float functions (erf_inv, log) and agree with JAX to a few ulp.
+
+threefry2x32 is a primitive with two lowerings (``fusionjit_threefry_lowering``): "fused",
+20 rounds of plain 32-bit integer ops that fuse with their producers and consumers, and
+"custom_call", an opaque kernel and fusion barrier, as XLA's cuda_threefry2x32 was.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from typing import Sequence
+
+import numpy as np
+
+from fusionjit._src import core
+from fusionjit._src import dtypes as dt
+from fusionjit._src import errors
+from fusionjit._src.config import config
+from fusionjit._src.lax import lax
+from fusionjit._src.lowering import register
+from fusionjit._src.numpy import reductions, shapes, ufuncs
+from fusionjit._src.numpy.util import aval, to_array
+
+U32 = np.dtype(np.uint32)
+
+
+def _fail(message: str, exc_type=TypeError):
+    raise exc_type(errors.located(message))
+
+
+# --- the threefry2x32 primitive -------------------------------------------------------
+
+threefry2x32_p = core.Primitive("threefry2x32", multiple_results=True)
+
+
+@threefry2x32_p.def_abstract_eval
+def _threefry_abstract_eval(k0, k1, x0, x1):
+    for a in (k0, k1, x0, x1):
+        if a.dtype != U32 or a.shape != x0.shape:
+            _fail(f"threefry2x32 needs uint32 operands of one shape, got {a.str_short()}")
+    out = core.ShapedArray(x0.shape, U32, False)
+    return [out, out]
+
+
+_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
+
+
+@register(threefry2x32_p)
+def _threefry_lower(ctx, avals_in, avals_out, k0, k1, x0, x1):
+    shape = avals_out[0].shape
+    if config.fusionjit_threefry_lowering == "custom_call":
+        return ctx.computation.custom_call("threefry2x32", [k0, k1, x0, x1],
+                                           [("u32", list(shape))] * 2, ctx.source)
+
+    def const(v):
+        return ctx.op("broadcast", [ctx.scalar(np.uint32(v), U32)], dtype=U32, dims=shape,
+                      dimensions=[])
+
+    def rotl(x, r):
+        return ctx.op("or", [ctx.op("shift-left", [x, const(r)]),
+                             ctx.op("shift-right-logical", [x, const(32 - r)])])
+
+    ks = [k0, k1, ctx.op("xor", [ctx.op("xor", [k0, k1]), const(0x1BD11BDA)])]
+    x0 = ctx.op("add", [x0, ks[0]])
+    x1 = ctx.op("add", [x1, ks[1]])
+    for block in range(5):
+        for r in _ROTATIONS[block % 2]:
+            x0 = ctx.op("add", [x0, x1])
+            x1 = ctx.op("xor", [rotl(x1, r), x0])
+        x0 = ctx.op("add", [x0, ks[(block + 1) % 3]])
+        x1 = ctx.op("add", [x1, ctx.op("add", [ks[(block + 2) % 3], const(block + 1)])])
+    return [x0, x1]
+
+
+def threefry2x32(k0, k1, x0, x1):
+    """The Threefry-2x32 block function (20 rounds) on uint32 arrays, broadcast together."""
+    args = [to_array(a, U32) for a in (k0, k1, x0, x1)]
+    shape = np.broadcast_shapes(*(aval(a).shape for a in args))
+    args = [shapes.broadcast_to(a, shape) for a in args]
+    return threefry2x32_p.bind(*args)
+
+
+# --- sort_key_val (for permutations) --------------------------------------------------
+
+sort_key_val_p = core.Primitive("sort_key_val", multiple_results=True)
+
+
+@sort_key_val_p.def_abstract_eval
+def _sort_abstract_eval(keys, values):
+    if keys.dtype != U32 or keys.shape != values.shape or keys.ndim != 2:
+        _fail("sort_key_val needs uint32 keys and values of one 2-D shape")
+    return [keys, values]
+
+
+@register(sort_key_val_p)
+def _sort_lower(ctx, avals_in, avals_out, keys, values):
+    n = avals_in[0].shape[1]
+    d = avals_in[1].dtype
+    width = np.dtype(d).itemsize
+    count = ctx.scalar(np.int64(n), np.dtype(np.int64)) if dt.x64_enabled() else \
+        ctx.computation.constant(np.asarray(n, np.int64))
+    return ctx.computation.custom_call(
+        f"sort_key_val.{width}", [keys, values, count],
+        [("u32", list(avals_in[0].shape)), (dt.ir_name(d), list(avals_in[1].shape))], ctx.source)
+
+
+def sort_key_val(keys, values, axis: int = -1):
+    """Stable sort of ``values`` by uint32 ``keys`` along ``axis`` (JAX's is_stable=True)."""
+    keys, values = to_array(keys, U32), to_array(values)
+    ndim = aval(keys).ndim
+    axis = axis % ndim
+    perm = [d for d in range(ndim) if d != axis] + [axis]
+    kt, vt = lax.transpose(keys, perm), lax.transpose(values, perm)
+    moved = aval(kt).shape
+    rows = int(np.prod(moved[:-1], dtype=np.int64))
+    k2 = lax.reshape(kt, (rows, moved[-1]))
+    v2 = lax.reshape(vt, (rows, moved[-1]))
+    sk, sv = sort_key_val_p.bind(k2, v2)
+    inverse = [perm.index(d) for d in range(ndim)]
+    return (lax.transpose(lax.reshape(sk, moved), inverse),
+            lax.transpose(lax.reshape(sv, moved), inverse))
+
+
+# --- keys -----------------------------------------------------------------------------
+
+class PRNGKeyArray:
+    """Typed keys (``fusionjit.random.key``): an array of threefry2x32 keys, each two
+    uint32 words. A pytree node, so keys pass through jit like arrays."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data):
+        self._data = data
+
+    @property
+    def shape(self) -> tuple:
+        return tuple(self._data.shape[:-1])
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def dtype(self) -> str:
+        return "key<fry>"
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of an unbatched key")
+        return self.shape[0]
+
+    def __getitem__(self, index):
+        if not isinstance(index, tuple):
+            index = (index,)
+        return PRNGKeyArray(self._data[index + (slice(None),)])
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def __repr__(self) -> str:
+        return f"Array({self.shape}, dtype=key<fry>) overlaying:\n{self._data!r}"
+
+
+def _flatten_key(k):
+    return [k._data], None
+
+
+def _unflatten_key(aux, children):
+    return PRNGKeyArray(children[0])
+
+
+def _register():
+    from fusionjit import tree_util
+    tree_util.register_pytree_node(PRNGKeyArray, _flatten_key, _unflatten_key)
+
+
+_register()
+
+
+def _seed_words(seed):
+    """(hi, lo) uint32 words of a seed, as JAX: the seed is canonicalised (int32 without
+    x64, so only its low 32 bits survive) and split into its high and low words."""
+    if isinstance(seed, (bool, np.bool_)):
+        _fail("a PRNG seed must be an integer, not a boolean")
+    if isinstance(seed, (float, np.floating)):
+        _fail(f"a PRNG seed must be an integer, got the float {seed!r}")
+    if isinstance(seed, (int, np.integer)):
+        s = int(seed)
+        if not -(2**63) <= s < 2**64:
+            _fail(f"seed {s} does not fit in 64 bits", OverflowError)
+        if dt.x64_enabled():
+            s &= (1 << 64) - 1
+            return np.uint32(s >> 32), np.uint32(s & 0xFFFFFFFF)
+        return np.uint32(0), np.uint32(s & 0xFFFFFFFF)
+    seed = to_array(seed)
+    a = aval(seed)
+    if not dt.is_int(a.dtype) or a.shape != ():
+        _fail(f"a PRNG seed must be an integer scalar, got {a.str_short()} (floats and arrays are not valid seeds)")
+    if a.dtype.itemsize == 8:
+        hi = lax.convert_element_type(lax.shift_right_logical(
+            seed, to_array(32, a.dtype, False)), U32)
+    else:
+        hi = to_array(0, U32, False)
+    return hi, lax.convert_element_type(seed, U32)
+
+
+def PRNGKey(seed) -> core.Tracer:  # noqa: N802 (JAX's name)
+    """A legacy key: a uint32[2] array."""
+    hi, lo = _seed_words(seed)
+    return shapes.stack([to_array(hi, U32), to_array(lo, U32)])
+
+
+def key(seed) -> PRNGKeyArray:
+    """A typed key (``key<fry>``) from an integer seed."""
+    return PRNGKeyArray(PRNGKey(seed))
+
+
+def key_data(keys):
+    """The uint32 words of typed keys (``(..., 2)``); raw keys are returned as they are."""
+    if isinstance(keys, PRNGKeyArray):
+        return keys._data
+    return keys
+
+
+def wrap_key_data(data) -> PRNGKeyArray:
+    return PRNGKeyArray(to_array(data, U32))
+
+
+def _key(name: str, k):
+    """(raw key data of shape batch + (2,), typed?)."""
+    if isinstance(k, PRNGKeyArray):
+        return k._data, True
+    if isinstance(k, (int, np.integer)) and not isinstance(k, bool):
+        _fail(f"{name}() needs a PRNG key, got the integer {k}; make one with "
+              f"fusionjit.random.key({k})")
+    k = to_array(k)
+    a = aval(k)
+    if a.dtype != U32 or not a.shape or a.shape[-1] != 2:
+        _fail(f"{name}() needs a PRNG key (a typed key, or uint32 words of shape (..., 2)), "
+              f"got {a.str_short()}")
+    return k, False
+
+
+def _words(data):
+    """The two words of each key: data[..., 0], data[..., 1]."""
+    return data[..., 0], data[..., 1]
+
+
+def _tf(k0, k1, x0, x1):
+    """threefry2x32 with key words broadcast over the counters (batch dims first)."""
+    return threefry2x32(k0, k1, x0, x1)
+
+
+def _partitionable() -> bool:
+    return bool(config.fusionjit_threefry_partitionable)
+
+
+def _batch_expand(word, batch_ndim: int, shape: tuple):
+    """A per-key word shaped batch + (1,)*len(shape), to broadcast against counters."""
+    return lax.reshape(word, tuple(aval(word).shape) + (1,) * len(shape))
+
+
+def _counters(shape: tuple):
+    """Row-major flat index of every element of `shape`, as (hi, lo) uint32 words."""
+    n = int(np.prod(shape, dtype=np.int64))
+    if n >= 2**32:
+        _fail(f"cannot draw more than 2**32 - 1 random values at once (shape {shape})",
+              ValueError)
+    if not shape:
+        return to_array(0, U32, False), to_array(0, U32, False)
+    flat = lax.iota(U32, n)
+    return lax.full(shape, 0, U32), lax.reshape(flat, shape)
+
+
+def _hash_pairs(data, counts):
+    """JAX's threefry_2x32(key, counts): pairs the first half of the (even-padded) flat
+    counts with the second half and returns [all y0, all y1], truncated to len(counts)."""
+    k0, k1 = _words(data)
+    n = aval(counts).shape[-1]
+    batch = aval(k0).shape
+    if n % 2:
+        counts = lax.concatenate([counts, lax.full(batch + (1,), 0, U32)], len(batch))
+    m = (n + 1) // 2
+    x0 = lax.slice_in_dim(counts, 0, m, axis=len(batch))
+    x1 = lax.slice_in_dim(counts, m, 2 * m, axis=len(batch))
+    y0, y1 = _tf(_batch_expand(k0, len(batch), (m,)), _batch_expand(k1, len(batch), (m,)), x0, x1)
+    out = lax.concatenate([y0, y1], len(batch))
+    return lax.slice_in_dim(out, 0, n, axis=len(batch))
+
+
+def _random_bits32(data, shape: tuple):
+    """32 random bits per element of `shape`, for each key in `data` (batch + (2,))."""
+    k0, k1 = _words(data)
+    batch = aval(k0).shape
+    if _partitionable():
+        hi, lo = _counters(shape)
+        if batch:
+            hi = lax.broadcast_in_dim(to_array(hi), batch + shape, tuple(range(len(batch), len(batch) + len(shape))))
+            lo = lax.broadcast_in_dim(to_array(lo), batch + shape, tuple(range(len(batch), len(batch) + len(shape))))
+        y0, y1 = _tf(_batch_expand(k0, len(batch), shape), _batch_expand(k1, len(batch), shape), hi, lo)
+        return lax.bitwise_xor(y0, y1)
+    n = int(np.prod(shape, dtype=np.int64))
+    counts = lax.iota(U32, n)
+    if batch:
+        counts = lax.broadcast_in_dim(counts, batch + (n,), (len(batch),))
+    bits = _hash_pairs(data, counts)
+    return lax.reshape(bits, batch + shape)
+
+
+def _random_bits64(data, shape: tuple):
+    k0, k1 = _words(data)
+    batch = aval(k0).shape
+    u64 = np.dtype(np.uint64)
+    if _partitionable():
+        hi, lo = _counters(shape)
+        if batch:
+            hi = lax.broadcast_in_dim(to_array(hi), batch + shape, tuple(range(len(batch), len(batch) + len(shape))))
+            lo = lax.broadcast_in_dim(to_array(lo), batch + shape, tuple(range(len(batch), len(batch) + len(shape))))
+        y0, y1 = _tf(_batch_expand(k0, len(batch), shape), _batch_expand(k1, len(batch), shape), hi, lo)
+    else:
+        n = int(np.prod(shape, dtype=np.int64))
+        counts = lax.iota(U32, 2 * n)
+        if batch:
+            counts = lax.broadcast_in_dim(counts, batch + (2 * n,), (len(batch),))
+        words = _hash_pairs(data, counts)
+        y0 = lax.reshape(lax.slice_in_dim(words, 0, n, axis=len(batch)), batch + shape)
+        y1 = lax.reshape(lax.slice_in_dim(words, n, 2 * n, axis=len(batch)), batch + shape)
+    y0 = lax.convert_element_type(y0, u64)
+    y1 = lax.convert_element_type(y1, u64)
+    return lax.bitwise_or(lax.shift_left(y0, to_array(32, u64, False)), y1)
+
+
+def _shape(name: str, shape) -> tuple:
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    try:
+        shape = tuple(operator.index(d) for d in shape)
+    except TypeError:
+        _fail(f"{name}(): shape must be a tuple of integers, got {shape!r}")
+    if any(d < 0 for d in shape):
+        _fail(f"{name}(): negative dimensions in shape {shape}", ValueError)
+    return shape
+
+
+def _rewrap(data, typed: bool):
+    return PRNGKeyArray(data) if typed else data
+
+
+# --- the API ---------------------------------------------------------------------------
+
+def split(key, num: int | Sequence[int] = 2):
+    """New keys, derived from `key`: `num` of them, or an array of keys of shape `num`."""
+    data, typed = _key("split", key)
+    shape = _shape("split", num)
+    k0, k1 = _words(data)
+    batch = aval(k0).shape
+    n = int(np.prod(shape, dtype=np.int64))
+    if _partitionable():
+        hi, lo = _counters(shape)
+        if batch:
+            hi = lax.broadcast_in_dim(to_array(hi), batch + shape, tuple(range(len(batch), len(batch) + len(shape))))
+            lo = lax.broadcast_in_dim(to_array(lo), batch + shape, tuple(range(len(batch), len(batch) + len(shape))))
+        y0, y1 = _tf(_batch_expand(k0, len(batch), shape), _batch_expand(k1, len(batch), shape), hi, lo)
+        out = shapes.stack([to_array(y0), to_array(y1)], axis=-1)
+    else:
+        counts = lax.iota(U32, 2 * n)
+        if batch:
+            counts = lax.broadcast_in_dim(counts, batch + (2 * n,), (len(batch),))
+        out = lax.reshape(_hash_pairs(data, counts), batch + shape + (2,))
+    return _rewrap(out, typed)
+
+
+def fold_in(key, data):
+    """A new key from `key` and an integer (or uint32 array of) `data`."""
+    kd, typed = _key("fold_in", key)
+    d = to_array(data)
+    if not dt.is_int(aval(d).dtype):
+        _fail(f"fold_in() needs integer data, got {aval(d).dtype}")
+    d = lax.convert_element_type(d, U32)
+    k0, k1 = _words(kd)
+    y0, y1 = _tf(k0, k1, lax.full(aval(d).shape, 0, U32), d)
+    return _rewrap(shapes.stack([to_array(y0), to_array(y1)], axis=-1), typed)
+
+
+def bits(key, shape=(), dtype=None):
+    """Random bits of an unsigned integer dtype (uint32 by default)."""
+    data, _ = _key("bits", key)
+    shape = _shape("bits", shape)
+    d = np.dtype(np.uint32) if dtype is None else np.dtype(dtype)
+    if d not in (np.dtype(np.uint32), np.dtype(np.uint64)):
+        _fail(f"bits() supports uint32 and uint64 (uint64 with x64), got {d}")
+    if d == np.dtype(np.uint64):
+        if not dt.x64_enabled():
+            _fail("64-bit random bits need fusionjit_enable_x64")
+        return _random_bits64(data, shape)
+    return _random_bits32(data, shape)
+
+
+def _float_dtype(name: str, dtype):
+    d = dt.default_float() if dtype is None else dt.canonicalize(dtype)
+    if not dt.is_float(d):
+        _fail(f"{name}(): dtype must be a float dtype, got {d}", ValueError)
+    return d
+
+
+def uniform(key, shape=(), dtype=None, minval=0.0, maxval=1.0):
+    """Uniform floats in [minval, maxval): 23 (52) random mantissa bits, as JAX."""
+    data, _ = _key("uniform", key)
+    shape = _shape("uniform", shape)
+    d = _float_dtype("uniform", dtype)
+    batch = aval(data).shape[:-1]
+    out_shape = batch + shape
+    minval = to_array(minval, d, False) if not _is_value(minval) else lax.convert_element_type(minval, d)
+    maxval = to_array(maxval, d, False) if not _is_value(maxval) else lax.convert_element_type(maxval, d)
+    minval = shapes.broadcast_to(minval, out_shape)
+    maxval = shapes.broadcast_to(maxval, out_shape)
+    if d == dt.float64:
+        u = _random_bits64(data, shape)
+        udt, nbits, nmant, one = np.dtype(np.uint64), 64, 52, np.array(1.0, np.float64).view(np.uint64)
+    else:
+        u = _random_bits32(data, shape)
+        udt, nbits, nmant, one = U32, 32, 23, np.array(1.0, np.float32).view(np.uint32)
+    float_bits = lax.bitwise_or(lax.shift_right_logical(u, to_array(nbits - nmant, udt, False)),
+                                to_array(one, udt, False))
+    floats = lax.sub(lax.bitcast_convert_type(float_bits, d), to_array(1.0, d, False))
+    return lax.max(minval, lax.add(lax.mul(floats, lax.sub(maxval, minval)), minval))
+
+
+def _is_value(x) -> bool:
+    return isinstance(x, core.Tracer) or core.is_concrete_array(x)
+
+
+def bernoulli(key, p=0.5, shape=None):
+    """True with probability `p` (uniform(key, shape, dtype(p)) < p)."""
+    p = to_array(p)
+    if not dt.is_float(aval(p).dtype):
+        _fail(f"bernoulli(): p must have a float dtype, got {aval(p).dtype}")
+    shape = aval(p).shape if shape is None else _shape("bernoulli", shape)
+    u = uniform(key, shape, aval(p).dtype)
+    return lax.lt(u, shapes.broadcast_to(lax.convert_element_type(p, aval(p).dtype), aval(u).shape))
+
+
+def randint(key, shape, minval, maxval, dtype=None):
+    """Uniform integers in [minval, maxval), as JAX: 64 random bits per value reduced
+    modulo the span (biased for spans that are not powers of two, like JAX's)."""
+    data, _ = _key("randint", key)
+    shape = _shape("randint", shape)
+    d = dt.default_int() if dtype is None else dt.canonicalize(dtype)
+    if not dt.is_int(d):
+        _fail(f"randint(): dtype must be an integer dtype, got {d}")
+    if d.itemsize != 4:
+        _fail(f"randint() supports 32-bit integer dtypes (int32, uint32), got {d}")
+    batch = aval(data).shape[:-1]
+    out_shape = batch + shape
+    minval, maxval = to_array(minval), to_array(maxval)
+    for v in (minval, maxval):
+        if not dt.is_int(aval(v).dtype):
+            v = lax.convert_element_type(v, dt.default_int())
+    info = np.iinfo(d)
+
+    def clip_to(v):
+        v = to_array(v)
+        vd = aval(v).dtype
+        if not dt.is_int(vd):
+            v = lax.convert_element_type(v, dt.default_int())
+            vd = aval(v).dtype
+        lo, hi = max(int(info.min), int(np.iinfo(vd).min)), min(int(info.max), int(np.iinfo(vd).max))
+        v = lax.clamp(to_array(lo, vd, False), v, to_array(hi, vd, False))
+        return lax.convert_element_type(v, d)
+
+    max_out_of_range = lax.gt(maxval, to_array(min(int(info.max), int(np.iinfo(aval(maxval).dtype).max)),
+                                               aval(maxval).dtype, False))
+    lo_v = shapes.broadcast_to(clip_to(minval), out_shape)
+    hi_v = shapes.broadcast_to(clip_to(maxval), out_shape)
+    max_out_of_range = shapes.broadcast_to(max_out_of_range, out_shape)
+    k1, k2 = split(data)[..., 0, :], split(data)[..., 1, :]
+    higher, lower = _random_bits32(k1, shape), _random_bits32(k2, shape)
+    span = lax.convert_element_type(lax.sub(hi_v, lo_v), U32)
+    one = lax.full(out_shape, 1, U32)
+    span = lax.select(lax.le(hi_v, lo_v), one, span)
+    span = lax.select(lax.bitwise_and(max_out_of_range, lax.gt(hi_v, lo_v)), lax.add(span, one), span)
+    mult = lax.rem(lax.full(out_shape, 1 << 16, U32), span)
+    mult = lax.rem(lax.mul(mult, mult), span)
+    offset = lax.add(lax.mul(lax.rem(higher, span), mult), lax.rem(lower, span))
+    offset = lax.rem(offset, span)
+    return lax.add(lo_v, lax.convert_element_type(offset, d))
+
+
+def _erf_inv(x):
+    """erf^-1 on (-1, 1) by Giles' approximations (single and double precision)."""
+    d = aval(x).dtype
+    c = lambda v: to_array(v, d, False)  # noqa: E731
+    w = ufuncs.negative(ufuncs.log1p(ufuncs.negative(ufuncs.multiply(x, x))))
+    if d == dt.float64:
+        small = [-3.6444120640178196996e-21, -1.685059138182016589e-19, 1.2858480715256400167e-18,
+                 1.115787767802518096e-17, -1.333171662854620906e-16, 2.0972767875968561637e-17,
+                 6.6376381343583238325e-15, -4.0545662729752068639e-14, -8.1519341976054721522e-14,
+                 2.6335093153082322977e-12, -1.2975133253453532498e-11, -5.4154120542946279317e-11,
+                 1.051212273321532285e-09, -4.1126339803469836976e-09, -2.9070369957882005086e-08,
+                 4.2347877827932403518e-07, -1.3654692000834678645e-06, -1.3882523362786468719e-05,
+                 0.0001867342080340571352, -0.00074070253416626697512, -0.0060336708714301490533,
+                 0.24015818242558961693, 1.6536545626831027356]
+        mid = [2.2137376921775787049e-09, 9.0756561938885390979e-08, -2.7517406297064545428e-07,
+               1.8239629214389227755e-08, 1.5027403968909827627e-06, -4.013867526981545969e-06,
+               2.9234449089955446044e-06, 1.2475304481671778723e-05, -4.7318229009055733981e-05,
+               6.8284851459573175448e-05, 2.4031110387097893999e-05, -0.0003550375203628474796,
+               0.00095328937973738049703, -0.0016882755560235047313, 0.0024914420961078508066,
+               -0.0037512085075692412107, 0.005370914553590063617, 1.0052589676941592334,
+               3.0838856104922207635]
+        large = [-2.7109920616438573243e-11, -2.5556418169965252055e-10, 1.5076572693500548083e-09,
+                 -3.7894654401267369937e-09, 7.6157012080783393804e-09, -1.4960026627149240478e-08,
+                 2.9147953450901080826e-08, -6.7711997758452339498e-08, 2.2900482228026654717e-07,
+                 -9.9298272942317002539e-07, 4.5260625972231537039e-06, -1.9681778105531670567e-05,
+                 7.5995277030017761139e-05, -0.00021503011930044477347, -0.00013871931833623122026,
+                 1.0103004648645343977, 4.8499064014085844221]
+        pieces = [(6.25, small, lambda w: ufuncs.subtract(w, c(3.125))),
+                  (16.0, mid, lambda w: ufuncs.subtract(ufuncs.sqrt(w), c(3.25))),
+                  (None, large, lambda w: ufuncs.subtract(ufuncs.sqrt(w), c(5.0)))]
+    else:
+        small = [2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087,
+                 -0.00125372503, -0.00417768164, 0.246640727, 1.50140941]
+        large = [-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
+                 -0.0076224613, 0.00943887047, 1.00167406, 2.83297682]
+        pieces = [(5.0, small, lambda w: ufuncs.subtract(w, c(2.5))),
+                  (None, large, lambda w: ufuncs.subtract(ufuncs.sqrt(w), c(3.0)))]
+    result = None
+    for bound, coeffs, shift in reversed(pieces):
+        t = shift(ufuncs.maximum(w, c(0.0)))
+        p = c(coeffs[0])
+        for k in coeffs[1:]:
+            p = ufuncs.add(ufuncs.multiply(p, t), c(k))
+        piece = ufuncs.multiply(p, x)
+        result = piece if result is None else ufuncs.where(ufuncs.less(w, c(bound)), piece, result)
+    return ufuncs.where(ufuncs.equal(ufuncs.abs(x), c(1.0)), ufuncs.multiply(x, c(np.inf)), result)
+
+
+def normal(key, shape=(), dtype=None):
+    """Standard normal floats: sqrt(2) * erf_inv(u) for u uniform in (-1, 1), as JAX."""
+    d = _float_dtype("normal", dtype)
+    lo = np.nextafter(np.array(-1.0, d), np.array(0.0, d))
+    u = uniform(key, shape, d, lo, 1.0)
+    return lax.mul(to_array(np.sqrt(2.0), d, False), _erf_inv(u))
+
+
+def gumbel(key, shape=(), dtype=None):
+    d = _float_dtype("gumbel", dtype)
+    u = uniform(key, shape, d, float(np.finfo(d).tiny), 1.0)
+    return ufuncs.negative(ufuncs.log(ufuncs.negative(ufuncs.log(u))))
+
+
+def categorical(key, logits, axis: int = -1, shape=None):
+    """Samples of category indices with log-probabilities `logits` (Gumbel-max)."""
+    logits = to_array(logits)
+    lshape = aval(logits).shape
+    if not dt.is_float(aval(logits).dtype):
+        logits = lax.convert_element_type(logits, dt.default_float())
+    axis = axis % len(lshape) if lshape else 0
+    batch_shape = tuple(d for i, d in enumerate(lshape) if i != axis)
+    shape = batch_shape if shape is None else _shape("categorical", shape)
+    if shape[len(shape) - len(batch_shape):] != batch_shape:
+        _fail(f"categorical(): shape {shape} must end with the logits' batch shape {batch_shape}",
+              ValueError)
+    prefix = shape[:len(shape) - len(batch_shape)]
+    neg_axis = axis - len(lshape)
+    lg_shape = list(batch_shape)
+    lg_shape.insert(axis, lshape[axis])
+    g = gumbel(key, prefix + tuple(lg_shape), aval(logits).dtype)
+    expanded = lax.reshape(logits, (1,) * len(prefix) + lshape)
+    return reductions.argmax(ufuncs.add(g, expanded), axis=neg_axis)
+
+
+def _take(a, idx, axis: int):
+    """a[idx] along `axis` for integer idx arrays, as a one-hot select-sum (exact)."""
+    a = to_array(a)
+    n = aval(a).shape[axis]
+    idx = to_array(idx)
+    onehot = ufuncs.equal(lax.reshape(idx, aval(idx).shape + (1,)),
+                          lax.iota(aval(idx).dtype, n))
+    moved = shapes.moveaxis(a, axis, 0)
+    rest = aval(moved).shape[1:]
+    flat_idx = aval(idx).shape
+    sel = lax.broadcast_in_dim(onehot, flat_idx + (n,) + rest,
+                               tuple(range(len(flat_idx) + 1)))
+    vals = lax.broadcast_in_dim(moved, flat_idx + (n,) + rest,
+                                tuple(range(len(flat_idx), len(flat_idx) + 1 + len(rest))))
+    zero = lax.full(flat_idx + (n,) + rest, 0, aval(a).dtype)
+    picked = lax.select(sel, vals, zero)
+    if dt.is_bool(aval(a).dtype):
+        out = lax.reduce_or(picked, (len(flat_idx),))
+    else:
+        out = lax.reduce_sum(picked, (len(flat_idx),))
+    # out: idx.shape + rest; put the drawn axis where `axis` was.
+    a_shape = aval(a).shape
+    order = list(range(len(flat_idx), len(flat_idx) + axis)) + list(range(len(flat_idx))) + \
+        list(range(len(flat_idx) + axis, len(flat_idx) + len(rest)))
+    return lax.transpose(out, order)
+
+
+def _shuffle(data, x, axis: int):
+    x = to_array(x)
+    size = aval(x).size
+    rounds = int(np.ceil(3 * np.log(max(1, size)) / np.log(np.iinfo(np.uint32).max)))
+    for _ in range(rounds):
+        keys = split(data)
+        data, sub = keys[..., 0, :], keys[..., 1, :]
+        sort_keys = _random_bits32(sub, aval(x).shape)
+        _, x = sort_key_val(sort_keys, x, axis)
+    return x
+
+
+def permutation(key, x, axis: int = 0, independent: bool = False):
+    """A random permutation of range(x) (an int) or of `x` along `axis`."""
+    data, _ = _key("permutation", key)
+    if aval(data).shape != (2,):
+        _fail("permutation() takes a single key")
+    if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+        return _shuffle(data, shapes.arange(int(x)), 0)
+    x = to_array(x)
+    if aval(x).ndim == 0:
+        _fail("permutation(): x must be an integer or at least 1-dimensional")
+    axis = axis % aval(x).ndim
+    if independent or aval(x).ndim == 1:
+        return _shuffle(data, x, axis)
+    ind = _shuffle(data, shapes.arange(aval(x).shape[axis]), 0)
+    return _take(x, ind, axis)
+
+
+def choice(key, a, shape=(), replace: bool = True, p=None, axis: int = 0):
+    """Random samples from `a` (an int n: range(n); or an array along `axis`)."""
+    data, _ = _key("choice", key)
+    shape = _shape("choice", shape)
+    if isinstance(a, (int, np.integer)) and not isinstance(a, bool):
+        n_inputs, arr = int(a), None
+    else:
+        arr = to_array(a)
+        if aval(arr).ndim == 0:
+            n_inputs, arr = int(arr.item()) if core.is_concrete_array(arr) else _fail(
+                "choice(): a traced scalar `a` must be concrete"), None
+        else:
+            axis = axis % aval(arr).ndim
+            n_inputs = aval(arr).shape[axis]
+    n_draws = int(np.prod(shape, dtype=np.int64))
+    out_dtype = dt.default_int() if arr is None else aval(arr).dtype
+    if n_draws == 0:
+        return shapes.zeros(shape, out_dtype)
+    if n_inputs <= 0:
+        _fail("choice(): a must be greater than 0 unless no samples are taken", ValueError)
+    if not replace and n_draws > n_inputs:
+        _fail(f"choice(): cannot take a larger sample (size {n_draws}) than population "
+              f"(size {n_inputs}) when replace=False", ValueError)
+    if p is None:
+        if replace:
+            ind = randint(data, shape, 0, n_inputs)
+        else:
+            ind = lax.slice_in_dim(permutation(data, n_inputs), 0, n_draws)
+            if arr is not None and aval(arr).ndim:
+                perm = permutation(data, arr, axis)
+                return lax.reshape(lax.slice_in_dim(perm, 0, n_draws, axis=axis),
+                                   aval(arr).shape[:axis] + shape + aval(arr).shape[axis + 1:])
+    else:
+        p = to_array(p)
+        if not dt.is_float(aval(p).dtype):
+            p = lax.convert_element_type(p, dt.default_float())
+        if aval(p).shape != (n_inputs,):
+            _fail(f"choice(): p must be None or a 1D vector with the same size as a.shape[axis]; "
+                  f"p has shape {aval(p).shape} and a.shape[axis] is {n_inputs}", ValueError)
+        if not replace:
+            _fail("choice(replace=False, p=...) is not supported yet", NotImplementedError)
+        # cumsum by a triangular sum, then searchsorted (left) as a count of cdf < r.
+        tri = lax.le(lax.broadcasted_iota(dt.default_int(), (n_inputs, n_inputs), 1),
+                     lax.broadcasted_iota(dt.default_int(), (n_inputs, n_inputs), 0))
+        pd = aval(p).dtype
+        cdf = reductions.sum(ufuncs.where(tri, lax.broadcast_in_dim(p, (n_inputs, n_inputs), (1,)),
+                                          to_array(0.0, pd, False)), axis=1)
+        total = cdf[n_inputs - 1]
+        r = ufuncs.multiply(total, ufuncs.subtract(to_array(1.0, pd, False), uniform(data, shape, pd)))
+        ind = reductions.sum(ufuncs.less(lax.reshape(cdf, (1,) * len(shape) + (n_inputs,)),
+                                         lax.reshape(r, shape + (1,))), axis=-1)
+        ind = lax.convert_element_type(ind, dt.default_int())
+    if arr is None:
+        return ind
+    out = _take(arr, lax.reshape(ind, (n_draws,)), axis)
+    return lax.reshape(out, aval(arr).shape[:axis] + shape + aval(arr).shape[axis + 1:])
+
+
+_ = (math, core)
