@@ -151,3 +151,29 @@ def test_generated_code_has_no_libm_calls_on_the_fast_path():
     ir = fusionjit.jit(lambda a: fnp.log(fnp.exp(a))).lower(x).as_text("llvm")
     assert "call float @expf" not in ir and "call float @logf" not in ir
     assert "<8 x float>" in ir
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fma_rounds_once(dtype, request):
+    """lax.fma(a, b, c) is a*b + c with one rounding, in a kernel and in constant folding."""
+    if dtype == np.float64:
+        request.getfixturevalue("x64")
+    eps = np.finfo(dtype).eps
+    a = np.full(9, 1 + eps, dtype)          # a*a = 1 + 2 eps + eps^2: eps^2 is lost by a*a
+    c = np.full(9, -1 - 2 * eps, dtype)
+    want = np.full(9, eps * eps, dtype)
+    assert (a * a + c == 0).all()           # what an unfused multiply-add gives
+    kernel = fusionjit.jit(fusionjit.lax.fma)(a, a, c)
+    folded = fusionjit.jit(lambda: fusionjit.lax.fma(fnp.asarray(a), fnp.asarray(a), fnp.asarray(c)))()
+    np.testing.assert_array_equal(np.asarray(kernel), want)
+    np.testing.assert_array_equal(np.asarray(folded), want)
+    rng = np.random.default_rng(0)
+    x, y, z = (rng.standard_normal(1000).astype(dtype) for _ in range(3))
+    np.testing.assert_allclose(np.asarray(fusionjit.lax.fma(x, y, z)), x * y + z, rtol=0, atol=8 * eps)
+
+
+def test_fma_rejects_integers_and_mismatched_shapes():
+    with pytest.raises(TypeError, match="fma"):
+        fusionjit.lax.fma(np.int32(1), np.int32(2), np.int32(3))
+    with pytest.raises(TypeError, match="fma needs equal shapes"):
+        fusionjit.lax.fma(np.ones(3, np.float32), np.ones(2, np.float32), np.ones(3, np.float32))

@@ -373,6 +373,21 @@ std::optional<Literal> EvaluateInstruction(const Instruction& instr,
       }
       return out;
     }
+    case Opcode::kFma: {
+      Literal out(shape);
+      if (shape.dtype() == DType::kF32) {
+        for (int64_t i = 0; i < out.num_elements(); ++i) {
+          Set<float>(out, i, std::fma(Get<float>(*ops[0], i), Get<float>(*ops[1], i), Get<float>(*ops[2], i)));
+        }
+      } else if (shape.dtype() == DType::kF64) {
+        for (int64_t i = 0; i < out.num_elements(); ++i) {
+          Set<double>(out, i, std::fma(Get<double>(*ops[0], i), Get<double>(*ops[1], i), Get<double>(*ops[2], i)));
+        }
+      } else {
+        return std::nullopt;  // half precision: left to the compiled kernel
+      }
+      return out;
+    }
     case Opcode::kClamp: {
       Literal out(shape);
       std::optional<bool> ok = DispatchDType(shape.dtype(), [&](auto tag) -> std::optional<bool> {

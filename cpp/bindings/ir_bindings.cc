@@ -152,6 +152,26 @@ py::list KernelGraph(const Module& module) {
   };
   py::list out;
   for (const Instruction* k : entry.MakePostOrder()) {
+    if (k->opcode() == Opcode::kCustomCall) {
+      // An opaque kernel: one op, its operands read from memory.
+      py::list ops, inputs, outputs;
+      ops.append(py::dict("name"_a = k->name(), "opcode"_a = "custom-call " + k->attrs().custom_call_target,
+                          "shape"_a = k->shape().ToString(), "source"_a = k->metadata()));
+      for (int n = 0; n < k->operand_count(); ++n) {
+        auto [src, index] = source_of(k->operand(n));
+        std::string kind = src->opcode() == Opcode::kFusion || src->opcode() == Opcode::kCustomCall ? "kernel"
+                           : src->opcode() == Opcode::kParameter ? "parameter"
+                           : src->opcode() == Opcode::kConstant ? "constant" : "other";
+        py::list readers;
+        readers.append(k->name());
+        inputs.append(py::dict("kind"_a = kind, "from"_a = src->name(), "from_op"_a = value_op_name(src, index),
+                               "readers"_a = readers, "bytes"_a = k->operand(n)->shape().ByteSize()));
+      }
+      outputs.append(k->name());
+      out.append(py::dict("name"_a = k->name(), "kind"_a = "custom-call", "ops"_a = ops, "inputs"_a = inputs,
+                          "outputs"_a = outputs, "bytes_written"_a = k->shape().ByteSize()));
+      continue;
+    }
     if (k->opcode() != Opcode::kFusion) continue;
     const Computation* fused = k->fused_computation();
     py::list ops;
@@ -166,7 +186,7 @@ py::list KernelGraph(const Module& module) {
       auto [src, index] = source_of(k->operand(n));
       py::list readers;
       for (const Instruction* u : fused->parameter(n)->users()) readers.append(u->name());
-      std::string kind = src->opcode() == Opcode::kFusion ? "kernel"
+      std::string kind = src->opcode() == Opcode::kFusion || src->opcode() == Opcode::kCustomCall ? "kernel"
                          : src->opcode() == Opcode::kParameter ? "parameter"
                          : src->opcode() == Opcode::kConstant ? "constant" : "other";
       inputs.append(py::dict("kind"_a = kind, "from"_a = src->name(), "from_op"_a = value_op_name(src, index),

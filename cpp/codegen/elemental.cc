@@ -160,6 +160,11 @@ Val ElementalEmitter::EmitElementwise(const Instruction* instr, const Index& ind
     llvm::Value* v = EmitBinaryOp(Opcode::kMaximum, t, {}, ops[1].v, ops[0].v);
     return {EmitBinaryOp(Opcode::kMinimum, t, {}, v, ops[2].v), varying};
   }
+  if (op == Opcode::kFma) {
+    return {b_.CreateIntrinsic(llvm::Intrinsic::fma, {ops[0].v->getType()},
+                               {ops[0].v, ops[1].v, ops[2].v}),
+            varying};
+  }
   if (ops.size() == 1) return {EmitUnaryOp(op, in, instr->dtype(), ops[0].v), varying};
   return {EmitBinaryOp(op, in, instr->direction(), ops[0].v, ops[1].v), varying};
 }
@@ -378,6 +383,11 @@ llvm::Value* ElementalEmitter::EmitCombiner(const Computation& combiner, llvm::V
       case Opcode::kSelect:
         v = b_.CreateSelect(values.at(instr->operand(0)), values.at(instr->operand(1)),
                             values.at(instr->operand(2)));
+        break;
+      case Opcode::kFma:
+        v = b_.CreateIntrinsic(llvm::Intrinsic::fma, {values.at(instr->operand(0))->getType()},
+                               {values.at(instr->operand(0)), values.at(instr->operand(1)),
+                                values.at(instr->operand(2))});
         break;
       default:
         if (!IsElementwise(instr->opcode())) {

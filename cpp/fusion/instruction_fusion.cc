@@ -226,6 +226,12 @@ bool InstructionFusionPass::Run(Module& module) {
       bool fused = false;
       for (Instruction* producer : producers) {
         Opcode op = producer->opcode();
+        if (op == Opcode::kGetTupleElement && producer->operand(0)->opcode() == Opcode::kCustomCall) {
+          // A custom call's outputs are read through get-tuple-element: still a barrier.
+          if (log_) log_->Record(std::string(name()), producer->operand(0), consumer,
+                                 ShouldFuse(producer->operand(0), consumer));
+          continue;
+        }
         if (op == Opcode::kParameter || op == Opcode::kGetTupleElement || op == Opcode::kTuple) continue;
         FusionDecision d = ShouldFuse(producer, consumer);
         if (log_) log_->Record(std::string(name()), producer, consumer, d);

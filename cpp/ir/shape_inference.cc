@@ -196,6 +196,18 @@ Shape InferShape(Opcode op, const std::vector<const Shape*>& operands,
       result = x;
       break;
     }
+    case Opcode::kFma: {
+      const Shape& x = *operands[0];
+      for (int i = 1; i < 3; ++i) {
+        if (*operands[i] != x) {
+          ThrowInvalidArgument("fma: operands ", x.ToString(), " and ", operands[i]->ToString(),
+                               " must have the same shape and element type");
+        }
+      }
+      RequireDTypeClass(op, x.dtype(), false, false, true);
+      result = x;
+      break;
+    }
     case Opcode::kBroadcast: {
       const Shape& x = ArrayOperand(op, operands, 0);
       if (!requested || !requested->IsArray()) ThrowInvalidArgument("broadcast needs a result shape");

@@ -4,7 +4,7 @@ from fusionjit._src.lax.lax import (  # noqa: F401
     abs, add, argmax, argmin, atan2, bitcast_convert_type, bitwise_and, bitwise_not,
     bitwise_or, bitwise_xor, broadcast, broadcast_in_dim, broadcasted_iota, ceil, clamp,
     concatenate, convert_element_type, cos, div, dot, dot_general, dynamic_slice,
-    dynamic_update_slice, eq, exp, expand_dims, expm1, floor, full, ge, gt, integer_pow, iota,
+    dynamic_update_slice, eq, exp, expand_dims, expm1, floor, fma, full, ge, gt, integer_pow, iota,
     is_finite, le, log, log1p, lt, max, min, mul, ne, neg, pad, population_count, pow,
     reduce_and, reduce_max, reduce_min, reduce_or, reduce_prod, reduce_sum, rem, reshape, rev,
     round, rsqrt, select, shift_left, shift_right_arithmetic, shift_right_logical, sign, sin,

@@ -310,6 +310,25 @@ def clamp(min, x, max):  # noqa: A002
     return clamp_p.bind(asarray_operand(min, d), x, asarray_operand(max, d))
 
 
+fma_p = Primitive("fma")
+
+
+@fma_p.def_abstract_eval
+def _fma_abstract_eval(a, b, c):
+    if not (a.shape == b.shape == c.shape and a.dtype == b.dtype == c.dtype):
+        _fail(f"fma needs equal shapes and dtypes, got {a.str_short()}, {b.str_short()}, {c.str_short()}")
+    _check_kinds("fma", a.dtype, (_FLOAT,))
+    return ShapedArray(a.shape, a.dtype, a.weak_type and b.weak_type and c.weak_type)
+
+
+register(fma_p)(lambda ctx, avals_in, avals_out, a, b, c: ctx.op("fma", [a, b, c]))
+
+
+def fma(a, b, c):
+    """``a * b + c`` rounded once (an extension: XLA's backends contract to it)."""
+    return fma_p.bind(asarray_operand(a), asarray_operand(b), asarray_operand(c))
+
+
 # --- conversions ----------------------------------------------------------------------
 
 convert_element_type_p = Primitive("convert_element_type")
