@@ -203,3 +203,36 @@ def test_executable_reports_kernels_and_bytes():
     assert len(kernels) == compiled.num_kernels == 3
     assert all(k["bytes_read"] > 0 and k["bytes_written"] > 0 for k in kernels)
     assert compiled.cost_analysis()["bytes accessed"] == sum(k["bytes_read"] + k["bytes_written"] for k in kernels)
+
+
+@pytest.mark.parametrize("profile", ["none", "xla", "xla+concat", "fusionjit"])
+def test_scalar_output_read_through_a_reverse(profile):
+    """Regression (fuzz seed 94): a kernel whose scalar output reads a reverse was handed a
+    linear index without dimensions and crashed the interpreter in codegen."""
+    def f(x):
+        c = fnp.flip(x * x, 0) <= x
+        return c.reshape(()), fnp.flip(c, 0)
+
+    x = np.array([-2], np.int32)
+    got = fusionjit.jit(f, fusion=profile)(x)
+    want = ((np.flip(x * x, 0) <= x).reshape(()), np.flip(np.flip(x * x, 0) <= x, 0))
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g), w)
+
+
+def test_fusionjit_keeps_the_better_of_its_plan_and_xlas():
+    """Regression (fuzz seed 286): the cost model's local choices left three kernels where
+    XLA's rules make two; the fusionjit profile compares the plans and says which it kept."""
+    def f(v0):
+        v4 = fnp.sqrt(fnp.abs(v0))
+        v5 = fnp.broadcast_to(-fnp.abs(v0), (4, 2, 3))
+        v7 = fnp.concatenate([v5, v0 - v5], axis=-1)
+        return fnp.maximum(-fnp.sum(fnp.tanh(v4)), v7), v4
+
+    x = np.float32(0.534)
+    counts = {p: fusionjit.testing.count_kernels(f, fusion=p)(x) for p in ("xla", "fusionjit")}
+    assert counts["fusionjit"] <= counts["xla"]
+    ex = fusionjit.explain(f)(x)
+    plans = [d for d in ex.decisions if d["rule"] == "plan-selection"]
+    assert len(plans) == 1 and "xla rules" in plans[0]["reason"]
+    assert "plan:" in str(ex)

@@ -146,4 +146,14 @@ double CostModel::TimeUs(const KernelCost& c) const {
   return launch_us + std::max(c.bytes() / bytes_per_us, c.flops / flops_per_us);
 }
 
+ProgramCost EstimateProgram(const Module& module, const CostModel& model) {
+  ProgramCost cost;
+  for (const Instruction* i : module.entry()->MakePostOrder()) {
+    if (i->opcode() != Opcode::kFusion && i->opcode() != Opcode::kCustomCall) continue;
+    cost.kernels += 1;
+    cost.us += model.TimeUs(EstimateKernel(i));
+  }
+  return cost;
+}
+
 }  // namespace fj

@@ -5,7 +5,7 @@
 
 #include <unordered_map>
 
-#include "ir/computation.h"
+#include "ir/module.h"
 
 namespace fj {
 
@@ -39,5 +39,13 @@ struct CostModel {
   double launch_us = 0.5;        // a kernel call from the program, its loop set-up
   double TimeUs(const KernelCost& c) const;
 };
+
+// A program after kernel formation: its kernels (fusions and custom calls of the entry)
+// and their estimated time, one after another.
+struct ProgramCost {
+  int kernels = 0;
+  double us = 0;
+};
+ProgramCost EstimateProgram(const Module& module, const CostModel& model);
 
 }  // namespace fj

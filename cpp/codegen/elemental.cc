@@ -39,6 +39,20 @@ IndexDim LinearIndex(LaneMath& lanes, const Index& index, const std::vector<int6
   return linear;
 }
 
+Index MultiIndex(LaneMath& lanes, const IndexDim& linear, const std::vector<int64_t>& dims) {
+  Index index;
+  std::vector<int64_t> strides = RowMajorStrides(dims);
+  for (size_t d = 0; d < dims.size(); ++d) {
+    if (dims[d] == 1) {
+      index.dims.push_back(lanes.Constant(0));
+      continue;
+    }
+    IndexDim q = dims.size() == 1 ? linear : lanes.DivConst(linear, strides[d]);
+    index.dims.push_back(d == 0 ? q : lanes.RemConst(q, dims[d]));
+  }
+  return index;
+}
+
 ElementalEmitter::ElementalEmitter(Builder& b, BufferReader reader, int width, int reduction_width)
     : b_(b), reader_(std::move(reader)), width_(width), reduction_width_(reduction_width) {
   scopes_.emplace_back();
@@ -63,9 +77,23 @@ llvm::Value* ElementalEmitter::ToI64(const Val& v, DType t) {
   return IsSignedInt(t) ? b_.CreateSExtOrTrunc(v.v, target) : b_.CreateZExtOrTrunc(v.v, target);
 }
 
-Val ElementalEmitter::EmitUncached(const Instruction* instr, const Index& index) {
+Val ElementalEmitter::EmitUncached(const Instruction* instr, const Index& given) {
   LaneMath lanes = Lanes();
-  switch (instr->opcode()) {
+  Opcode op = instr->opcode();
+  // Ops that move elements need a multi-dimensional index; a kernel walking its output by
+  // linear position hands one only to ops that keep positions (elementwise, reshape).
+  bool keeps_positions = IsElementwise(op) || op == Opcode::kParameter || op == Opcode::kConstant ||
+                         op == Opcode::kReshape || op == Opcode::kIota ||
+                         (op == Opcode::kBroadcast && instr->operand(0)->shape().NumElements() == 1);
+  bool derive = given.linear && !keeps_positions && instr->shape().IsArray();
+  Index derived;
+  if (derive) derived = MultiIndex(lanes, *given.linear, instr->shape().dims());
+  const Index& index = derive ? derived : given;
+  if (!index.linear && instr->shape().IsArray() && static_cast<int>(index.dims.size()) != instr->shape().rank()) {
+    ThrowInternal("codegen: ", instr->name(), " ", instr->shape().ToString(), " indexed with ", index.dims.size(),
+                  " dimensions");
+  }
+  switch (op) {
     case Opcode::kParameter:
       return reader_(instr, index, width_);
     case Opcode::kConstant: {
@@ -510,14 +538,7 @@ Val ElementalEmitter::EmitReshape(const Instruction* instr, const Index& index) 
     for (size_t j = 0; j < in_big.size(); ++j) sub.dims[in_big[j]] = index.dims[out_big[j]];
     return Emit(x, sub);
   }
-  IndexDim linear = LinearIndex(lanes, index, out_dims);
-  std::vector<int64_t> strides = RowMajorStrides(in_dims);
-  for (size_t k = 0; k < in_dims.size(); ++k) {
-    if (in_dims[k] == 1) continue;
-    IndexDim q = lanes.DivConst(linear, strides[k]);
-    sub.dims[k] = k == 0 ? q : lanes.RemConst(q, in_dims[k]);
-  }
-  return Emit(x, sub);
+  return Emit(x, MultiIndex(lanes, LinearIndex(lanes, index, out_dims), in_dims));
 }
 
 Val ElementalEmitter::EmitConcatenate(const Instruction* instr, const Index& index) {

@@ -111,4 +111,8 @@ class ElementalEmitter {
 // The row-major linear position of a multi-dimensional index into `dims`.
 IndexDim LinearIndex(LaneMath& lanes, const Index& index, const std::vector<int64_t>& dims);
 
+// The multi-dimensional index into `dims` of a row-major linear position (size-1
+// dimensions are index 0).
+Index MultiIndex(LaneMath& lanes, const IndexDim& linear, const std::vector<int64_t>& dims);
+
 }  // namespace fj::codegen

@@ -297,20 +297,12 @@ llvm::Function* EmitKernel(llvm::Module& module, const Instruction* fusion, cons
       bool flat = plan.segment_flat[k];
       const std::vector<int64_t>& dims = root->shape().dims();
       auto store_one = [&](llvm::Value* i, LaneMath& lanes) {
-        Index index;
         IndexDim linear = lanes.LaneRamp(i);
-        if (flat || dims.size() <= 1) {
-          if (dims.size() == 1 && !flat) {
-            index.dims.push_back(linear);
-          } else {
-            index.linear = linear;
-          }
+        Index index;
+        if (flat) {
+          index.linear = linear;
         } else {
-          std::vector<int64_t> strides = RowMajorStrides(dims);
-          for (size_t d = 0; d < dims.size(); ++d) {
-            IndexDim q = lanes.DivConst(linear, strides[d]);
-            index.dims.push_back(d == 0 ? q : lanes.RemConst(q, dims[d]));
-          }
+          index = MultiIndex(lanes, linear, dims);  // a rank-0 output: no dimensions
         }
         Val v = emitter.Emit(root, index);
         DType t = root->dtype();

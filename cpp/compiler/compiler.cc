@@ -61,10 +61,10 @@ std::unique_ptr<Compilation> Compile(const Module& traced, const CompileOptions&
     for (const PassRecord& r : repair.records()) result->passes.push_back(r);
   }
   result->before_fusion = module->Clone();
-  Pipeline kernels("fusion");
-  AddFusionPasses(kernels, profile, &result->fusion_log);
-  kernels.Run(*module);
-  for (const PassRecord& r : kernels.records()) result->passes.push_back(r);
+  FusionPlan plan = FormKernels(*module, profile);
+  module = std::move(plan.module);
+  result->fusion_log = std::move(plan.log);
+  for (const PassRecord& r : plan.records) result->passes.push_back(r);
   if (GetDebugFlags().checks) VerifyModule(*module);
   DumpStage(*module, "kernels", "dot", ModuleToDot(*module));
   result->seconds_passes = Since(start);

@@ -69,6 +69,13 @@ void FusionLog::Record(const std::string& pass, const Instruction* producer,
   entries_.push_back(std::move(e));
 }
 
+void FusionLog::Note(const std::string& pass, const FusionDecision& decision) {
+  FusionLogEntry e;
+  e.pass = pass;
+  e.decision = decision;
+  entries_.push_back(std::move(e));
+}
+
 std::string FusionLog::ToString() const {
   std::string out;
   for (const FusionLogEntry& e : entries_) {

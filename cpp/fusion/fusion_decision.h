@@ -55,6 +55,8 @@ class FusionLog {
  public:
   void Record(const std::string& pass, const Instruction* producer, const Instruction* consumer,
               const FusionDecision& decision);
+  // A decision about the whole program rather than one pair (producer and consumer empty).
+  void Note(const std::string& pass, const FusionDecision& decision);
   const std::vector<FusionLogEntry>& entries() const { return entries_; }
   std::string ToString() const;
 

@@ -1,6 +1,9 @@
 // The fusion pipeline (see fusion_pipeline.h).
 #include "fusion/fusion_pipeline.h"
 
+#include <cstdio>
+
+#include "analysis/cost_model.h"
 #include "fusion/fusion_merger.h"
 #include "fusion/instruction_fusion.h"
 #include "fusion/kernel_wrapper.h"
@@ -24,6 +27,60 @@ void AddFusionPasses(Pipeline& pipeline, const FusionProfile& profile, FusionLog
     pipeline.AddPass<DcePass>();
   }
   pipeline.AddPass<KernelWrapperPass>();
+}
+
+namespace {
+
+FusionPlan BuildPlan(const Module& module, const FusionProfile& profile) {
+  FusionPlan plan;
+  plan.module = module.Clone();
+  plan.rules = profile.name;
+  Pipeline kernels("fusion");
+  AddFusionPasses(kernels, profile, &plan.log);
+  kernels.Run(*plan.module);
+  plan.records = kernels.records();
+  ProgramCost cost = EstimateProgram(*plan.module, CostModel());
+  plan.estimated_us = cost.us;
+  plan.kernels = cost.kernels;
+  return plan;
+}
+
+}  // namespace
+
+FusionPlan FormKernels(const Module& module, const FusionProfile& profile) {
+  FusionPlan best = BuildPlan(module, profile);
+  if (!profile.cost_model) return best;
+  std::string figures;
+  auto describe = [&](const FusionPlan& p) {
+    char buf[160];
+    std::snprintf(buf, sizeof(buf), "%s%s rules: %d kernel%s, %.3g us", figures.empty() ? "" : "; ",
+                  p.rules.c_str(), p.kernels, p.kernels == 1 ? "" : "s", p.estimated_us);
+    figures += buf;
+  };
+  describe(best);
+  std::string own = best.rules;
+  std::string why;
+  for (const char* rules : {"xla+concat", "xla"}) {
+    FusionPlan other = BuildPlan(module, GetFusionProfile(rules));
+    describe(other);
+    // Estimates within 0.1% are a tie: then fewer kernels win.
+    double tolerance = 1e-3 * best.estimated_us;
+    bool faster = other.estimated_us < best.estimated_us - tolerance;
+    bool tie = !faster && other.estimated_us <= best.estimated_us + tolerance;
+    if (faster || (tie && other.kernels < best.kernels)) {
+      why = faster ? "is estimated faster than" : "is estimated as fast, with fewer kernels, as";
+      best = std::move(other);
+    }
+  }
+  FusionDecision d;
+  d.fuse = true;
+  d.rule = "plan-selection";
+  d.reason = best.rules == own
+                 ? "kept the cost model's plan (" + figures + ")"
+                 : "the plan the " + best.rules + " rules build " + why + " the cost model's own (" + figures + ")";
+  d.cost_fused_us = best.estimated_us;
+  best.log.Note("plan-selection", d);
+  return best;
 }
 
 }  // namespace fj

@@ -95,7 +95,11 @@ FusionDecision InstructionFusionPass::ShouldFuse(const Instruction* producer,
   if (producer->opcode() == Opcode::kDot) {
     return FusionDecision::No("dot-kernel", "dot " + Name(producer) + " is computed by a kernel of its own (in XLA a library call)");
   }
-  if (producer->opcode() == Opcode::kFusion && producer->fusion_kind() == FusionKind::kLoop) {
+  // XLA leaves fusion-into-fusion to the fusion merger (into all users or none); with a cost
+  // model a loop kernel may also be copied into just the users where that pays, which keeps
+  // the result independent of the order in which the passes happened to build kernels.
+  bool producer_is_loop_fusion = producer->opcode() == Opcode::kFusion && producer->fusion_kind() == FusionKind::kLoop;
+  if (producer_is_loop_fusion && !profile_.cost_model) {
     return FusionDecision::No("merger-decides", "fusing a fusion into another is the fusion merger's decision");
   }
   bool producer_is_reduction = IsReduction(producer) ||
@@ -183,7 +187,7 @@ FusionDecision InstructionFusionPass::ShouldFuse(const Instruction* producer,
     // Never fuse what XLA's rules allow only to refuse it on cost: the cost model decides
     // the soft rules, and confirms the rest is not harmful.
     FusionDecision d = CostModelDecision(cost_, producer, consumer, soft);
-    if (soft.empty() && !d.fuse) {
+    if (soft.empty() && !d.fuse && !producer_is_loop_fusion) {
       // XLA would fuse: so do we (the fusionjit profile is never more conservative).
       d.fuse = true;
       d.rule = "fusible";

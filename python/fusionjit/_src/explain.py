@@ -76,6 +76,9 @@ class Explanation:
             lines.append(f"  kernel {i}: {k.name} ({k.kind}) reads {_bytes(k.bytes_read)}, "
                          f"writes {_bytes(k.bytes_written)}")
             lines.append(f"    ops: {ops}")
+        for d in self.decisions:
+            if d["rule"] == "plan-selection":
+                lines.append(f"plan: {d['reason']}")
         if self.boundaries:
             lines.append("boundaries kept (values written to memory by one kernel, read by "
                          "another):")
