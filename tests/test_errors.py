@@ -721,3 +721,19 @@ def test_byte_size_overflowing_to_a_negative_number_raises():
     result = _run_python(_HUGE.format(expr="fnp.ones((2 ** 61,))"))
     assert result.returncode == 0, f"exit status {result.returncode}: {result.stderr[-2000:]}"
     assert result.stdout.startswith("raised")
+
+
+def test_llvm_fatal_error_is_an_exception_not_an_abort():
+    """LLVM's report_fatal_error would abort the interpreter; fusionjit turns it into an
+    exception (run in a subprocess: the JIT may be unusable afterwards)."""
+    code = textwrap.dedent("""
+        from fusionjit import _core
+        try:
+            _core._raise_llvm_fatal_error_for_testing("cannot select")
+        except Exception as e:
+            print(type(e).__name__, e)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "InternalError" in out.stdout and "LLVM failed: cannot select" in out.stdout
+    assert "restart the process" in out.stdout

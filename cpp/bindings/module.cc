@@ -41,6 +41,8 @@ PYBIND11_MODULE(_core, m) {
   fj::py_bindings::DefineIr(m);
   fj::py_bindings::DefineJitFunction(m);
 
+  fj::cpu::InstallLlvmErrorHandler();
+  m.def("_raise_llvm_fatal_error_for_testing", &fj::cpu::RaiseLlvmFatalErrorForTesting);
   m.def("host_cpu", &fj::cpu::HostCpuDescription);
   m.def("num_threads", [] { return fj::ThreadPool::Global().num_threads(); });
   m.def("set_checks", [](bool on) { fj::GetDebugFlags().checks = on; });

@@ -42,4 +42,10 @@ CpuProgram CompileCpuProgram(const Module& module, const BufferAssignment& buffe
 // The host CPU as LLVM sees it, e.g. "znver4 (+avx2,+avx512f,...)".
 std::string HostCpuDescription();
 
+// Makes LLVM's fatal errors throw fj::Error(kInternal) instead of aborting (idempotent;
+// defined with the JIT in jit.cc).
+void InstallLlvmErrorHandler();
+// Reports an LLVM fatal error, for the test that it becomes an exception.
+[[noreturn]] void RaiseLlvmFatalErrorForTesting(const std::string& message);
+
 }  // namespace fj::cpu

@@ -1,12 +1,15 @@
 // The LLJIT engine (see jit.h). LLVM errors become fj::Error; nothing here aborts.
 #include "codegen/cpu/jit.h"
 
+#include "codegen/cpu/cpu_compiler.h"
+
 #include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Verifier.h"
 #include "llvm/Transforms/Utils/Cloning.h"
 #include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 #include "support/error.h"
@@ -27,7 +30,26 @@ llvm::orc::JITDylib& UnwrapRef(llvm::Expected<llvm::orc::JITDylib&> v, const cha
   return *v;
 }
 
+// LLVM reports what it cannot handle (e.g. an instruction it cannot select) through
+// report_fatal_error, which would abort the interpreter. Our IR is verified before codegen,
+// so this should not happen; if it does, it becomes an exception. LLVM is built without
+// exceptions but with unwind tables, so the exception unwinds through it, leaking whatever
+// it held: the message says to restart.
+void OnLlvmFatalError(void*, const char* reason, bool) {
+  ThrowInternal("LLVM failed: ", reason, " (fusionjit's JIT may be unusable now: restart the process)");
+}
+
 }  // namespace
+
+void InstallLlvmErrorHandler() {
+  static std::once_flag once;
+  std::call_once(once, [] { llvm::install_fatal_error_handler(&OnLlvmFatalError, nullptr); });
+}
+
+void RaiseLlvmFatalErrorForTesting(const std::string& message) {
+  InstallLlvmErrorHandler();
+  llvm::report_fatal_error(llvm::StringRef(message), false);
+}
 
 JitEngine& JitEngine::Get() {
   static JitEngine* engine = new JitEngine();  // lives as long as the process
@@ -35,6 +57,7 @@ JitEngine& JitEngine::Get() {
 }
 
 JitEngine::JitEngine() {
+  InstallLlvmErrorHandler();
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
   auto jtmb = Unwrap(llvm::orc::JITTargetMachineBuilder::detectHost(), "detecting the host CPU");
