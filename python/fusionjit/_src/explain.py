@@ -82,8 +82,10 @@ class Explanation:
         if self.boundaries:
             lines.append("boundaries kept (values written to memory by one kernel, read by "
                          "another):")
+            number = {k.name: i for i, k in enumerate(self.kernels, 1)}
             for b in self.boundaries:
-                lines.append(f"  {b}")
+                lines.append(f"  kernel {number.get(b.producer_kernel, '?')} -> "
+                             f"{number.get(b.consumer_kernel, '?')}: {b}")
                 if b.source:
                     lines.append(f"    ({b.producer} defined at {b.source})")
         else:
