@@ -429,7 +429,7 @@ void DefineIr(py::module_& m) {
              }
              return c;
            },
-           "opt_level"_a = 2, "vector_width"_a = 8, "simplify"_a = true, "keep_llvm_ir"_a = false,
+           "opt_level"_a = 2, "vector_width"_a = 0, "simplify"_a = true, "keep_llvm_ir"_a = false,
            "fusion"_a = "fusionjit");
   m.def("fusion_profiles", &FusionProfileNames);
 

@@ -44,6 +44,7 @@ PYBIND11_MODULE(_core, m) {
   fj::cpu::InstallLlvmErrorHandler();
   m.def("_raise_llvm_fatal_error_for_testing", &fj::cpu::RaiseLlvmFatalErrorForTesting);
   m.def("host_cpu", &fj::cpu::HostCpuDescription);
+  m.def("host_vector_lanes", &fj::cpu::HostVectorLanes);
   m.def("num_threads", [] { return fj::ThreadPool::Global().num_threads(); });
   m.def("set_checks", [](bool on) { fj::GetDebugFlags().checks = on; });
   m.def("checks_enabled", [] { return fj::GetDebugFlags().checks; });

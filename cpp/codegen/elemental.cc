@@ -458,7 +458,8 @@ llvm::Value* ElementalEmitter::HorizontalCombine(const Computation& combiner, ll
 std::vector<llvm::Value*> ElementalEmitter::ForLoop(llvm::Value* start, llvm::Value* end,
                                                     int64_t step,
                                                     const std::vector<llvm::Value*>& init,
-                                                    const LoopBody& body, const char* name) {
+                                                    const LoopBody& body, const char* name,
+                                                    LoopHints hints) {
   llvm::Function* fn = b_.GetInsertBlock()->getParent();
   llvm::LLVMContext& ctx = b_.getContext();
   llvm::BasicBlock* pre = b_.GetInsertBlock();
@@ -487,7 +488,22 @@ std::vector<llvm::Value*> ElementalEmitter::ForLoop(llvm::Value* start, llvm::Va
   FJ_CHECK(next.size() == carried.size());
   llvm::Value* i_next = b_.CreateAdd(i, b_.getInt64(step), "", /*HasNUW=*/true, /*HasNSW=*/true);
   llvm::BasicBlock* latch = b_.GetInsertBlock();
-  b_.CreateBr(header);
+  llvm::BranchInst* back = b_.CreateBr(header);
+  if (hints.unroll != 0 || !hints.vectorize) {
+    // !llvm.loop !{self, hints...}
+    std::vector<llvm::Metadata*> md = {nullptr};
+    auto hint = [&](const char* key, llvm::Metadata* value) {
+      std::vector<llvm::Metadata*> kv = {llvm::MDString::get(ctx, key)};
+      if (value) kv.push_back(value);
+      md.push_back(llvm::MDNode::get(ctx, kv));
+    };
+    if (!hints.vectorize) hint("llvm.loop.vectorize.enable", llvm::ConstantAsMetadata::get(b_.getFalse()));
+    if (hints.unroll == 1) hint("llvm.loop.unroll.disable", nullptr);
+    if (hints.unroll > 1) hint("llvm.loop.unroll.count", llvm::ConstantAsMetadata::get(b_.getInt32(hints.unroll)));
+    llvm::MDNode* loop = llvm::MDNode::getDistinct(ctx, md);
+    loop->replaceOperandWith(0, loop);
+    back->setMetadata(llvm::LLVMContext::MD_loop, loop);
+  }
   i->addIncoming(i_next, latch);
   for (size_t k = 0; k < carried.size(); ++k) carried[k]->addIncoming(next[k], latch);
 

@@ -23,6 +23,13 @@ struct Index {
   bool operator==(const Index& o) const;
 };
 
+// Hints for LLVM's loop passes: `unroll` copies of the body per trip (0: LLVM decides, 1:
+// none); `vectorize` false for loops already written with vectors, or remainders.
+struct LoopHints {
+  int unroll = 0;
+  bool vectorize = true;
+};
+
 class ElementalEmitter {
  public:
   // Loads the element at `index` from the buffer of a fused parameter or array constant.
@@ -53,7 +60,7 @@ class ElementalEmitter {
                                                            const std::vector<llvm::Value*>&)>;
   std::vector<llvm::Value*> ForLoop(llvm::Value* start, llvm::Value* end, int64_t step,
                                     const std::vector<llvm::Value*>& init, const LoopBody& body,
-                                    const char* name = "loop");
+                                    const char* name = "loop", LoopHints hints = {});
 
   // Scopes the value cache: values computed inside a loop body or a branch must not be
   // reused after it.

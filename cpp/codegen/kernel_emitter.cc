@@ -10,6 +10,9 @@
 namespace fj::codegen {
 namespace {
 
+// Vector iterations per trip of a kernel's main loop: more loads in flight, less loop overhead.
+constexpr int kVectorUnroll = 4;
+
 // The instructions whose values a kernel stores: the root, or a tuple root's operands.
 std::vector<const Instruction*> KernelRoots(const Computation& c) {
   const Instruction* root = c.root();
@@ -271,7 +274,7 @@ llvm::Function* EmitKernel(llvm::Module& module, const Instruction* fusion, cons
         auto [index, linear] = at(i, lanes);
         emit_group(index, linear);
         return std::vector<llvm::Value*>{};
-      }, "vec");
+      }, "vec", {kVectorUnroll, false});
     }
     ElementalEmitter::WidthScope scalar(emitter, 1);
     emitter.ForLoop(vec_hi, hi, 1, {}, [&](llvm::Value* i, const std::vector<llvm::Value*>&) {
@@ -279,7 +282,7 @@ llvm::Function* EmitKernel(llvm::Module& module, const Instruction* fusion, cons
       auto [index, linear] = at(i, lanes);
       emit_group(index, linear);
       return std::vector<llvm::Value*>{};
-    }, "tail");
+    }, "tail", {1, false});
   };
 
   const Shape& out_shape = roots[0]->shape();
@@ -325,13 +328,13 @@ llvm::Function* EmitKernel(llvm::Module& module, const Instruction* fusion, cons
         LaneMath lanes(b, width);
         store_one(i, lanes);
         return std::vector<llvm::Value*>{};
-      }, "hvec");
+      }, "hvec", {kVectorUnroll, false});
       ElementalEmitter::WidthScope scalar(emitter, 1);
       emitter.ForLoop(vec_hi, b.CreateAdd(lo, count), 1, {}, [&](llvm::Value* i, const std::vector<llvm::Value*>&) {
         LaneMath lanes(b, 1);
         store_one(i, lanes);
         return std::vector<llvm::Value*>{};
-      }, "htail");
+      }, "htail", {1, false});
     }
   } else if (plan.mode == KernelPlan::Mode::kFlat) {
     vector_loop(begin, end, [&](llvm::Value* i, LaneMath& lanes) {

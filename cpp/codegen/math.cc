@@ -443,9 +443,16 @@ llvm::Value* EmitLog1p(Builder& b, llvm::Value* x) {
   return Log1pImpl(m, x);
 }
 
-llvm::Value* EmitSin(Builder& b, llvm::Value* x) { return TrigImpl(b, x, Trig::kSin); }
+// sin and tan are odd: f(-0) = -0. The reduction x - j*pi/2 and the polynomial's r + r^3 P
+// add a +0 to x = -0, which gives +0, so zeros are passed through as they are.
+llvm::Value* OddAtZero(Builder& b, llvm::Value* x, llvm::Value* fx) {
+  FloatMath m(b, x->getType());
+  return m.Select(m.Eq(x, m.C(0.0)), x, fx);
+}
+
+llvm::Value* EmitSin(Builder& b, llvm::Value* x) { return OddAtZero(b, x, TrigImpl(b, x, Trig::kSin)); }
 llvm::Value* EmitCos(Builder& b, llvm::Value* x) { return TrigImpl(b, x, Trig::kCos); }
-llvm::Value* EmitTan(Builder& b, llvm::Value* x) { return TrigImpl(b, x, Trig::kTan); }
+llvm::Value* EmitTan(Builder& b, llvm::Value* x) { return OddAtZero(b, x, TrigImpl(b, x, Trig::kTan)); }
 
 llvm::Value* EmitTanh(Builder& b, llvm::Value* x) {
   FloatMath m(b, x->getType());

@@ -74,7 +74,7 @@ std::unique_ptr<Compilation> Compile(const Module& traced, const CompileOptions&
   result->buffer_assignment = buffers.ToString();
   cpu::CpuOptions cpu_options;
   cpu_options.opt_level = options.opt_level;
-  cpu_options.vector_width = options.vector_width;
+  cpu_options.vector_width = options.vector_width > 0 ? options.vector_width : cpu::HostVectorLanes();
   cpu_options.keep_llvm_ir = options.keep_llvm_ir;
   cpu_options.keep_asm = options.keep_llvm_ir;
   cpu_options.resolve_custom_call = [](const std::string& target, bool* parallel) -> FjKernelFn {

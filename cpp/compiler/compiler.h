@@ -15,7 +15,7 @@ namespace fj {
 
 struct CompileOptions {
   int opt_level = 2;          // LLVM optimisation level
-  int vector_width = 8;       // CPU SIMD lanes
+  int vector_width = 0;       // CPU SIMD lanes (0: the host's, cpu::HostVectorLanes)
   bool simplify = true;       // DCE, CSE, algebraic simplification, constant folding
   bool keep_llvm_ir = false;  // record the optimised LLVM IR (and the native assembly)
   std::string fusion_profile = "fusionjit";  // see fusion/profile.h

@@ -40,7 +40,8 @@ def block_until_ready(x):
 
 def devices():
     """The devices fusionjit can run on."""
-    return [f"cpu:0 ({_core.host_cpu()}, {_core.num_threads()} threads)"]
+    return [f"cpu:0 ({_core.host_cpu()}, {_core.num_threads()} threads, "
+            f"{_core.host_vector_lanes()} x 32-bit SIMD lanes)"]
 
 
 __all__ = [

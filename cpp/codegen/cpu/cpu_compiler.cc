@@ -1,8 +1,12 @@
 // CPU program generation (see cpu_compiler.h).
 #include "codegen/cpu/cpu_compiler.h"
 
+#include <algorithm>
+
+
 #include "codegen/cpu/jit.h"
 #include "codegen/kernel_emitter.h"
+#include "llvm/Analysis/TargetTransformInfo.h"
 #include "llvm/TargetParser/Host.h"
 #include "support/error.h"
 #include "support/flags.h"
@@ -178,6 +182,22 @@ CpuProgram CompileCpuProgram(const Module& module, const BufferAssignment& buffe
 std::string HostCpuDescription() {
   JitEngine& jit = JitEngine::Get();
   return jit.target_machine().getTargetCPU().str();
+}
+
+int HostVectorLanes() {
+  // LLVM's own choice for this CPU: 512-bit registers where AVX-512 runs at full speed,
+  // 256 where it is absent or LLVM's tuning prefers 256-bit vectors (it downclocks).
+  static const int lanes = [] {
+    llvm::LLVMContext ctx;
+    llvm::Module m("probe", ctx);
+    llvm::Function* f = llvm::Function::Create(llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), false),
+                                               llvm::Function::ExternalLinkage, "probe", m);
+    llvm::TargetTransformInfo tti = JitEngine::Get().target_machine().getTargetTransformInfo(*f);
+    int64_t bits = static_cast<int64_t>(
+        tti.getRegisterBitWidth(llvm::TargetTransformInfo::RGK_FixedWidthVector).getFixedValue());
+    return static_cast<int>(std::clamp<int64_t>(bits / 32, 4, 16));
+  }();
+  return lanes;
 }
 
 }  // namespace fj::cpu

@@ -42,6 +42,10 @@ CpuProgram CompileCpuProgram(const Module& module, const BufferAssignment& buffe
 // The host CPU as LLVM sees it, e.g. "znver4 (+avx2,+avx512f,...)".
 std::string HostCpuDescription();
 
+// The SIMD lanes of 32-bit values the host CPU's vector registers hold, as LLVM tunes for
+// it: 16 with full-speed AVX-512, 8 with AVX2, 4 with SSE.
+int HostVectorLanes();
+
 // Makes LLVM's fatal errors throw fj::Error(kInternal) instead of aborting (idempotent;
 // defined with the JIT in jit.cc).
 void InstallLlvmErrorHandler();

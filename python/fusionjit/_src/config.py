@@ -33,9 +33,10 @@ _OPTIONS = {
                 "64-bit types (int64, uint64, float64); off: they become 32-bit, as in JAX."),
         _Option("fusionjit_opt_level", 2, int, "LLVM optimisation level (0-3).",
                 validate=lambda v: int(v) if 0 <= int(v) <= 3 else _bad("opt_level", v, "0 to 3")),
-        _Option("fusionjit_vector_width", 8, int, "CPU SIMD lanes per step (1 disables SIMD).",
-                validate=lambda v: int(v) if int(v) in (1, 2, 4, 8, 16) else
-                _bad("vector_width", v, "1, 2, 4, 8 or 16")),
+        _Option("fusionjit_vector_width", 0, int,
+                "CPU SIMD lanes per step: 0 the host's (16 with AVX-512, 8 with AVX2), 1 no SIMD.",
+                validate=lambda v: int(v) if int(v) in (0, 1, 2, 4, 8, 16) else
+                _bad("vector_width", v, "0 (the host's), 1, 2, 4, 8 or 16")),
         _Option("fusionjit_fusion_profile", "fusionjit", str,
                 "Fusion rules: 'fusionjit' (cost model, the default), 'xla' (legacy XLA as the "
                 "paper studied it), 'xla+concat' (the paper's patched XLA), 'none'.",
