@@ -382,3 +382,25 @@ def test_every_vector_width_computes_the_same(width):
 def test_vector_width_is_validated():
     with pytest.raises(ValueError, match="vector_width"):
         fusionjit.config.update("fusionjit_vector_width", 3)
+
+
+@pytest.mark.parametrize("shape", [(65536 * 3 + 7,), (301, 1000)])
+def test_large_reductions_to_a_scalar_are_split_and_exact(shape):
+    """Reductions of many elements to one value run as partial sums over blocks (in
+    parallel) and a reduction of the partials; padding the last block must not change
+    any result, whatever the combiner."""
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1, 1, shape).astype(np.float32)
+    i = rng.integers(-1000, 1000, shape).astype(np.int32)
+    p = np.ones(shape, np.float32)  # an exact product: 2^50 * 0.5^45 = 32
+    p.reshape(-1)[rng.permutation(p.size)[:95]] = [2.0] * 50 + [0.5] * 45
+    got = fusionjit.jit(lambda x, i, p: (fnp.sum(x * 2.0), fnp.max(x), fnp.min(x), fnp.mean(x),
+                                         fnp.prod(p), fnp.sum(i), fnp.max(i),
+                                         fnp.all(x < 1), fnp.any(x > 0.9999999)))(x, i, p)
+    x64 = x.astype(np.float64)
+    want = ((x64 * 2).sum(), x.max(), x.min(), x64.mean(), 32.0, i.sum(dtype=np.int32),
+            i.max(), (x < 1).all(), (x > 0.9999999).any())
+    tols = [1e-6 * x.size, 0, 0, 1e-6, 0, 0, 0, 0, 0]
+    for g, w, tol in zip(got, want, tols):
+        np.testing.assert_allclose(np.asarray(g), w, rtol=0, atol=tol)
+    assert fusionjit.testing.count_kernels(lambda x: fnp.sum(x * 2.0))(x) == 2

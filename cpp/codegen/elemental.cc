@@ -554,7 +554,11 @@ Val ElementalEmitter::EmitReshape(const Instruction* instr, const Index& index) 
     for (size_t j = 0; j < in_big.size(); ++j) sub.dims[in_big[j]] = index.dims[out_big[j]];
     return Emit(x, sub);
   }
-  return Emit(x, MultiIndex(lanes, LinearIndex(lanes, index, out_dims), in_dims));
+  // Row-major buffers: the operand's element has the same linear position. Ops that need
+  // dimensions derive them from it (EmitUncached); a parameter is read at it directly.
+  Index sub_linear;
+  sub_linear.linear = LinearIndex(lanes, index, out_dims);
+  return Emit(x, sub_linear);
 }
 
 Val ElementalEmitter::EmitConcatenate(const Instruction* instr, const Index& index) {

@@ -14,6 +14,7 @@
 #include "passes/cse.h"
 #include "passes/dce.h"
 #include "passes/simplify.h"
+#include "passes/tree_reduction.h"
 #include "runtime/custom_calls.h"
 #include "support/error.h"
 #include "support/flags.h"
@@ -60,6 +61,11 @@ std::unique_ptr<Compilation> Compile(const Module& traced, const CompileOptions&
     repair.Run(*module);
     for (const PassRecord& r : repair.records()) result->passes.push_back(r);
   }
+  // Work split for the CPU's threads, under every profile alike.
+  Pipeline layout("layout");
+  layout.AddPass<TreeReductionPass>();
+  layout.Run(*module);
+  for (const PassRecord& r : layout.records()) result->passes.push_back(r);
   result->before_fusion = module->Clone();
   FusionPlan plan = FormKernels(*module, profile);
   module = std::move(plan.module);

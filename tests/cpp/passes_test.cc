@@ -8,6 +8,7 @@
 #include "passes/cse.h"
 #include "passes/dce.h"
 #include "passes/simplify.h"
+#include "passes/tree_reduction.h"
 #include "test_util.h"
 
 namespace fj {
@@ -296,5 +297,41 @@ ENTRY %main (x: f32[]) -> (f32[1,1,1]) {
   EXPECT_FALSE(changed);
 }
 
+TEST(TreeReduction, SplitsLargeReductionsToAScalarIntoBlocks) {
+  bool changed = false;
+  std::string out = RunPass<TreeReductionPass>(R"(
+module m
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+
+ENTRY %main (x: f32[3,43862], y: f32[65535], z: f32[4,65536]) -> (f32[], f32[], f32[4]) {
+  %x = f32[3,43862] parameter(0)
+  %y = f32[65535] parameter(1)
+  %z = f32[4,65536] parameter(2)
+  %zero = f32[] constant(0)
+  %big = f32[] reduce(%x, %zero), dimensions={0,1}, to_apply=%add
+  %small = f32[] reduce(%y, %zero), dimensions={0}, to_apply=%add
+  %rows = f32[4] reduce(%z, %zero), dimensions={1}, to_apply=%add
+  ROOT %t = (f32[], f32[], f32[4]) tuple(%big, %small, %rows)
+}
+)", &changed);
+  EXPECT_TRUE(changed);
+  // 131586 elements: 4 blocks of 32897, the last padded with the init value.
+  EXPECT_NE(out.find("f32[131586] reshape(%x)"), std::string::npos) << out;
+  EXPECT_NE(out.find("f32[131588] pad("), std::string::npos) << out;
+  EXPECT_NE(out.find("padding=0_2"), std::string::npos) << out;
+  EXPECT_NE(out.find("f32[4,32897] reshape("), std::string::npos) << out;
+  EXPECT_NE(out.find("f32[4] reduce("), std::string::npos) << out;
+  // Under two blocks' worth, and reductions with several outputs, stay as they are.
+  EXPECT_NE(out.find("%small = f32[] reduce(%y, %zero)"), std::string::npos) << out;
+  EXPECT_NE(out.find("%rows = f32[4] reduce(%z, %zero)"), std::string::npos) << out;
+  EXPECT_EQ(out.find("%big = "), std::string::npos) << out;
+}
+
 }  // namespace
+
 }  // namespace fj
