@@ -298,17 +298,23 @@ def _hash_pairs(data, counts):
     return lax.slice_in_dim(out, 0, n, axis=len(batch))
 
 
-def _random_bits32(data, shape: tuple):
-    """32 random bits per element of `shape`, for each key in `data` (batch + (2,))."""
+def _partitionable_blocks(data, shape: tuple):
+    """Partitionable mode: threefry of each key with the element's 64-bit index (hi, lo)."""
     k0, k1 = _words(data)
     batch = aval(k0).shape
+    hi, lo = _counters(shape)
+    if batch:
+        dims = tuple(range(len(batch), len(batch) + len(shape)))
+        hi = lax.broadcast_in_dim(to_array(hi), batch + shape, dims)
+        lo = lax.broadcast_in_dim(to_array(lo), batch + shape, dims)
+    return _tf(_batch_expand(k0, len(batch), shape), _batch_expand(k1, len(batch), shape), hi, lo)
+
+
+def _random_bits32(data, shape: tuple):
+    """32 random bits per element of `shape`, for each key in `data` (batch + (2,))."""
     if _partitionable():
-        hi, lo = _counters(shape)
-        if batch:
-            hi = lax.broadcast_in_dim(to_array(hi), batch + shape, tuple(range(len(batch), len(batch) + len(shape))))
-            lo = lax.broadcast_in_dim(to_array(lo), batch + shape, tuple(range(len(batch), len(batch) + len(shape))))
-        y0, y1 = _tf(_batch_expand(k0, len(batch), shape), _batch_expand(k1, len(batch), shape), hi, lo)
-        return lax.bitwise_xor(y0, y1)
+        return lax.bitwise_xor(*_partitionable_blocks(data, shape))
+    batch = aval(data).shape[:-1]
     n = int(np.prod(shape, dtype=np.int64))
     counts = lax.iota(U32, n)
     if batch:
@@ -318,15 +324,10 @@ def _random_bits32(data, shape: tuple):
 
 
 def _random_bits64(data, shape: tuple):
-    k0, k1 = _words(data)
-    batch = aval(k0).shape
+    batch = aval(data).shape[:-1]
     u64 = np.dtype(np.uint64)
     if _partitionable():
-        hi, lo = _counters(shape)
-        if batch:
-            hi = lax.broadcast_in_dim(to_array(hi), batch + shape, tuple(range(len(batch), len(batch) + len(shape))))
-            lo = lax.broadcast_in_dim(to_array(lo), batch + shape, tuple(range(len(batch), len(batch) + len(shape))))
-        y0, y1 = _tf(_batch_expand(k0, len(batch), shape), _batch_expand(k1, len(batch), shape), hi, lo)
+        y0, y1 = _partitionable_blocks(data, shape)
     else:
         n = int(np.prod(shape, dtype=np.int64))
         counts = lax.iota(U32, 2 * n)
