@@ -18,8 +18,9 @@ profiles are compared with each other, not with NumPy.
 
 ``check_program`` runs a program under the fusion profiles none, xla, xla+concat and
 fusionjit, compares every result with NumPy (rtol = atol = 1e-4 for floats, exact for int and
-bool) and with profile none, and checks the kernel counts: fusionjit <= xla <= none (fusionjit
-may make more kernels only where it kept its own plan as estimated faster than XLA's rules').
+bool) and with profile none, checks that explain gives a reason for every kernel boundary,
+and checks the kernel counts: fusionjit <= xla <= none (fusionjit may make more kernels only
+where it kept its own plan as estimated faster than XLA's rules').
 
 A failing program is shrunk (``shrink``) to the fewest ops that still fail the same way:
 outputs dropped, nodes bypassed, the graph cut (a node's value becomes an input), inputs
@@ -717,7 +718,7 @@ def generate(seed) -> Program:
 
 @dataclass
 class Failure:
-    kind: str        # "mismatch", "exception", "kernels"
+    kind: str        # "mismatch", "exception", "kernels", "unexplained"
     profile: str
     detail: str
     prog: Program = None
@@ -772,7 +773,7 @@ def _explain(fn, profile, args) -> str:
 
 def run_profiles(prog: Program, profiles=PROFILES):
     """{profile: (outputs as NumPy arrays, kernel count, the plan-selection decision or
-    None) or the exception}."""
+    None, the kernel boundaries explain has no reason for) or the exception}."""
     import fusionjit
     import fusionjit.numpy as fnp
     from fusionjit.testing import count_kernels
@@ -789,7 +790,8 @@ def run_profiles(prog: Program, profiles=PROFILES):
             out = tuple(np.asarray(o) for o in out)
             ex = fusionjit.explain(jf)(*args)  # the compilation above, from jf's cache
             plan = next((d for d in ex.decisions if d["rule"] == "plan-selection"), None)
-            res[p] = (out, ex.num_kernels, plan)
+            unexplained = [str(b) for b in ex.boundaries if b.rule == "no-decision"]
+            res[p] = (out, ex.num_kernels, plan, unexplained)
         except Exception as e:  # noqa: BLE001
             res[p] = e
         finally:
@@ -838,6 +840,11 @@ def check_program(prog: Program, profiles=PROFILES, explain: bool = True):
                     fail = Failure("mismatch", p, msg)
                     break
             if fail:
+                break
+    if fail is None:
+        for p in profiles:
+            if res[p][3]:
+                fail = Failure("unexplained", p, "explain has no reason for: " + "; ".join(res[p][3]))
                 break
     if fail is None:
         k = {p: res[p][1] for p in profiles}

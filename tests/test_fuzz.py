@@ -2,7 +2,8 @@
 
 Each program runs under fusion="none", "xla", "xla+concat" and "fusionjit"; every result
 must match NumPy (rtol = atol = 1e-4 for float32, exact for int32 and bool) and profile
-"none", and the kernel counts must be ordered: fusionjit <= xla <= none (fusionjit may make
+"none", explain must give a reason for every kernel boundary, and the kernel counts must be
+ordered: fusionjit <= xla <= none (fusionjit may make
 more kernels only where it kept its own plan because the cost model estimates it faster than
 every plan of XLA's rules).
 
