@@ -383,6 +383,7 @@ void DefineIr(py::module_& m) {
         for (const FusionLogEntry& e : c.fusion_log.entries()) {
           out.append(py::dict("pass"_a = e.pass, "producer"_a = e.producer, "producer_opcode"_a = e.producer_opcode,
                               "consumer"_a = e.consumer, "consumer_opcode"_a = e.consumer_opcode,
+                              "consumer_kernel_ops"_a = e.consumer_kernel_ops,
                               "source"_a = e.producer_source, "fuse"_a = e.decision.fuse, "rule"_a = e.decision.rule,
                               "reason"_a = e.decision.reason, "figures"_a = e.decision.Figures(),
                               "bytes_unfused"_a = e.decision.bytes_unfused, "bytes_fused"_a = e.decision.bytes_fused,

@@ -60,6 +60,13 @@ void FusionLog::Record(const std::string& pass, const Instruction* producer,
     consumers = c->name();
     opcodes = std::string(OpcodeName(c->opcode()));
   }
+  if (consumer->opcode() == Opcode::kFusion) {
+    for (const Instruction* i : consumer->fused_computation()->MakePostOrder()) {
+      if (i->opcode() != Opcode::kParameter && i->opcode() != Opcode::kTuple) e.consumer_kernel_ops.push_back(i->name());
+    }
+  } else {
+    e.consumer_kernel_ops.push_back(consumer->name());
+  }
   e.consumer = consumers;
   e.consumer_opcode = opcodes;
   e.decision = decision;

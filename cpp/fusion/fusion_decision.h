@@ -47,6 +47,9 @@ struct FusionLogEntry {
   std::string producer_opcode;
   std::string consumer;
   std::string consumer_opcode;
+  // Every op of the consumer's kernel at the time (fused copies share names, so this tells
+  // which of the final kernels the decision was about).
+  std::vector<std::string> consumer_kernel_ops;
   std::string producer_source;  // "file.py:12 (f)"
   FusionDecision decision;
 };

@@ -138,15 +138,22 @@ def _explain_boundary(inp: dict, producer_kernel: str, consumer_kernel: str, log
                         bytes=inp["bytes"])
     # The last refusal recorded for this producer and an op of the consumer kernel (a
     # later pass has the final word); "left to the merger" only if nothing else was said.
-    best = None
-    for entry in log:
-        if entry["fuse"] or entry["producer"] != producer:
-            continue
-        consumers = entry["consumer"].split(",")
-        if not any(c in consumer_ops for c in consumers):
-            continue
-        if best is None or best["rule"] == "merger-decides" or entry["rule"] != "merger-decides":
-            best = entry
+    # Fused copies share names: a decision is about this kernel if all the ops its consumer
+    # had then are in this kernel (else, failing that, if one of its readers is).
+    def last_refusal(about_this_kernel):
+        best = None
+        for entry in log:
+            if entry["fuse"] or entry["producer"] != producer:
+                continue
+            if not any(c in consumer_ops for c in entry["consumer"].split(",")):
+                continue
+            if not about_this_kernel(entry):
+                continue
+            if best is None or best["rule"] == "merger-decides" or entry["rule"] != "merger-decides":
+                best = entry
+        return best
+
+    best = last_refusal(lambda e: set(e["consumer_kernel_ops"]) <= consumer_ops) or last_refusal(lambda e: True)
     if best is None:
         for entry in log:
             if not entry["fuse"] and entry["producer"] == producer:
