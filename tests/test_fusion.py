@@ -253,3 +253,22 @@ def test_fusionjit_keeps_more_kernels_where_xlas_plan_recomputes():
     plan = next(d for d in fusionjit.explain(f)(x).decisions if d["rule"] == "plan-selection")
     assert plan["reason"].startswith("kept the cost model's plan")
     assert plan["cost_fused_us"] < plan["cost_unfused_us"]
+
+
+@pytest.mark.parametrize("profile", ["xla", "fusionjit"])
+def test_each_boundary_gives_the_reason_for_its_own_kernel(profile):
+    """Softmax's max feeds two kernels through copies of the same ops (same names); each
+    boundary's reason must be about its consumer kernel: a rule about two reductions only
+    where the consumer kernel holds a reduction."""
+    def softmax(x):
+        m = fnp.max(x, axis=1, keepdims=True)
+        e = fnp.exp(x - m)
+        return e / fnp.sum(e, axis=1, keepdims=True)
+
+    ex = fusionjit.explain(softmax, fusion=profile)(np.ones((64, 64), np.float32))
+    kernels = {k.name: k for k in ex.kernels}
+    assert len(ex.boundaries) == 3
+    for b in ex.boundaries:
+        has_reduce = "reduce" in kernels[b.consumer_kernel].opcodes
+        assert b.rule not in ("reduce-into-reduce", "cycle") or has_reduce, str(b)
+    assert len({(b.rule, b.reason) for b in ex.boundaries}) == 3
