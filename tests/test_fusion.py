@@ -265,10 +265,71 @@ def test_each_boundary_gives_the_reason_for_its_own_kernel(profile):
         e = fnp.exp(x - m)
         return e / fnp.sum(e, axis=1, keepdims=True)
 
-    ex = fusionjit.explain(softmax, fusion=profile)(np.ones((64, 64), np.float32))
+    # Four rows: too few for the fusionjit profile's row fusion, so three kernels here too.
+    ex = fusionjit.explain(softmax, fusion=profile)(np.ones((4, 64), np.float32))
     kernels = {k.name: k for k in ex.kernels}
     assert len(ex.boundaries) == 3
     for b in ex.boundaries:
         has_reduce = "reduce" in kernels[b.consumer_kernel].opcodes
         assert b.rule not in ("reduce-into-reduce", "cycle") or has_reduce, str(b)
     assert len({(b.rule, b.reason) for b in ex.boundaries}) == 3
+
+
+def _softmax(x):
+    e = fnp.exp(x - fnp.max(x, axis=-1, keepdims=True))
+    return e / fnp.sum(e, axis=-1, keepdims=True)
+
+
+def _layernorm(x):
+    d = x - fnp.mean(x, axis=-1, keepdims=True)
+    return d / fnp.sqrt(fnp.mean(d * d, axis=-1, keepdims=True) + 1e-5)
+
+
+def _logsumexp(x):
+    m = fnp.max(x, axis=-1, keepdims=True)
+    return x - (m + fnp.log(fnp.sum(fnp.exp(x - m), axis=-1, keepdims=True)))
+
+
+def _np_softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def _np_layernorm(x):
+    d = x - x.mean(-1, keepdims=True)
+    return d / np.sqrt((d * d).mean(-1, keepdims=True) + 1e-5)
+
+
+def _np_logsumexp(x):
+    m = x.max(-1, keepdims=True)
+    return x - (m + np.log(np.exp(x - m).sum(-1, keepdims=True)))
+
+
+@pytest.mark.parametrize("shape", [(64, 100), (8, 3, 33), (300, 17)])
+@pytest.mark.parametrize("f,ref", [(_softmax, _np_softmax), (_layernorm, _np_layernorm),
+                                   (_logsumexp, _np_logsumexp)], ids=["softmax", "layernorm", "logsumexp"])
+def test_row_fusion_makes_one_kernel_per_row_normalisation(f, ref, shape):
+    """Row fusion (fusionjit profile, beyond XLA): reductions over the last axis that are
+    broadcast back along it are computed once per row inside one kernel."""
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    np.testing.assert_allclose(np.asarray(fusionjit.jit(f)(x)), ref(x), rtol=2e-5, atol=2e-6)
+    np.testing.assert_allclose(np.asarray(fusionjit.jit(f, fusion="xla")(x)), ref(x), rtol=2e-5, atol=2e-6)
+    assert count_kernels(f)(x) == 1
+    assert count_kernels(f, fusion="xla")(x) >= 3
+    rows = [d for d in fusionjit.explain(f)(x).decisions if d["rule"] == "row-fusion" and d["fuse"]]
+    assert rows and "once per row" in rows[0]["reason"]
+
+
+def test_row_fusion_is_refused_with_its_reason():
+    few_rows = np.ones((4, 64), np.float32)
+    ex = fusionjit.explain(_softmax)(few_rows)
+    assert ex.num_kernels == 3
+    assert any(b.rule == "row-fusion" and "at least 8" in b.reason for b in ex.boundaries), str(ex)
+    long_rows = np.ones((8, 70000), np.float32)
+    assert count_kernels(_softmax)(long_rows) == 3
+    # The row maximum is also a result: fused, it would be computed once more.
+    both = lambda x: (_softmax(x), fnp.max(x, axis=-1))  # noqa: E731
+    x = np.random.default_rng(2).standard_normal((16, 40)).astype(np.float32)
+    got = fusionjit.jit(both)(x)
+    np.testing.assert_allclose(np.asarray(got[0]), _np_softmax(x), rtol=2e-5, atol=2e-6)
+    np.testing.assert_array_equal(np.asarray(got[1]), x.max(-1))

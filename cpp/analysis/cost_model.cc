@@ -92,10 +92,18 @@ double ElementCost(const Instruction& instr) {
   }
 }
 
+bool IsPerRowReduction(const Instruction* reduce, const Shape& kernel) {
+  if (reduce->opcode() != Opcode::kReduce || !kernel.IsArray() || kernel.rank() < 2) return false;
+  const Shape& in = reduce->operand(0)->shape();
+  return in.SameDims(kernel) && reduce->dimensions().size() == 1 &&
+         reduce->dimensions()[0] == kernel.rank() - 1;
+}
+
 std::unordered_map<const Instruction*, double> Evaluations(const Computation& fused) {
   std::unordered_map<const Instruction*, double> evals;
   std::vector<Instruction*> order = fused.MakePostOrder();
   const Instruction* root = fused.root();
+  const Shape& kernel = root->opcode() == Opcode::kTuple ? root->operand(0)->shape() : root->shape();
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const Instruction* x = *it;
     double e = 0;
@@ -114,6 +122,7 @@ std::unordered_map<const Instruction*, double> Evaluations(const Computation& fu
       }
       e += per;
     }
+    if (IsPerRowReduction(x, kernel)) e = std::min(e, Elements(x->shape()));  // once per row
     evals[x] = e;
   }
   return evals;

@@ -12,6 +12,12 @@ namespace fj {
 // Work per element of an op, in units of one vector-lane arithmetic op (an add is 1).
 double ElementCost(const Instruction& instr);
 
+// A reduction over exactly the last dimension of an operand shaped like `kernel` (rank >= 2),
+// so that its result holds the kernel's outer dimensions: a kernel that walks `kernel` row
+// by row computes it once per row, before the row's elements, and every element of the row
+// reads it from a register (a row fusion, beyond XLA: softmax, layer norm).
+bool IsPerRowReduction(const Instruction* reduce, const Shape& kernel);
+
 // How many times each instruction of a fused computation is evaluated when the kernel
 // produces all of its outputs: the root once per element, and an operand once per
 // evaluation of each user times the user's reads per evaluation (a reduction reads its

@@ -63,7 +63,8 @@ Val ElementalEmitter::Emit(const Instruction* instr, const Index& index) {
     auto it = scope->find(instr);
     if (it == scope->end()) continue;
     for (const CacheEntry& e : it->second) {
-      if (e.width == width_ && e.index == index) return e.value;
+      // A uniform value (one scalar for all lanes) serves any width.
+      if ((e.width == width_ || !e.value.varying) && e.index == index) return e.value;
     }
   }
   Val v = EmitUncached(instr, index);

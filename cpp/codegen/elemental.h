@@ -68,6 +68,16 @@ class ElementalEmitter {
   void PopScope() { scopes_.pop_back(); }
 
   // Temporarily changes the number of lanes (e.g. the scalar tail of a vector loop).
+  // Emits `instr` at a uniform `index` as one scalar, cached in the current scope, where
+  // later vector steps find it (e.g. a per-row reduction before the row's elements).
+  Val EmitUniform(const Instruction* instr, const Index& index) {
+    int saved = width_;
+    width_ = 1;
+    Val v = Emit(instr, index);
+    width_ = saved;
+    return v;
+  }
+
   class WidthScope {
    public:
     WidthScope(ElementalEmitter& e, int width) : e_(e), saved_(e.width_) {

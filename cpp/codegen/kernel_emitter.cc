@@ -3,6 +3,7 @@
 
 #include <unordered_set>
 
+#include "analysis/cost_model.h"
 #include "codegen/elemental.h"
 #include "ir/computation.h"
 #include "support/error.h"
@@ -351,6 +352,10 @@ llvm::Function* EmitKernel(llvm::Module& module, const Instruction* fusion, cons
   } else {
     const std::vector<int64_t>& dims = out_shape.dims();
     int rank = static_cast<int>(dims.size());
+    std::vector<const Instruction*> per_row;
+    for (const Instruction* i : comp.MakePostOrder()) {
+      if (IsPerRowReduction(i, out_shape)) per_row.push_back(i);
+    }
     emitter.ForLoop(begin, end, 1, {}, [&](llvm::Value* row, const std::vector<llvm::Value*>&) {
       // The outer dimensions' indices of this row, uniform across its lanes.
       std::vector<llvm::Value*> outer(std::max(rank - 1, 0));
@@ -364,6 +369,14 @@ llvm::Function* EmitKernel(llvm::Module& module, const Instruction* fusion, cons
         }
       }
       llvm::Value* row_start = b.CreateMul(row, b.getInt64(plan.row_length));
+      if (!per_row.empty()) {
+        // Row fusion: each per-row reduction once, before the row's elements; the elements
+        // find its value in the emitter's cache (uniform values serve any width).
+        LaneMath lanes(b, 1);
+        Index at;
+        for (int k = 0; k < rank - 1; ++k) at.dims.push_back(lanes.Uniform(outer[k]));
+        for (const Instruction* r : per_row) emitter.EmitUniform(r, at);
+      }
       if (rank == 0) {
         LaneMath lanes(b, 1);
         ElementalEmitter::WidthScope scalar(emitter, 1);

@@ -78,6 +78,28 @@ FusionDecision CostModelDecision(const CostModel& model, const Instruction* prod
   return d;
 }
 
+FusionDecision InstructionFusionPass::RowFusion(const Instruction* producer, const Instruction* consumer) const {
+  if (!profile_.row_fusion) return {};
+  const Instruction* reduce = producer;
+  if (producer->opcode() == Opcode::kFusion) reduce = producer->fused_computation()->root();
+  if (!consumer->shape().IsArray() || !IsPerRowReduction(reduce, consumer->shape())) return {};
+  const Shape& rows = consumer->shape();
+  int64_t row_length = rows.dims().back();
+  int64_t num_rows = rows.NumElements() / std::max<int64_t>(row_length, 1);
+  std::string what = "reduction " + Name(producer) + " over the rows of " + Name(consumer);
+  if (OtherUsers(producer, consumer) > 0) {
+    return FusionDecision::No("row-fusion", what + " has other users; in a row fusion it would be computed once more per kernel");
+  }
+  // Rows are the threads' units, and a row is read again from cache by each pass over it.
+  if (num_rows < kRowFusionMinRows || row_length > kRowFusionMaxRow) {
+    return FusionDecision::No("row-fusion", what + ": " + std::to_string(num_rows) + " rows of " + std::to_string(row_length) +
+                                                " elements; a row fusion needs at least " + std::to_string(kRowFusionMinRows) +
+                                                " rows (the threads' units) of at most " + std::to_string(kRowFusionMaxRow) +
+                                                " elements (a row stays in cache between passes)");
+  }
+  return FusionDecision::Yes("row-fusion", what + ": computed once per row inside its consumer's row loop (row fusion)");
+}
+
 FusionDecision InstructionFusionPass::ShouldFuse(const Instruction* producer,
                                                  const Instruction* consumer) const {
   if (!profile_.enabled) return FusionDecision::No("fusion-disabled", "fusion is off (profile none)");
@@ -121,6 +143,7 @@ FusionDecision InstructionFusionPass::ShouldFuse(const Instruction* producer,
   bool consumer_has_reduction = IsReduction(consumer) ||
                                 (consumer->opcode() == Opcode::kFusion && consumer->fusion_kind() == FusionKind::kInput);
   if (producer_is_reduction) {
+    if (FusionDecision row = RowFusion(producer, consumer); row.fuse || !row.rule.empty()) return row;
     if (!profile_.reduction_epilogue) {
       return FusionDecision::No("reduction-epilogue",
                                 "reduction " + Name(producer) + " ends its kernel: the " + profile_.name +

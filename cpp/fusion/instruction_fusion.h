@@ -24,7 +24,15 @@ class InstructionFusionPass : public Pass {
   // The decision for fusing `producer` into `consumer` (exposed for tests).
   FusionDecision ShouldFuse(const Instruction* producer, const Instruction* consumer) const;
 
+  // Row fusion needs rows enough for the threads, each short enough to stay in cache.
+  static constexpr int64_t kRowFusionMinRows = 8;
+  static constexpr int64_t kRowFusionMaxRow = 1 << 16;
+
  private:
+  // The fusionjit profile's row fusion of a reduction into the kernel that reads it back
+  // along its rows; an empty rule when it does not apply.
+  FusionDecision RowFusion(const Instruction* producer, const Instruction* consumer) const;
+
   FusionProfile profile_;
   FusionLog* log_;
   bool may_duplicate_;

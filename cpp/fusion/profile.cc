@@ -23,6 +23,7 @@ FusionProfile GetFusionProfile(const std::string& name) {
     p.concat_max_users = 1;  // the cost model may override it
     p.cost_model = true;
     p.reduction_epilogue = true;
+    p.row_fusion = true;
     p.frontend_repair = true;
     return p;
   }

@@ -24,6 +24,9 @@ struct FusionProfile {
   bool cost_model = false;
   // Elementwise consumers of a reduction join its kernel (reduction epilogue).
   bool reduction_epilogue = false;
+  // A reduction over rows joins the kernel that reads it broadcast back along its rows, which
+  // then computes it once per row (softmax in one kernel; see IsPerRowReduction).
+  bool row_fusion = false;
   bool fusion_merger = true;
   double merger_max_bytes_ratio = 1.10;
   bool multi_output = true;
