@@ -333,3 +333,19 @@ def test_row_fusion_is_refused_with_its_reason():
     got = fusionjit.jit(both)(x)
     np.testing.assert_allclose(np.asarray(got[0]), _np_softmax(x), rtol=2e-5, atol=2e-6)
     np.testing.assert_array_equal(np.asarray(got[1]), x.max(-1))
+
+
+def test_plan_selection_compares_with_xla_on_the_unrepaired_program():
+    """Fuzz seed 20029, shrunk: the frontend repair (slice of a concatenate forwarded) made
+    XLA's rules give two kernels where on the program as traced they give one; the plan
+    selection must build XLA's plans from the program before the repair."""
+    def f(v0, v7):
+        v2 = fnp.maximum(v0, v0).astype(np.bool_)
+        v4 = fnp.stack([v2 + v2, v2], axis=-1)
+        return v4[-3:2:3].astype(np.float32), fnp.where(v7 < fnp.maximum(v0, v0), v4, v2), v2
+
+    args = (np.float32(0.6), np.array([1.0], np.float32))
+    assert count_kernels(f, fusion="fusionjit")(*args) <= count_kernels(f, fusion="xla")(*args) == 1
+    want = (np.array([1.0], np.float32), np.array([True, True]), np.True_)
+    for g, w in zip(fusionjit.jit(f)(*args), want):
+        np.testing.assert_array_equal(np.asarray(g), w)

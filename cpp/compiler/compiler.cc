@@ -51,8 +51,16 @@ std::unique_ptr<Compilation> Compile(const Module& traced, const CompileOptions&
   DumpStage(*module, "traced", "fjir", module->ToString());
   result->passes = RunOptimizationPasses(*module, options);
 
+  // Work split for the CPU's threads, under every profile alike.
+  Pipeline layout("layout");
+  layout.AddPass<TreeReductionPass>();
+  layout.Run(*module);
+  for (const PassRecord& r : layout.records()) result->passes.push_back(r);
+
   FusionProfile profile = GetFusionProfile(options.fusion_profile);
+  std::unique_ptr<Module> unrepaired;
   if (profile.frontend_repair) {
+    unrepaired = module->Clone();  // what XLA's rules would see, for the plan selection
     Pipeline repair("frontend-repair");
     repair.AddPass<SliceOfConcatForwardingPass>();
     repair.AddPass<SimplifyPass>();
@@ -61,13 +69,8 @@ std::unique_ptr<Compilation> Compile(const Module& traced, const CompileOptions&
     repair.Run(*module);
     for (const PassRecord& r : repair.records()) result->passes.push_back(r);
   }
-  // Work split for the CPU's threads, under every profile alike.
-  Pipeline layout("layout");
-  layout.AddPass<TreeReductionPass>();
-  layout.Run(*module);
-  for (const PassRecord& r : layout.records()) result->passes.push_back(r);
-  result->before_fusion = module->Clone();
-  FusionPlan plan = FormKernels(*module, profile);
+  FusionPlan plan = FormKernels(*module, profile, unrepaired.get());
+  result->before_fusion = std::move(plan.before);
   module = std::move(plan.module);
   result->fusion_log = std::move(plan.log);
   for (const PassRecord& r : plan.records) result->passes.push_back(r);

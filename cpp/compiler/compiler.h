@@ -28,7 +28,7 @@ struct Compilation {
   std::string assembly;
   std::vector<PassRecord> passes;
   std::string buffer_assignment;
-  std::unique_ptr<Module> before_fusion;  // after the optimisation passes
+  std::unique_ptr<Module> before_fusion;  // the module the kept fusion plan was built from
   FusionLog fusion_log;
   double seconds_passes = 0, seconds_codegen = 0;
 };

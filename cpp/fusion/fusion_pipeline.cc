@@ -33,6 +33,7 @@ namespace {
 
 FusionPlan BuildPlan(const Module& module, const FusionProfile& profile) {
   FusionPlan plan;
+  plan.before = module.Clone();
   plan.module = module.Clone();
   plan.rules = profile.name;
   Pipeline kernels("fusion");
@@ -47,7 +48,7 @@ FusionPlan BuildPlan(const Module& module, const FusionProfile& profile) {
 
 }  // namespace
 
-FusionPlan FormKernels(const Module& module, const FusionProfile& profile) {
+FusionPlan FormKernels(const Module& module, const FusionProfile& profile, const Module* baseline) {
   FusionPlan best = BuildPlan(module, profile);
   if (!profile.cost_model) return best;
   std::string figures;
@@ -62,7 +63,7 @@ FusionPlan FormKernels(const Module& module, const FusionProfile& profile) {
   std::string why;
   double xla_us = -1;  // the best estimate of XLA's rules
   for (const char* rules : {"xla+concat", "xla"}) {
-    FusionPlan other = BuildPlan(module, GetFusionProfile(rules));
+    FusionPlan other = BuildPlan(baseline ? *baseline : module, GetFusionProfile(rules));
     describe(other);
     if (xla_us < 0 || other.estimated_us < xla_us) xla_us = other.estimated_us;
     // Estimates within 0.1% are a tie: then fewer kernels win.

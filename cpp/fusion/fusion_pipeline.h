@@ -17,6 +17,7 @@ namespace fj {
 void AddFusionPasses(Pipeline& pipeline, const FusionProfile& profile, FusionLog* log);
 
 struct FusionPlan {
+  std::unique_ptr<Module> before;  // the module the plan was built from
   std::unique_ptr<Module> module;
   FusionLog log;
   std::vector<PassRecord> records;
@@ -29,8 +30,9 @@ struct FusionPlan {
 // fusion locally, and a local decision can leave a kernel that a later pass would have
 // merged away; so it also builds the plans of XLA's rules ("xla", "xla+concat") and keeps
 // the one the cost model estimates fastest (fewer kernels on a tie, its own plan on a full
-// tie): never worse than XLA's rules by its own measure. The plan's log ends with an entry
-// "plan-selection" naming the candidates and their estimates.
-FusionPlan FormKernels(const Module& module, const FusionProfile& profile);
+// tie): never worse than XLA's rules by its own measure. XLA's rules see `baseline` if given
+// (the module before the profile's frontend repair), else `module`. The plan's log ends
+// with an entry "plan-selection" naming the candidates and their estimates.
+FusionPlan FormKernels(const Module& module, const FusionProfile& profile, const Module* baseline = nullptr);
 
 }  // namespace fj
