@@ -11,7 +11,10 @@ namespace {
 inline uint32_t Rotl(uint32_t x, int r) { return (x << r) | (x >> (32 - r)); }
 
 // Threefry-2x32 with 20 rounds (Salmon et al., Random123), as JAX's threefry2x32: operands
-// k0, k1, x0, x1 (u32, the output's shape), outputs y0, y1.
+// k0, k1, x0, x1 (u32, the output's shape), outputs y0, y1. Compiled for AVX-512 and AVX2
+// too (chosen at load time), so that the opaque kernel is as fast as the compiler can make
+// it and what the custom_call lowering costs is the fusion boundary, not slow code.
+__attribute__((target_clones("avx512f", "avx2", "default")))
 void Threefry2x32(void** buffers, int64_t begin, int64_t end) {
   uint32_t* y0 = static_cast<uint32_t*>(buffers[0]);
   uint32_t* y1 = static_cast<uint32_t*>(buffers[1]);
