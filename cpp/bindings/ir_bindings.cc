@@ -119,7 +119,7 @@ struct ModuleHandle {
 
 py::dict KernelDict(const KernelInfo& k) {
   return py::dict("name"_a = k.name, "fusion"_a = k.fusion, "kind"_a = k.kind, "units"_a = k.units,
-                  "parallel"_a = k.parallel, "bytes_read"_a = k.bytes_read,
+                  "width"_a = k.width, "parallel"_a = k.parallel, "grain"_a = k.grain, "bytes_read"_a = k.bytes_read,
                   "bytes_written"_a = k.bytes_written);
 }
 

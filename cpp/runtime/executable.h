@@ -19,7 +19,9 @@ struct KernelInfo {
   std::string fusion;  // the fusion instruction it implements
   std::string kind;    // kLoop / kInput / kOutput
   int64_t units = 0;   // iteration units (elements or rows)
+  int width = 1;       // lanes per step of the kernel's innermost vector loop
   bool parallel = false;
+  int64_t grain = 1;   // the thread pool hands out units in multiples of this
   int64_t bytes_read = 0;
   int64_t bytes_written = 0;
 };

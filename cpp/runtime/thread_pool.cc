@@ -73,8 +73,11 @@ void ThreadPool::ParallelFor(FjKernelFn kernel, void** buffers, int64_t units, i
     return;
   }
   std::lock_guard<std::mutex> job_lock(job_mu_);
-  // A few chunks per thread balance uneven progress without much overhead.
+  // A few chunks per thread balance uneven progress without much overhead. Chunks are
+  // whole multiples of the grain: a kernel's vector loop covers a chunk only in steps of
+  // its width, so a chunk cut mid-vector would run on its scalar tail.
   int64_t chunk = std::max<int64_t>(grain, (units + 4 * threads - 1) / (4 * threads));
+  chunk = (chunk + grain - 1) / grain * grain;
   {
     std::lock_guard<std::mutex> lock(mu_);
     job_.kernel = kernel;

@@ -19,7 +19,8 @@ class ThreadPool {
   ~ThreadPool();
   int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
 
-  // Runs kernel(buffers, b, e) over [0, units), in chunks of at least `grain` units.
+  // Runs kernel(buffers, b, e) over [0, units), in chunks that are whole multiples of
+  // `grain` units (the last one excepted).
   void ParallelFor(FjKernelFn kernel, void** buffers, int64_t units, int64_t grain);
 
   // The process-wide pool: FUSIONJIT_NUM_THREADS threads, else one per core.

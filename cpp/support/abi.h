@@ -12,8 +12,9 @@ typedef void (*FjKernelFn)(void** buffers, int64_t begin, int64_t end);
 // Runtime services, passed to every program call. Field order is part of the ABI: the
 // generated code loads field 0 and 1 by position.
 struct FjRuntimeApi {
-  // Runs kernel(buffers, b, e) over [0, units) in chunks of at least `grain` units on the
-  // thread pool `pool`; returns when all chunks are done.
+  // Runs kernel(buffers, b, e) over [0, units) in chunks that are whole multiples of
+  // `grain` units (the last one excepted) on the thread pool `pool`; returns when all
+  // chunks are done.
   void (*parallel_for)(void* pool, FjKernelFn kernel, void** buffers, int64_t units,
                        int64_t grain);
   void* pool;

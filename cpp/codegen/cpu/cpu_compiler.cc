@@ -117,7 +117,8 @@ class ProgramEmitter {
     llvm::Value* address = llvm::ConstantExpr::getIntToPtr(
         b_->getInt64(static_cast<int64_t>(reinterpret_cast<uintptr_t>(fn))), ptr_);
     info.parallel = may_split && units >= options_.parallel_min_elements;
-    CallKernel(address, table, units, info.parallel, std::max<int64_t>(1, 16384 / 16));
+    info.grain = 16384 / 16;
+    CallKernel(address, table, units, info.parallel, info.grain);
     return info;
   }
 
@@ -131,6 +132,7 @@ class ProgramEmitter {
     info.fusion = fusion->name();
     info.kind = std::string(FusionKindName(fusion->fusion_kind()));
     info.units = plan.units;
+    info.width = plan.width;
     for (const Instruction* op : fusion->operands()) info.bytes_read += op->shape().ByteSize();
     info.bytes_written = fusion->shape().ByteSize();
     if (plan.units == 0) return info;
@@ -145,6 +147,10 @@ class ProgramEmitter {
     info.parallel = work >= options_.parallel_min_elements && plan.units > 1;
     int64_t work_per_unit = std::max<int64_t>(1, work / std::max<int64_t>(plan.units, 1));
     int64_t grain = std::max<int64_t>(1, 16384 / work_per_unit);
+    // Units that are elements go to threads in whole vectors: a chunk that starts or ends
+    // mid-vector runs its elements on the scalar tail loop.
+    if (plan.mode != codegen::KernelPlan::Mode::kRows) grain = (grain + plan.width - 1) / plan.width * plan.width;
+    info.grain = grain;
     CallKernel(kernel, table, plan.units, info.parallel, grain);
     return info;
   }
