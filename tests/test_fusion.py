@@ -325,7 +325,8 @@ def test_row_fusion_is_refused_with_its_reason():
     ex = fusionjit.explain(_softmax)(few_rows)
     assert ex.num_kernels == 3
     assert any(b.rule == "row-fusion" and "at least 8" in b.reason for b in ex.boundaries), str(ex)
-    long_rows = np.ones((8, 70000), np.float32)
+    # Rows over 64K elements (32 of them: fewer would be split by the tree reduction).
+    long_rows = np.ones((32, 70000), np.float32)
     assert count_kernels(_softmax)(long_rows) == 3
     # The row maximum is also a result: fused, it would be computed once more.
     both = lambda x: (_softmax(x), fnp.max(x, axis=-1))  # noqa: E731

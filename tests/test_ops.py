@@ -384,7 +384,7 @@ def test_vector_width_is_validated():
         fusionjit.config.update("fusionjit_vector_width", 3)
 
 
-@pytest.mark.parametrize("shape", [(65536 * 3 + 7,), (301, 1000)])
+@pytest.mark.parametrize("shape", [(196613,), (301, 1000)])  # a prime count: the last block is padded
 def test_large_reductions_to_a_scalar_are_split_and_exact(shape):
     """Reductions of many elements to one value run as partial sums over blocks (in
     parallel) and a reduction of the partials; padding the last block must not change
@@ -404,3 +404,38 @@ def test_large_reductions_to_a_scalar_are_split_and_exact(shape):
     for g, w, tol in zip(got, want, tols):
         np.testing.assert_allclose(np.asarray(g), w, rtol=0, atol=tol)
     assert fusionjit.testing.count_kernels(lambda x: fnp.sum(x * 2.0))(x) == 2
+
+
+@pytest.mark.parametrize("shape,axis", [((100003, 64), 0),      # one vector of columns; prime rows: padded
+                                        ((3, 7, 5000, 16), (1, 2)),  # a reduced run between kept dimensions
+                                        ((4, 65536), 1),         # four rows
+                                        ((2, 30011, 3), 1)])     # a prime run, three columns
+def test_reductions_with_few_outputs_are_split_and_exact(shape, axis):
+    """Few outputs over many elements: partial results over blocks of the reduced run, then
+    their reduction (TreeReductionPass); every combiner, padding included, is exact."""
+    rng = np.random.default_rng(1)
+    x = rng.uniform(-1, 1, shape).astype(np.float32)
+    i = rng.integers(-1000, 1000, shape).astype(np.int32)
+    got = fusionjit.jit(lambda x, i: (fnp.sum(x * 2.0, axis=axis), fnp.max(x, axis=axis), fnp.min(x, axis=axis),
+                                      fnp.sum(i, axis=axis), fnp.min(i, axis=axis), fnp.any(x > 0.99999, axis=axis)))(x, i)
+    reduced = np.prod([shape[a] for a in np.atleast_1d(axis)])
+    want = ((x.astype(np.float64) * 2).sum(axis=axis), x.max(axis=axis), x.min(axis=axis),
+            i.sum(axis=axis, dtype=np.int32), i.min(axis=axis), (x > 0.99999).any(axis=axis))
+    tols = [2e-6 * reduced, 0, 0, 0, 0, 0]
+    for g, w, tol in zip(got, want, tols):
+        assert np.asarray(g).shape == w.shape
+        np.testing.assert_allclose(np.asarray(g), w, rtol=0, atol=tol)
+    # Split: the partials are a kernel of their own.
+    assert fusionjit.testing.count_kernels(lambda x: fnp.max(x, axis=axis))(x) == 2
+
+
+def test_threads_get_whole_vectors_of_element_units():
+    """The thread pool hands a kernel whose units are elements whole vectors of them: a chunk
+    cut mid-vector would run on the scalar tail (a column sum of 300 x 8192 has 300 elements
+    to reduce per output, which once made chunks of 54 outputs, none a whole vector)."""
+    x = np.ones((300, 8192), np.float32)
+    for f in (lambda x: fnp.sum(x, axis=0), lambda x: fnp.exp(x) + 1.0):
+        kernels = fusionjit.jit(f).lower(x).compile().kernels
+        assert kernels and all(k["parallel"] for k in kernels)
+        for k in kernels:
+            assert k["width"] > 1 and k["grain"] % k["width"] == 0, k

@@ -159,14 +159,11 @@ KernelPlan PlanKernel(const Instruction* fusion, int max_width) {
   plan.mode = KernelPlan::Mode::kRows;
   plan.row_length = shape.rank() == 0 ? 1 : shape.dims().back();
   plan.units = plan.row_length == 0 ? 0 : elements / plan.row_length;
+  // A row reduction keeps the output loop scalar; EmitReduce vectorises the reduction.
   plan.width = row_reduction                       ? 1
                : plan.row_length >= out_width ? out_width
                : plan.row_length >= max_width ? max_width
                                               : 1;
-  if (row_reduction) {
-    // Keep the output loop scalar; EmitReduce vectorises over the reduced dimension.
-    plan.width = 1;
-  }
   return plan;
 }
 

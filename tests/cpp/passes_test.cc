@@ -308,28 +308,101 @@ module m
   ROOT %s = f32[] add(%a, %b)
 }
 
-ENTRY %main (x: f32[3,43862], y: f32[65535], z: f32[4,65536]) -> (f32[], f32[], f32[4]) {
+ENTRY %main (x: f32[3,43862], p: f32[131591], y: f32[65535]) -> (f32[], f32[], f32[]) {
   %x = f32[3,43862] parameter(0)
-  %y = f32[65535] parameter(1)
-  %z = f32[4,65536] parameter(2)
+  %p = f32[131591] parameter(1)
+  %y = f32[65535] parameter(2)
   %zero = f32[] constant(0)
   %big = f32[] reduce(%x, %zero), dimensions={0,1}, to_apply=%add
+  %prime = f32[] reduce(%p, %zero), dimensions={0}, to_apply=%add
   %small = f32[] reduce(%y, %zero), dimensions={0}, to_apply=%add
-  %rows = f32[4] reduce(%z, %zero), dimensions={1}, to_apply=%add
-  ROOT %t = (f32[], f32[], f32[4]) tuple(%big, %small, %rows)
+  ROOT %t = (f32[], f32[], f32[]) tuple(%big, %prime, %small)
 }
 )", &changed);
   EXPECT_TRUE(changed);
-  // 131586 elements: 4 blocks of 32897, the last padded with the init value.
+  // 131586 elements allow 4 blocks; 3 divide them, so no padding.
   EXPECT_NE(out.find("f32[131586] reshape(%x)"), std::string::npos) << out;
-  EXPECT_NE(out.find("f32[131588] pad("), std::string::npos) << out;
-  EXPECT_NE(out.find("padding=0_2"), std::string::npos) << out;
-  EXPECT_NE(out.find("f32[4,32897] reshape("), std::string::npos) << out;
+  EXPECT_NE(out.find("f32[3,43862] reshape("), std::string::npos) << out;
+  EXPECT_NE(out.find("f32[3] reduce("), std::string::npos) << out;
+  // A prime count: 4 blocks of 32898, the last padded with the init value.
+  EXPECT_NE(out.find("f32[131592] pad(%p, %zero), padding=0_1_0"), std::string::npos) << out;
+  EXPECT_NE(out.find("f32[4,32898] reshape("), std::string::npos) << out;
   EXPECT_NE(out.find("f32[4] reduce("), std::string::npos) << out;
-  // Under two blocks' worth, and reductions with several outputs, stay as they are.
+  // Under two blocks' worth stays as it is.
   EXPECT_NE(out.find("%small = f32[] reduce(%y, %zero)"), std::string::npos) << out;
-  EXPECT_NE(out.find("%rows = f32[4] reduce(%z, %zero)"), std::string::npos) << out;
   EXPECT_EQ(out.find("%big = "), std::string::npos) << out;
+  EXPECT_EQ(out.find("%prime = "), std::string::npos) << out;
+}
+
+TEST(TreeReduction, SplitsRowAndColumnReductionsWithFewOutputs) {
+  bool changed = false;
+  std::string out = RunPass<TreeReductionPass>(R"(
+module m
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+
+ENTRY %main (rows: f32[4,65536], cols: f32[100003,2,32], mid: f32[2,1001,16], many: f32[64,4096], wide: f32[100,4096]) -> (f32[4], f32[2,32], f32[2,16], f32[64], f32[4096]) {
+  %rows = f32[4,65536] parameter(0)
+  %cols = f32[100003,2,32] parameter(1)
+  %mid = f32[2,1001,16] parameter(2)
+  %many = f32[64,4096] parameter(3)
+  %wide = f32[100,4096] parameter(4)
+  %zero = f32[] constant(0)
+  %r = f32[4] reduce(%rows, %zero), dimensions={1}, to_apply=%add
+  %c = f32[2,32] reduce(%cols, %zero), dimensions={0}, to_apply=%add
+  %m = f32[2,16] reduce(%mid, %zero), dimensions={1}, to_apply=%add
+  %keep_rows = f32[64] reduce(%many, %zero), dimensions={1}, to_apply=%add
+  %keep_cols = f32[4096] reduce(%wide, %zero), dimensions={0}, to_apply=%add
+  ROOT %t = (f32[4], f32[2,32], f32[2,16], f32[64], f32[4096]) tuple(%r, %c, %m, %keep_rows, %keep_cols)
+}
+)", &changed);
+  EXPECT_TRUE(changed);
+  // Four rows are four units: each row is cut into 8 blocks (n / kBlockElements).
+  EXPECT_NE(out.find("f32[4,8,8192] reshape(%rows)"), std::string::npos) << out;
+  EXPECT_NE(out.find("f32[4,8] reduce("), std::string::npos) << out;
+  // 64 outputs are one vector of a column reduction: 64 blocks of 1563 rows, padded (the
+  // row count is prime).
+  EXPECT_NE(out.find("f32[100003,64] reshape(%cols)"), std::string::npos) << out;
+  EXPECT_NE(out.find("f32[100032,64] pad("), std::string::npos) << out;
+  EXPECT_NE(out.find("padding=0_29_0x0_0_0"), std::string::npos) << out;
+  EXPECT_NE(out.find("f32[64,1563,64] reshape("), std::string::npos) << out;
+  EXPECT_NE(out.find("f32[64,64] reduce("), std::string::npos) << out;
+  EXPECT_NE(out.find("f32[2,32] reshape("), std::string::npos) << out;
+  // A reduced run in the middle: [2, 1001, 16] in 1 block of 1001 would be no split; 32032
+  // elements are under two blocks' worth.
+  EXPECT_NE(out.find("%m = f32[2,16] reduce(%mid, %zero)"), std::string::npos) << out;
+  // Enough units already: 64 rows, or 64 vectors of columns.
+  EXPECT_NE(out.find("%keep_rows = f32[64] reduce(%many, %zero)"), std::string::npos) << out;
+  EXPECT_NE(out.find("%keep_cols = f32[4096] reduce(%wide, %zero)"), std::string::npos) << out;
+}
+
+TEST(TreeReduction, SplitsAReducedRunBetweenKeptDimensions) {
+  std::string out = RunPass<TreeReductionPass>(R"(
+module m
+
+%max (a: s32[], b: s32[]) -> s32[] {
+  %a = s32[] parameter(0)
+  %b = s32[] parameter(1)
+  ROOT %s = s32[] maximum(%a, %b)
+}
+
+ENTRY %main (x: s32[2,300,40,16]) -> s32[2,16] {
+  %x = s32[2,300,40,16] parameter(0)
+  %low = s32[] constant(-2147483648)
+  ROOT %m = s32[2,16] reduce(%x, %low), dimensions={1,2}, to_apply=%max
+}
+)");
+  // [A, R, C] = [2, 12000, 16]: 384000 elements allow 11 blocks; 10 divide 12000.
+  EXPECT_NE(out.find("s32[2,12000,16] reshape(%x)"), std::string::npos) << out;
+  EXPECT_EQ(out.find("pad("), std::string::npos) << out;
+  EXPECT_NE(out.find("s32[2,10,1200,16] reshape("), std::string::npos) << out;
+  EXPECT_NE(out.find("s32[2,10,16] reduce("), std::string::npos) << out;
+  EXPECT_NE(out.find("ROOT %"), std::string::npos) << out;
+  EXPECT_NE(out.find("s32[2,16] reduce("), std::string::npos) << out;
 }
 
 }  // namespace
