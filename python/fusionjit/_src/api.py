@@ -298,7 +298,10 @@ class Compiled:
 
     @property
     def kernels(self) -> list[dict]:
-        """One dict per kernel launch: name, fusion, kind, iteration units, bytes."""
+        """One dict per kernel launch: name, fusion, kind, bytes_read and bytes_written,
+        units (the elements or rows it iterates over), width (lanes per vector step),
+        parallel (whether the thread pool shares it) and grain (units are handed to threads
+        in multiples of it)."""
         return self._entry.compilation.executable.kernels
 
     @property
