@@ -3,6 +3,7 @@ Graphviz drawings, and that fused results equal unfused ones."""
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import numpy as np
@@ -334,6 +335,44 @@ def test_row_fusion_is_refused_with_its_reason():
     got = fusionjit.jit(both)(x)
     np.testing.assert_allclose(np.asarray(got[0]), _np_softmax(x), rtol=2e-5, atol=2e-6)
     np.testing.assert_array_equal(np.asarray(got[1]), x.max(-1))
+
+
+def _kept_rows(f, x):
+    """Row buffers of kept values in the kernels' LLVM IR (named after the kept op)."""
+    return len(re.findall(r"%kept\.\S+ = alloca", fusionjit.jit(f).lower(x).as_text(stage="llvm")))
+
+
+@pytest.mark.parametrize("cols", [4096, 4099, 7])
+def test_row_fused_kernel_keeps_a_costly_row_value(cols):
+    """Softmax's exp(x - max) feeds both its sum and its quotient: the row-fused kernel
+    computes it once per element into a row buffer and reads it back (tail lengths too)."""
+    x = np.random.default_rng(3).standard_normal((40, cols)).astype(np.float32)
+    np.testing.assert_allclose(np.asarray(fusionjit.jit(_softmax)(x)), _np_softmax(x), rtol=2e-5, atol=2e-7)
+    assert _kept_rows(_softmax, x) == 1
+    # Nothing costly to keep in layer norm (x - mean is cheaper to recompute than to store).
+    assert _kept_rows(_layernorm, x) == 0
+
+
+def test_kept_row_value_is_read_at_any_position_of_its_row(x64):
+    """The kept value read reversed (a gather from the row buffer), by two reductions, and
+    at another row's index through a transpose (recomputed there, not read from this row)."""
+    def f(x):
+        e = fnp.exp(x - fnp.max(x, axis=-1, keepdims=True))
+        return e / fnp.sum(e, axis=-1, keepdims=True) + e[:, ::-1] * fnp.max(e, axis=-1, keepdims=True) + e.T
+
+    def ref(x):
+        e = np.exp(x - x.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True) + e[:, ::-1] * e.max(-1, keepdims=True) + e.T
+
+    x = np.random.default_rng(4).standard_normal((33, 33)).astype(np.float32)
+    np.testing.assert_allclose(np.asarray(fusionjit.jit(f)(x)), ref(x), rtol=2e-5)
+    np.testing.assert_allclose(np.asarray(fusionjit.jit(f, fusion="xla")(x)), ref(x), rtol=2e-5)
+    assert count_kernels(f)(x) == 1
+    assert _kept_rows(f, x) == 1
+    # float64 rows keep float64 values.
+    x = np.random.default_rng(5).standard_normal((20, 515))
+    np.testing.assert_allclose(np.asarray(fusionjit.jit(_softmax)(x)), _np_softmax(x), rtol=1e-12, atol=1e-15)
+    assert _kept_rows(_softmax, x) == 1
 
 
 def test_plan_selection_compares_with_xla_on_the_unrepaired_program():

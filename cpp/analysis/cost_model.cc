@@ -2,6 +2,7 @@
 #include "analysis/cost_model.h"
 
 #include <algorithm>
+#include <unordered_set>
 
 namespace fj {
 namespace {
@@ -99,11 +100,52 @@ bool IsPerRowReduction(const Instruction* reduce, const Shape& kernel) {
          reduce->dimensions()[0] == kernel.rank() - 1;
 }
 
+bool HasTranscendental(const Instruction* instr) {
+  if (instr->opcode() != Opcode::kFusion) return IsTranscendental(instr->opcode());
+  for (const Instruction* i : instr->fused_computation()->MakePostOrder()) {
+    if (HasTranscendental(i)) return true;
+  }
+  return false;
+}
+
+const Shape& KernelShape(const Computation& fused) {
+  const Instruction* root = fused.root();
+  return root->opcode() == Opcode::kTuple ? root->operand(0)->shape() : root->shape();
+}
+
+bool IsRowValueSlot(const Instruction* instr, const Shape& kernel) {
+  if (!kernel.IsArray() || kernel.rank() < 2 || !instr->shape().IsArray() || instr->users().size() < 2 ||
+      !instr->shape().SameDims(kernel) ||
+      kernel.dims().back() * DTypeBytes(instr->dtype()) > kMaxKeptRowBytes) {
+    return false;
+  }
+  for (const Instruction* u : instr->users()) {
+    if (IsPerRowReduction(u, kernel) && u->operand(0) == instr) return true;
+  }
+  return false;
+}
+
+bool IsKeptRowValue(const Instruction* instr, const Shape& kernel) {
+  if (!IsRowValueSlot(instr, kernel)) return false;
+  // Costly to recompute: a transcendental op before the kernel's inputs and the row's
+  // reductions (those are computed once per row anyway).
+  std::vector<const Instruction*> work = {instr};
+  std::unordered_set<const Instruction*> seen;
+  while (!work.empty()) {
+    const Instruction* i = work.back();
+    work.pop_back();
+    if (!seen.insert(i).second || IsPerRowReduction(i, kernel)) continue;
+    if (IsTranscendental(i->opcode())) return true;
+    for (const Instruction* op : i->operands()) work.push_back(op);
+  }
+  return false;
+}
+
 std::unordered_map<const Instruction*, double> Evaluations(const Computation& fused) {
   std::unordered_map<const Instruction*, double> evals;
   std::vector<Instruction*> order = fused.MakePostOrder();
   const Instruction* root = fused.root();
-  const Shape& kernel = root->opcode() == Opcode::kTuple ? root->operand(0)->shape() : root->shape();
+  const Shape& kernel = KernelShape(fused);
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const Instruction* x = *it;
     double e = 0;
@@ -123,6 +165,7 @@ std::unordered_map<const Instruction*, double> Evaluations(const Computation& fu
       e += per;
     }
     if (IsPerRowReduction(x, kernel)) e = std::min(e, Elements(x->shape()));  // once per row
+    if (IsKeptRowValue(x, kernel)) e = std::min(e, Elements(x->shape()));     // once per element
     evals[x] = e;
   }
   return evals;

@@ -18,6 +18,20 @@ double ElementCost(const Instruction& instr);
 // reads it from a register (a row fusion, beyond XLA: softmax, layer norm).
 bool IsPerRowReduction(const Instruction* reduce, const Shape& kernel);
 
+// A value such a kernel keeps for the row it walks, computed once per element into a row
+// buffer and read back by its other users: the operand of a per-row reduction that
+// something else reads too, with a transcendental op in it short of the kernel's inputs and
+// per-row reductions, and rows of at most kMaxKeptRowBytes (softmax's exp(x - max)).
+constexpr int64_t kMaxKeptRowBytes = 64 * 1024;
+bool IsKeptRowValue(const Instruction* instr, const Shape& kernel);
+// The part of that which does not depend on how `instr` is computed: where a producer with
+// a transcendental op fused in place of `instr` would be kept.
+bool IsRowValueSlot(const Instruction* instr, const Shape& kernel);
+// Whether `instr`, or any op of it when it is a fusion, is transcendental.
+bool HasTranscendental(const Instruction* instr);
+// The shape a fused computation's kernel walks: its root's, or a tuple root's first.
+const Shape& KernelShape(const Computation& fused);
+
 // How many times each instruction of a fused computation is evaluated when the kernel
 // produces all of its outputs: the root once per element, and an operand once per
 // evaluation of each user times the user's reads per evaluation (a reduction reads its

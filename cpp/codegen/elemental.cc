@@ -63,6 +63,14 @@ Val ElementalEmitter::Emit(const Instruction* instr, const Index& index) {
       if ((e.width == width_ || !e.value.varying) && e.index == index) return e.value;
     }
   }
+  if (auto kept = row_values_.find(instr); kept != row_values_.end()) {
+    const RowValue& row = kept->second;
+    bool in_row = !index.linear && index.dims.size() == row.outer.size() + 1;
+    for (size_t k = 0; in_row && k < row.outer.size(); ++k) {
+      in_row = index.dims[k].uniform() && index.dims[k].base == row.outer[k];
+    }
+    if (in_row) return row.read(index.dims.back(), width_);
+  }
   Val v = EmitUncached(instr, index);
   scopes_.back()[instr].push_back({width_, index, v});
   return v;

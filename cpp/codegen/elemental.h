@@ -78,6 +78,17 @@ class ElementalEmitter {
     return v;
   }
 
+  // A value of a row-fused kernel kept for the row being walked: where `instr` is indexed
+  // in that row (its leading dimensions at `outer`), `read` loads it at the position in
+  // the last dimension instead of computing it again.
+  struct RowValue {
+    std::vector<llvm::Value*> outer;
+    std::function<Val(const IndexDim& position, int width)> read;
+  };
+  void KeepRowValue(const Instruction* instr, RowValue value) { row_values_[instr] = std::move(value); }
+  bool KeepsRowValue(const Instruction* instr) const { return row_values_.count(instr) > 0; }
+  void ForgetRowValues() { row_values_.clear(); }
+
   class WidthScope {
    public:
     WidthScope(ElementalEmitter& e, int width) : e_(e), saved_(e.width_) {
@@ -123,6 +134,7 @@ class ElementalEmitter {
   int width_;
   int reduction_width_;
   std::vector<std::unordered_map<const Instruction*, std::vector<CacheEntry>>> scopes_;
+  std::unordered_map<const Instruction*, RowValue> row_values_;
 };
 
 // The row-major linear position of a multi-dimensional index into `dims`.

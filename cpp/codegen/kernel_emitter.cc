@@ -1,6 +1,7 @@
 // Kernel emission (see kernel_emitter.h).
 #include "codegen/kernel_emitter.h"
 
+#include <algorithm>
 #include <unordered_set>
 
 #include "analysis/cost_model.h"
@@ -13,6 +14,18 @@ namespace {
 
 // Vector iterations per trip of a kernel's main loop: more loads in flight, less loop overhead.
 constexpr int kVectorUnroll = 4;
+
+// Values a row-fused kernel keeps for the row it walks (IsKeptRowValue), in the order
+// its per-row reductions first need them.
+std::vector<const Instruction*> KeptRowValues(const std::vector<const Instruction*>& per_row,
+                                              const Shape& kernel) {
+  std::vector<const Instruction*> kept;
+  for (const Instruction* r : per_row) {
+    const Instruction* e = r->operand(0);
+    if (IsKeptRowValue(e, kernel) && std::find(kept.begin(), kept.end(), e) == kept.end()) kept.push_back(e);
+  }
+  return kept;
+}
 
 // The instructions whose values a kernel stores: the root, or a tuple root's operands.
 std::vector<const Instruction*> KernelRoots(const Computation& c) {
@@ -283,6 +296,41 @@ llvm::Function* EmitKernel(llvm::Module& module, const Instruction* fusion, cons
     }, "tail", {1, false});
   };
 
+  // Computes `e` over the row at `outer` into `buffer` (full vectors, then a scalar tail);
+  // from then on the emitter reads it from there wherever the row indexes it.
+  auto keep_row_value = [&](const Instruction* e, llvm::Value* buffer, const std::vector<llvm::Value*>& outer) {
+    DType t = e->dtype();
+    llvm::Type* storage = StorageType(ctx, t);
+    if (emitter.KeepsRowValue(e)) return;
+    auto fill = [&](llvm::Value* j, int width) {
+      LaneMath lanes(b, width);
+      Index index;
+      for (llvm::Value* o : outer) index.dims.push_back(lanes.Uniform(o));
+      index.dims.push_back(lanes.LaneRamp(j));
+      llvm::Value* v = lanes.Widen(emitter.Emit(e, index));
+      b.CreateAlignedStore(StoreValue(b, t, v), b.CreateGEP(storage, buffer, j), llvm::Align(DTypeBytes(t)));
+    };
+    int width = plan.reduction_width;
+    int64_t vec_end = width > 1 ? plan.row_length - plan.row_length % width : 0;
+    if (vec_end > 0) {
+      ElementalEmitter::WidthScope wide(emitter, width);
+      emitter.ForLoop(b.getInt64(0), b.getInt64(vec_end), width, {}, [&](llvm::Value* j, const std::vector<llvm::Value*>&) {
+        fill(j, width);
+        return std::vector<llvm::Value*>{};
+      }, "keep", {kVectorUnroll, false});
+    }
+    if (vec_end < plan.row_length) {
+      ElementalEmitter::WidthScope scalar(emitter, 1);
+      emitter.ForLoop(b.getInt64(vec_end), b.getInt64(plan.row_length), 1, {}, [&](llvm::Value* j, const std::vector<llvm::Value*>&) {
+        fill(j, 1);
+        return std::vector<llvm::Value*>{};
+      }, "keep.tail", {1, false});
+    }
+    emitter.KeepRowValue(e, {outer, [&load, buffer, t](const IndexDim& position, int width) {
+                               return load(buffer, t, position, width);
+                             }});
+  };
+
   const Shape& out_shape = roots[0]->shape();
   if (plan.mode == KernelPlan::Mode::kHorizontal) {
     for (int k = 0; k < num_outputs; ++k) {
@@ -353,6 +401,15 @@ llvm::Function* EmitKernel(llvm::Module& module, const Instruction* fusion, cons
     for (const Instruction* i : comp.MakePostOrder()) {
       if (IsPerRowReduction(i, out_shape)) per_row.push_back(i);
     }
+    // Row values kept in stack buffers (allocated here, in the entry block, once per call).
+    std::vector<const Instruction*> kept = KeptRowValues(per_row, out_shape);
+    std::vector<llvm::Value*> kept_rows;
+    for (const Instruction* e : kept) {
+      llvm::Type* storage = StorageType(ctx, e->dtype());
+      auto* buffer = b.CreateAlloca(llvm::ArrayType::get(storage, plan.row_length), nullptr, "kept." + e->name());
+      buffer->setAlignment(llvm::Align(64));
+      kept_rows.push_back(buffer);
+    }
     emitter.ForLoop(begin, end, 1, {}, [&](llvm::Value* row, const std::vector<llvm::Value*>&) {
       // The outer dimensions' indices of this row, uniform across its lanes.
       std::vector<llvm::Value*> outer(std::max(rank - 1, 0));
@@ -372,7 +429,11 @@ llvm::Function* EmitKernel(llvm::Module& module, const Instruction* fusion, cons
         LaneMath lanes(b, 1);
         Index at;
         for (int k = 0; k < rank - 1; ++k) at.dims.push_back(lanes.Uniform(outer[k]));
-        for (const Instruction* r : per_row) emitter.EmitUniform(r, at);
+        for (const Instruction* r : per_row) {
+          auto k = std::find(kept.begin(), kept.end(), r->operand(0)) - kept.begin();
+          if (k < static_cast<int64_t>(kept.size())) keep_row_value(kept[k], kept_rows[k], outer);
+          emitter.EmitUniform(r, at);
+        }
       }
       if (rank == 0) {
         LaneMath lanes(b, 1);
@@ -387,6 +448,7 @@ llvm::Function* EmitKernel(llvm::Module& module, const Instruction* fusion, cons
         IndexDim linear = lanes.LaneRamp(b.CreateAdd(row_start, j));
         return std::make_pair(index, linear);
       });
+      emitter.ForgetRowValues();
       return std::vector<llvm::Value*>{};
     }, "row");
   }

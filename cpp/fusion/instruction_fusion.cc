@@ -47,11 +47,19 @@ FusionDecision CostModelDecision(const CostModel& model, const Instruction* prod
       consumer_ops.insert(op);
     }
   }
+  double producer_elements = std::max<double>(1.0, static_cast<double>(producer->shape().NumElements()));
   double evaluations = 0;
   for (int i = 0; i < consumer->operand_count(); ++i) {
-    if (consumer->operand(i) == producer) evaluations += OperandEvaluations(consumer, i);
+    if (consumer->operand(i) != producer) continue;
+    double e = OperandEvaluations(consumer, i);
+    // A costly producer read by a row of a row-fused consumer is computed once per element
+    // and kept for the row (the emitter's row buffer), however often the row reads it.
+    if (consumer->opcode() == Opcode::kFusion && HasTranscendental(producer)) {
+      const Computation& c = *consumer->fused_computation();
+      if (IsRowValueSlot(c.parameter(i), KernelShape(c))) e = std::min(e, producer_elements);
+    }
+    evaluations += e;
   }
-  double producer_elements = std::max<double>(1.0, static_cast<double>(producer->shape().NumElements()));
   fused.flops += cp.flops / producer_elements * evaluations;
   double unfused_us = model.TimeUs(cp) + model.TimeUs(cc);
   double fused_us = model.TimeUs(fused) + (stays ? model.TimeUs(cp) : 0.0);
