@@ -429,6 +429,19 @@ def test_reductions_with_few_outputs_are_split_and_exact(shape, axis):
     assert fusionjit.testing.count_kernels(lambda x: fnp.max(x, axis=axis))(x) == 2
 
 
+def test_kernels_that_make_their_own_large_values_are_parallel():
+    """A kernel's work counts the arrays it makes itself, not only its inputs and outputs:
+    the partial sums of random numbers (from a two-word key) or of an iota were run on one
+    thread because the kernel reads 8 bytes and writes 64 values."""
+    import fusionjit.random as fr
+    cases = [(lambda k: fnp.sum(fr.uniform(k, (1 << 20,))), fr.key(0)),
+             (lambda s: fnp.max(fnp.arange(1 << 20, dtype=np.float32) * s), np.float32(0.5))]
+    for f, arg in cases:
+        kernels = fusionjit.jit(f).lower(arg).compile().kernels
+        assert kernels[0]["units"] > 1 and kernels[0]["parallel"], kernels
+    assert float(cases[1][0](np.float32(0.5))) == (2 ** 20 - 1) * 0.5
+
+
 def test_threads_get_whole_vectors_of_element_units():
     """The thread pool hands a kernel whose units are elements whole vectors of them: a chunk
     cut mid-vector would run on the scalar tail (a column sum of 300 x 8192 has 300 elements

@@ -140,10 +140,13 @@ class ProgramEmitter {
     llvm::Value* table = BufferTable(fusion, plan.num_outputs);
     int64_t elements = fusion->shape().IsTuple() ? fusion->shape().tuple_shape(0).NumElements()
                                                  : fusion->shape().NumElements();
-    // Reductions do more work per output element than their output size suggests.
-    int64_t work = 0;
+    // Reductions do more work per output element than their output size suggests, also
+    // over values the kernel makes itself (an iota, random bits, a broadcast scalar).
+    int64_t work = elements;
     for (const Instruction* op : fusion->operands()) work = std::max(work, op->shape().NumElements());
-    work = std::max(work, elements);
+    for (const Instruction* i : fusion->fused_computation()->MakePostOrder()) {
+      if (i->shape().IsArray()) work = std::max(work, i->shape().NumElements());
+    }
     info.parallel = work >= options_.parallel_min_elements && plan.units > 1;
     int64_t work_per_unit = std::max<int64_t>(1, work / std::max<int64_t>(plan.units, 1));
     int64_t grain = std::max<int64_t>(1, 16384 / work_per_unit);
