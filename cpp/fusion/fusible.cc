@@ -102,14 +102,8 @@ bool IsReduction(const Instruction* instr) {
 }
 
 bool IsLoopFusibleProducer(const Instruction* instr) {
+  if (IsStructural(instr->opcode())) return false;
   switch (instr->opcode()) {
-    case Opcode::kParameter:
-    case Opcode::kTuple:
-    case Opcode::kGetTupleElement:
-    case Opcode::kWhile:
-    case Opcode::kConditional:
-    case Opcode::kCall:
-    case Opcode::kCustomCall:
     case Opcode::kDot:
       return false;
     case Opcode::kConstant:
@@ -122,15 +116,9 @@ bool IsLoopFusibleProducer(const Instruction* instr) {
 }
 
 bool IsFusibleConsumer(const Instruction* instr) {
+  if (IsStructural(instr->opcode())) return false;
   switch (instr->opcode()) {
-    case Opcode::kParameter:
     case Opcode::kConstant:
-    case Opcode::kTuple:
-    case Opcode::kGetTupleElement:
-    case Opcode::kWhile:
-    case Opcode::kConditional:
-    case Opcode::kCall:
-    case Opcode::kCustomCall:
     case Opcode::kDot:
       return false;
     case Opcode::kFusion:

@@ -6,7 +6,7 @@
 namespace fj {
 namespace {
 
-constexpr int kE = 1, kT = 2, kC = 4;
+constexpr int kE = 1, kT = 2, kC = 4, kS = 8;
 
 struct OpcodeInfo {
   std::string_view spelling;
@@ -37,6 +37,7 @@ int OpcodeArity(Opcode op) { return Info(op).arity; }
 bool IsElementwise(Opcode op) { return Info(op).flags & kE; }
 bool IsTranscendental(Opcode op) { return Info(op).flags & kT; }
 bool IsCommutative(Opcode op) { return Info(op).flags & kC; }
+bool IsStructural(Opcode op) { return Info(op).flags & kS; }
 
 std::string_view ComparisonDirectionName(ComparisonDirection d) {
   static constexpr std::string_view kNames[] = {"EQ", "NE", "LT", "LE", "GT", "GE"};

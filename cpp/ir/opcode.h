@@ -19,6 +19,9 @@ int OpcodeArity(Opcode op);  // -1: variadic
 bool IsElementwise(Opcode op);
 bool IsTranscendental(Opcode op);
 bool IsCommutative(Opcode op);
+// Parameter, tuple, get-tuple-element, while, conditional, call, custom call: no elemental
+// form, so never folded, fused or emitted per element.
+bool IsStructural(Opcode op);
 
 enum class ComparisonDirection : uint8_t { kEq, kNe, kLt, kLe, kGt, kGe };
 std::string_view ComparisonDirectionName(ComparisonDirection d);  // "EQ", ...

@@ -11,15 +11,9 @@ namespace {
 constexpr int64_t kMaxFoldedElements = 1024;
 
 bool ShouldFold(const Instruction* instr) {
+  if (IsStructural(instr->opcode())) return false;
   switch (instr->opcode()) {
-    case Opcode::kParameter:
     case Opcode::kConstant:
-    case Opcode::kTuple:
-    case Opcode::kGetTupleElement:
-    case Opcode::kWhile:
-    case Opcode::kConditional:
-    case Opcode::kCall:
-    case Opcode::kCustomCall:
     case Opcode::kFusion:
       return false;
     case Opcode::kBroadcast:
