@@ -17,25 +17,19 @@ threefry2x32 is a primitive with two lowerings (``fusionjit_threefry_lowering``)
 from __future__ import annotations
 
 import math
-import operator
 from typing import Sequence
 
 import numpy as np
 
 from fusionjit._src import core
 from fusionjit._src import dtypes as dt
-from fusionjit._src import errors
 from fusionjit._src.config import config
 from fusionjit._src.lax import lax
 from fusionjit._src.lowering import register
 from fusionjit._src.numpy import reductions, shapes, ufuncs
-from fusionjit._src.numpy.util import aval, to_array
+from fusionjit._src.numpy.util import aval, fail, shape_arg, to_array
 
 U32 = np.dtype(np.uint32)
-
-
-def _fail(message: str, exc_type=TypeError):
-    raise exc_type(errors.located(message))
 
 
 # --- the threefry2x32 primitive -------------------------------------------------------
@@ -47,7 +41,7 @@ threefry2x32_p = core.Primitive("threefry2x32", multiple_results=True)
 def _threefry_abstract_eval(k0, k1, x0, x1):
     for a in (k0, k1, x0, x1):
         if a.dtype != U32 or a.shape != x0.shape:
-            _fail(f"threefry2x32 needs uint32 operands of one shape, got {a.str_short()}")
+            fail(f"threefry2x32 needs uint32 operands of one shape, got {a.str_short()}")
     out = core.ShapedArray(x0.shape, U32, False)
     return [out, out]
 
@@ -98,7 +92,7 @@ sort_key_val_p = core.Primitive("sort_key_val", multiple_results=True)
 @sort_key_val_p.def_abstract_eval
 def _sort_abstract_eval(keys, values):
     if keys.dtype != U32 or keys.shape != values.shape or keys.ndim != 2:
-        _fail("sort_key_val needs uint32 keys and values of one 2-D shape")
+        fail("sort_key_val needs uint32 keys and values of one 2-D shape")
     return [keys, values]
 
 
@@ -191,13 +185,13 @@ def _seed_words(seed):
     """(hi, lo) uint32 words of a seed, as JAX: the seed is canonicalised (int32 without
     x64, so only its low 32 bits survive) and split into its high and low words."""
     if isinstance(seed, (bool, np.bool_)):
-        _fail("a PRNG seed must be an integer, not a boolean")
+        fail("a PRNG seed must be an integer, not a boolean")
     if isinstance(seed, (float, np.floating)):
-        _fail(f"a PRNG seed must be an integer, got the float {seed!r}")
+        fail(f"a PRNG seed must be an integer, got the float {seed!r}")
     if isinstance(seed, (int, np.integer)):
         s = int(seed)
         if not -(2**63) <= s < 2**64:
-            _fail(f"seed {s} does not fit in 64 bits", OverflowError)
+            fail(f"seed {s} does not fit in 64 bits", OverflowError)
         if dt.x64_enabled():
             s &= (1 << 64) - 1
             return np.uint32(s >> 32), np.uint32(s & 0xFFFFFFFF)
@@ -205,7 +199,7 @@ def _seed_words(seed):
     seed = to_array(seed)
     a = aval(seed)
     if not dt.is_int(a.dtype) or a.shape != ():
-        _fail(f"a PRNG seed must be an integer scalar, got {a.str_short()} (floats and arrays are not valid seeds)")
+        fail(f"a PRNG seed must be an integer scalar, got {a.str_short()} (floats and arrays are not valid seeds)")
     if a.dtype.itemsize == 8:
         hi = lax.convert_element_type(lax.shift_right_logical(
             seed, to_array(32, a.dtype, False)), U32)
@@ -241,12 +235,12 @@ def _key(name: str, k):
     if isinstance(k, PRNGKeyArray):
         return k._data, True
     if isinstance(k, (int, np.integer)) and not isinstance(k, bool):
-        _fail(f"{name}() needs a PRNG key, got the integer {k}; make one with "
+        fail(f"{name}() needs a PRNG key, got the integer {k}; make one with "
               f"fusionjit.random.key({k})")
     k = to_array(k)
     a = aval(k)
     if a.dtype != U32 or not a.shape or a.shape[-1] != 2:
-        _fail(f"{name}() needs a PRNG key (a typed key, or uint32 words of shape (..., 2)), "
+        fail(f"{name}() needs a PRNG key (a typed key, or uint32 words of shape (..., 2)), "
               f"got {a.str_short()}")
     return k, False
 
@@ -274,7 +268,7 @@ def _counters(shape: tuple):
     """Row-major flat index of every element of `shape`, as (hi, lo) uint32 words."""
     n = int(np.prod(shape, dtype=np.int64))
     if n >= 2**32:
-        _fail(f"cannot draw more than 2**32 - 1 random values at once (shape {shape})",
+        fail(f"cannot draw more than 2**32 - 1 random values at once (shape {shape})",
               ValueError)
     if not shape:
         return to_array(0, U32, False), to_array(0, U32, False)
@@ -341,18 +335,6 @@ def _random_bits64(data, shape: tuple):
     return lax.bitwise_or(lax.shift_left(y0, to_array(32, u64, False)), y1)
 
 
-def _shape(name: str, shape) -> tuple:
-    if isinstance(shape, (int, np.integer)):
-        shape = (shape,)
-    try:
-        shape = tuple(operator.index(d) for d in shape)
-    except TypeError:
-        _fail(f"{name}(): shape must be a tuple of integers, got {shape!r}")
-    if any(d < 0 for d in shape):
-        _fail(f"{name}(): negative dimensions in shape {shape}", ValueError)
-    return shape
-
-
 def _rewrap(data, typed: bool):
     return PRNGKeyArray(data) if typed else data
 
@@ -362,7 +344,7 @@ def _rewrap(data, typed: bool):
 def split(key, num: int | Sequence[int] = 2):
     """New keys, derived from `key`: `num` of them, or an array of keys of shape `num`."""
     data, typed = _key("split", key)
-    shape = _shape("split", num)
+    shape = shape_arg(num, "split")
     k0, k1 = _words(data)
     batch = aval(k0).shape
     n = int(np.prod(shape, dtype=np.int64))
@@ -386,7 +368,7 @@ def fold_in(key, data):
     kd, typed = _key("fold_in", key)
     d = to_array(data)
     if not dt.is_int(aval(d).dtype):
-        _fail(f"fold_in() needs integer data, got {aval(d).dtype}")
+        fail(f"fold_in() needs integer data, got {aval(d).dtype}")
     d = lax.convert_element_type(d, U32)
     k0, k1 = _words(kd)
     y0, y1 = _tf(k0, k1, lax.full(aval(d).shape, 0, U32), d)
@@ -396,13 +378,13 @@ def fold_in(key, data):
 def bits(key, shape=(), dtype=None):
     """Random bits of an unsigned integer dtype (uint32 by default)."""
     data, _ = _key("bits", key)
-    shape = _shape("bits", shape)
+    shape = shape_arg(shape, "bits")
     d = np.dtype(np.uint32) if dtype is None else np.dtype(dtype)
     if d not in (np.dtype(np.uint32), np.dtype(np.uint64)):
-        _fail(f"bits() supports uint32 and uint64 (uint64 with x64), got {d}")
+        fail(f"bits() supports uint32 and uint64 (uint64 with x64), got {d}")
     if d == np.dtype(np.uint64):
         if not dt.x64_enabled():
-            _fail("64-bit random bits need fusionjit_enable_x64")
+            fail("64-bit random bits need fusionjit_enable_x64")
         return _random_bits64(data, shape)
     return _random_bits32(data, shape)
 
@@ -410,14 +392,14 @@ def bits(key, shape=(), dtype=None):
 def _float_dtype(name: str, dtype):
     d = dt.default_float() if dtype is None else dt.canonicalize(dtype)
     if not dt.is_float(d):
-        _fail(f"{name}(): dtype must be a float dtype, got {d}", ValueError)
+        fail(f"{name}(): dtype must be a float dtype, got {d}", ValueError)
     return d
 
 
 def uniform(key, shape=(), dtype=None, minval=0.0, maxval=1.0):
     """Uniform floats in [minval, maxval): 23 (52) random mantissa bits, as JAX."""
     data, _ = _key("uniform", key)
-    shape = _shape("uniform", shape)
+    shape = shape_arg(shape, "uniform")
     d = _float_dtype("uniform", dtype)
     batch = aval(data).shape[:-1]
     out_shape = batch + shape
@@ -446,8 +428,8 @@ def bernoulli(key, p=0.5, shape=None):
     """True with probability `p` (uniform(key, shape, dtype(p)) < p)."""
     p = to_array(p)
     if not dt.is_float(aval(p).dtype):
-        _fail(f"bernoulli(): p must have a float dtype, got {aval(p).dtype}")
-    shape = aval(p).shape if shape is None else _shape("bernoulli", shape)
+        fail(f"bernoulli(): p must have a float dtype, got {aval(p).dtype}")
+    shape = aval(p).shape if shape is None else shape_arg(shape, "bernoulli")
     u = uniform(key, shape, aval(p).dtype)
     return lax.lt(u, shapes.broadcast_to(lax.convert_element_type(p, aval(p).dtype), aval(u).shape))
 
@@ -456,12 +438,12 @@ def randint(key, shape, minval, maxval, dtype=None):
     """Uniform integers in [minval, maxval), as JAX: 64 random bits per value reduced
     modulo the span (biased for spans that are not powers of two, like JAX's)."""
     data, _ = _key("randint", key)
-    shape = _shape("randint", shape)
+    shape = shape_arg(shape, "randint")
     d = dt.default_int() if dtype is None else dt.canonicalize(dtype)
     if not dt.is_int(d):
-        _fail(f"randint(): dtype must be an integer dtype, got {d}")
+        fail(f"randint(): dtype must be an integer dtype, got {d}")
     if d.itemsize != 4:
-        _fail(f"randint() supports 32-bit integer dtypes (int32, uint32), got {d}")
+        fail(f"randint() supports 32-bit integer dtypes (int32, uint32), got {d}")
     batch = aval(data).shape[:-1]
     out_shape = batch + shape
     minval, maxval = to_array(minval), to_array(maxval)
@@ -568,9 +550,9 @@ def categorical(key, logits, axis: int = -1, shape=None):
         logits = lax.convert_element_type(logits, dt.default_float())
     axis = axis % len(lshape) if lshape else 0
     batch_shape = tuple(d for i, d in enumerate(lshape) if i != axis)
-    shape = batch_shape if shape is None else _shape("categorical", shape)
+    shape = batch_shape if shape is None else shape_arg(shape, "categorical")
     if shape[len(shape) - len(batch_shape):] != batch_shape:
-        _fail(f"categorical(): shape {shape} must end with the logits' batch shape {batch_shape}",
+        fail(f"categorical(): shape {shape} must end with the logits' batch shape {batch_shape}",
               ValueError)
     prefix = shape[:len(shape) - len(batch_shape)]
     neg_axis = axis - len(lshape)
@@ -602,7 +584,6 @@ def _take(a, idx, axis: int):
     else:
         out = lax.reduce_sum(picked, (len(flat_idx),))
     # out: idx.shape + rest; put the drawn axis where `axis` was.
-    a_shape = aval(a).shape
     order = list(range(len(flat_idx), len(flat_idx) + axis)) + list(range(len(flat_idx))) + \
         list(range(len(flat_idx) + axis, len(flat_idx) + len(rest)))
     return lax.transpose(out, order)
@@ -624,12 +605,12 @@ def permutation(key, x, axis: int = 0, independent: bool = False):
     """A random permutation of range(x) (an int) or of `x` along `axis`."""
     data, _ = _key("permutation", key)
     if aval(data).shape != (2,):
-        _fail("permutation() takes a single key")
+        fail("permutation() takes a single key")
     if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
         return _shuffle(data, shapes.arange(int(x)), 0)
     x = to_array(x)
     if aval(x).ndim == 0:
-        _fail("permutation(): x must be an integer or at least 1-dimensional")
+        fail("permutation(): x must be an integer or at least 1-dimensional")
     axis = axis % aval(x).ndim
     if independent or aval(x).ndim == 1:
         return _shuffle(data, x, axis)
@@ -640,13 +621,13 @@ def permutation(key, x, axis: int = 0, independent: bool = False):
 def choice(key, a, shape=(), replace: bool = True, p=None, axis: int = 0):
     """Random samples from `a` (an int n: range(n); or an array along `axis`)."""
     data, _ = _key("choice", key)
-    shape = _shape("choice", shape)
+    shape = shape_arg(shape, "choice")
     if isinstance(a, (int, np.integer)) and not isinstance(a, bool):
         n_inputs, arr = int(a), None
     else:
         arr = to_array(a)
         if aval(arr).ndim == 0:
-            n_inputs, arr = int(arr.item()) if core.is_concrete_array(arr) else _fail(
+            n_inputs, arr = int(arr.item()) if core.is_concrete_array(arr) else fail(
                 "choice(): a traced scalar `a` must be concrete"), None
         else:
             axis = axis % aval(arr).ndim
@@ -656,9 +637,9 @@ def choice(key, a, shape=(), replace: bool = True, p=None, axis: int = 0):
     if n_draws == 0:
         return shapes.zeros(shape, out_dtype)
     if n_inputs <= 0:
-        _fail("choice(): a must be greater than 0 unless no samples are taken", ValueError)
+        fail("choice(): a must be greater than 0 unless no samples are taken", ValueError)
     if not replace and n_draws > n_inputs:
-        _fail(f"choice(): cannot take a larger sample (size {n_draws}) than population "
+        fail(f"choice(): cannot take a larger sample (size {n_draws}) than population "
               f"(size {n_inputs}) when replace=False", ValueError)
     if p is None:
         if replace:
@@ -674,10 +655,10 @@ def choice(key, a, shape=(), replace: bool = True, p=None, axis: int = 0):
         if not dt.is_float(aval(p).dtype):
             p = lax.convert_element_type(p, dt.default_float())
         if aval(p).shape != (n_inputs,):
-            _fail(f"choice(): p must be None or a 1D vector with the same size as a.shape[axis]; "
+            fail(f"choice(): p must be None or a 1D vector with the same size as a.shape[axis]; "
                   f"p has shape {aval(p).shape} and a.shape[axis] is {n_inputs}", ValueError)
         if not replace:
-            _fail("choice(replace=False, p=...) is not supported yet", NotImplementedError)
+            fail("choice(replace=False, p=...) is not supported yet", NotImplementedError)
         # cumsum by a triangular sum, then searchsorted (left) as a count of cdf < r.
         tri = lax.le(lax.broadcasted_iota(dt.default_int(), (n_inputs, n_inputs), 1),
                      lax.broadcasted_iota(dt.default_int(), (n_inputs, n_inputs), 0))

@@ -137,13 +137,15 @@ def canonical_axes(axis, ndim: int) -> tuple[int, ...]:
     return (canonical_axis(axis, ndim),)
 
 
-def shape_arg(shape) -> tuple[int, ...]:
+def shape_arg(shape, caller: str | None = None) -> tuple[int, ...]:
+    """A shape argument as a tuple of ints (an int is a 1-d shape); errors name `caller`."""
+    where = f"{caller}(): " if caller else ""
     if isinstance(shape, (int, np.integer)) or (core.is_concrete_array(shape) and shape.ndim == 0):
         shape = (shape,)
     try:
         out = tuple(operator.index(d) for d in shape)
     except TypeError:
-        fail(f"a shape must be a tuple of integers, got {shape!r}")
+        fail(f"{where}a shape must be a tuple of integers, got {shape!r}")
     if any(d < 0 for d in out):
-        fail(f"negative dimensions are not allowed: {out}", ValueError)
+        fail(f"{where}negative dimensions are not allowed: {out}", ValueError)
     return out
