@@ -97,6 +97,7 @@ std::optional<T> EvalUnary(Opcode op, T x) {
       case Opcode::kFloor: return std::floor(x);
       case Opcode::kCeil: return std::ceil(x);
       case Opcode::kRoundNearestEven: return std::nearbyint(x);
+      case Opcode::kRoundNearestAfz: return std::round(x);
       case Opcode::kExp: return std::exp(x);
       case Opcode::kExpm1: return std::expm1(x);
       case Opcode::kLog: return std::log(x);

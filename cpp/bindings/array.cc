@@ -41,6 +41,12 @@ py::dtype NumpyDType(DType t) {
   return *cache[i];
 }
 
+bool IsNativeByteOrder(const py::dtype& d) {
+  char order = d.byteorder();  // '=' native, '|' not applicable, '<' or '>' explicit
+  constexpr char kOther = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ? '>' : '<';
+  return order != kOther;
+}
+
 std::optional<DType> DTypeFromNumpy(const py::dtype& d) {
   int num = d.num();
   for (DType t : kAllDTypes) {
@@ -70,7 +76,10 @@ PyArray ArrayFromNumpy(const py::array& x, bool weak_type) {
     throw py::type_error("fusionjit does not support arrays of dtype " +
                          py::str(x.dtype()).cast<std::string>());
   }
-  py::array c = py::array::ensure(x, py::array::c_style);
+  // Non-native byte order (e.g. '>f4' read from a file) is converted, as NumPy and JAX do.
+  py::array c = IsNativeByteOrder(x.dtype()) ? py::array::ensure(x, py::array::c_style)
+                                             : py::array::ensure(x.attr("astype")(NumpyDType(*t)),
+                                                                 py::array::c_style);
   PyArray a;
   a.dtype = *t;
   a.weak_type = weak_type;

@@ -12,7 +12,10 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstring>
+#include <list>
+#include <mutex>
 #include <unordered_map>
 
 #include "bindings/array.h"
@@ -47,34 +50,100 @@ struct LeafSig {
   }
 };
 
+// A static argument: its value and its type. 2 and 2.0 are equal with equal hashes in
+// Python, but trace to different programs (int32 against float32), so the type is part of
+// the key.
+struct StaticArg {
+  py::object value;
+  PyTypeObject* type;
+  bool operator==(const StaticArg& o) const { return type == o.type && value.equal(o.value); }
+};
+
 struct CallSignature {
   PyTreeDef treedef;
-  std::vector<py::object> statics;
+  std::vector<StaticArg> statics;
   std::vector<LeafSig> leaves;
   uint64_t epoch = 0;
   size_t hash = 0;
 
   bool operator==(const CallSignature& o) const {
-    if (hash != o.hash || epoch != o.epoch || leaves != o.leaves || statics.size() != o.statics.size()) {
-      return false;
-    }
-    for (size_t i = 0; i < statics.size(); ++i) {
-      if (!statics[i].equal(o.statics[i])) return false;
-    }
-    return treedef == o.treedef;
+    return hash == o.hash && epoch == o.epoch && leaves == o.leaves && statics == o.statics &&
+           treedef == o.treedef;
   }
 };
 
-struct SignatureHash {
-  size_t operator()(const CallSignature& s) const { return s.hash; }
-};
-
+// A compiled signature. Held by shared_ptr: a call keeps its entry (and the executable's
+// code) alive while it runs without the GIL, whatever clear_cache or an eviction does.
 struct CacheEntry {
   std::shared_ptr<Executable> exe;
   PyTreeDef out_treedef;
   std::vector<bool> out_weak;
   bool release_gil = false;
 };
+
+// Locks `mu` without deadlocking against the GIL: a thread that must wait releases the GIL
+// while it waits, so the holder, which may need the GIL, can finish.
+std::unique_lock<std::mutex> LockWithGil(std::mutex& mu) {
+  std::unique_lock<std::mutex> lock(mu, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    py::gil_scoped_release release;
+    lock.lock();
+  }
+  return lock;
+}
+
+// The compiled signatures of one function, least recently used evicted beyond the
+// capacity (fusionjit_cache_size). Comparing signatures runs Python code (== of static
+// arguments and pytree node data), which can switch threads in the middle of a lookup:
+// the mutex keeps other threads from changing the map meanwhile.
+class SignatureCache {
+ public:
+  std::shared_ptr<CacheEntry> Find(const CallSignature& sig) {
+    std::unique_lock<std::mutex> lock = LockWithGil(mu_);
+    auto it = index_.find(&sig);
+    if (it == index_.end()) return nullptr;
+    order_.splice(order_.begin(), order_, it->second);  // most recently used first
+    return it->second->entry;
+  }
+  void Insert(CallSignature sig, std::shared_ptr<CacheEntry> entry, size_t capacity) {
+    std::unique_lock<std::mutex> lock = LockWithGil(mu_);
+    if (index_.count(&sig)) return;  // another thread compiled it first
+    order_.push_front(Node{std::move(sig), std::move(entry)});
+    index_.emplace(&order_.front().sig, order_.begin());
+    while (order_.size() > std::max<size_t>(capacity, 1)) {
+      index_.erase(&order_.back().sig);
+      order_.pop_back();
+    }
+  }
+  size_t size() {
+    std::unique_lock<std::mutex> lock = LockWithGil(mu_);
+    return order_.size();
+  }
+  void Clear() {
+    std::list<Node> dropped;  // destroyed after the lock is released
+    std::unique_lock<std::mutex> lock = LockWithGil(mu_);
+    index_.clear();
+    dropped.swap(order_);
+  }
+
+ private:
+  struct Node {
+    CallSignature sig;
+    std::shared_ptr<CacheEntry> entry;
+  };
+  struct Hash {
+    size_t operator()(const CallSignature* s) const { return s->hash; }
+  };
+  struct Eq {
+    bool operator()(const CallSignature* a, const CallSignature* b) const { return *a == *b; }
+  };
+  std::mutex mu_;
+  std::list<Node> order_;
+  std::unordered_map<const CallSignature*, std::list<Node>::iterator, Hash, Eq> index_;
+};
+
+size_t g_cache_capacity = 1024;
+bool g_disable_jit = false;
 
 // What the fast path extracted from one leaf.
 struct LeafValue {
@@ -141,7 +210,7 @@ bool ClassifyLeaf(py::handle h, LeafValue& out, std::vector<py::object>& keep_al
     if (!t) return false;  // Python raises the unsupported-dtype error
     DType c = Canonical(*t);
     bool aligned = reinterpret_cast<uintptr_t>(a.data()) % DTypeBytes(*t) == 0;
-    if (c != *t || !(a.flags() & py::array::c_style) || !aligned) {
+    if (c != *t || !IsNativeByteOrder(a.dtype()) || !(a.flags() & py::array::c_style) || !aligned) {
       a = py::array::ensure(a.attr("astype")(NumpyDType(c)), py::array::c_style);
       if (!a) return false;
     }
@@ -166,11 +235,15 @@ std::string CallerLocation() {
 class JitFunction {
  public:
   JitFunction(py::function fun, py::function cache_miss, std::vector<int> static_argnums,
-              std::vector<std::string> static_argnames)
+              std::vector<std::string> static_argnames, bool primitive)
       : fun_(std::move(fun)), cache_miss_(std::move(cache_miss)),
-        static_argnums_(std::move(static_argnums)), static_argnames_(std::move(static_argnames)) {}
+        static_argnums_(std::move(static_argnums)), static_argnames_(std::move(static_argnames)),
+        primitive_(primitive) {}
 
   py::object Call(py::args args, py::kwargs kwargs) {
+    // fusionjit_disable_jit holds for signatures compiled before it was set too. Primitives
+    // always compile: they are what runs eagerly.
+    if (g_disable_jit && !primitive_) return Miss(args, kwargs, nullptr);
     // Split static from dynamic arguments.
     CallSignature sig;
     sig.epoch = g_config_epoch;
@@ -178,7 +251,7 @@ class JitFunction {
     py::list dyn_args;
     for (size_t i = 0; i < nargs; ++i) {
       if (IsStaticPosition(static_cast<int>(i), static_cast<int>(nargs))) {
-        sig.statics.push_back(args[i]);
+        sig.statics.push_back({args[i], Py_TYPE(args[i].ptr())});
       } else {
         dyn_args.append(args[i]);
       }
@@ -189,7 +262,7 @@ class JitFunction {
       for (auto [k, v] : kwargs) {
         std::string name = py::cast<std::string>(k);
         if (IsStaticName(name)) {
-          sig.statics.push_back(py::make_tuple(k, v));
+          sig.statics.push_back({py::make_tuple(k, v), Py_TYPE(v.ptr())});
         } else {
           dyn_kwargs[k] = v;
         }
@@ -197,11 +270,11 @@ class JitFunction {
     }
     size_t h = 0;
     for (size_t i = 0; i < sig.statics.size(); ++i) {
-      Py_hash_t sh = PyObject_Hash(sig.statics[i].ptr());
+      Py_hash_t sh = PyObject_Hash(sig.statics[i].value.ptr());
       if (sh == -1) {
         PyErr_Clear();
         // Static keyword arguments are stored as (name, value) pairs: name the value's type.
-        py::handle bad = sig.statics[i];
+        py::handle bad = sig.statics[i].value;
         if (i >= static_positional && PyTuple_Check(bad.ptr()) && PyTuple_GET_SIZE(bad.ptr()) == 2) {
           bad = PyTuple_GET_ITEM(bad.ptr(), 1);
         }
@@ -211,7 +284,7 @@ class JitFunction {
             ", which is not hashable. Static arguments are part of the compilation cache key, so "
             "they must be hashable: pass a tuple instead of a list, or make the argument dynamic.");
       }
-      h = h * 1000003u ^ static_cast<size_t>(sh);
+      h = (h * 1000003u ^ static_cast<size_t>(sh)) * 31 + reinterpret_cast<uintptr_t>(sig.statics[i].type);
     }
 
     std::vector<py::object> leaves;
@@ -232,14 +305,13 @@ class JitFunction {
     }
     sig.hash = h ^ sig.treedef.Hash() ^ (sig.epoch * 0x9e3779b97f4a7c15ull);
 
-    auto it = cache_.find(sig);
-    if (it == cache_.end()) return Miss(args, kwargs, &sig);
-    return Run(it->second, values);
+    std::shared_ptr<CacheEntry> entry = cache_.Find(sig);
+    if (!entry) return Miss(args, kwargs, &sig);
+    return Run(*entry, values);
   }
 
-  void Insert(const CallSignature& sig, CacheEntry entry) { cache_.emplace(sig, std::move(entry)); }
-  size_t cache_size() const { return cache_.size(); }
-  void clear() { cache_.clear(); }
+  size_t cache_size() { return cache_.size(); }
+  void clear() { cache_.Clear(); }
   const py::function& fun() const { return fun_; }
 
  private:
@@ -295,11 +367,11 @@ class JitFunction {
     std::string kind = reply[0].cast<std::string>();
     if (kind != "entry" || sig == nullptr) return reply[2];
     py::tuple info = reply[1];
-    CacheEntry entry;
-    entry.exe = info[0].cast<std::shared_ptr<Executable>>();
-    entry.out_treedef = info[1].cast<PyTreeDef>();
-    for (py::handle w : info[2]) entry.out_weak.push_back(w.cast<bool>());
-    const std::vector<Shape>& params = entry.exe->parameter_shapes();
+    auto entry = std::make_shared<CacheEntry>();
+    entry->exe = info[0].cast<std::shared_ptr<Executable>>();
+    entry->out_treedef = info[1].cast<PyTreeDef>();
+    for (py::handle w : info[2]) entry->out_weak.push_back(w.cast<bool>());
+    const std::vector<Shape>& params = entry->exe->parameter_shapes();
     if (params.size() != sig->leaves.size()) {
       throw py::value_error("internal error in fusionjit: traced " + std::to_string(params.size()) +
                             " parameters for " + std::to_string(sig->leaves.size()) + " leaves");
@@ -310,13 +382,14 @@ class JitFunction {
                               params[i].ToString() + " but the argument's signature differs");
       }
     }
-    int64_t bytes = entry.exe->temp_bytes();
-    for (const Shape& s : entry.exe->output_shapes()) bytes += s.ByteSize();
+    int64_t bytes = entry->exe->temp_bytes();
+    for (const Shape& s : entry->exe->output_shapes()) bytes += s.ByteSize();
     for (const Shape& s : params) bytes += s.ByteSize();
     bool parallel = false;
-    for (const KernelInfo& k : entry.exe->kernels()) parallel = parallel || k.parallel;
-    entry.release_gil = parallel || bytes > (1 << 20);
-    Insert(*sig, std::move(entry));
+    for (const KernelInfo& k : entry->exe->kernels()) parallel = parallel || k.parallel;
+    // Small programs keep the GIL: releasing and taking it back costs more than they run.
+    entry->release_gil = parallel || bytes > (256 << 10);
+    cache_.Insert(*sig, std::move(entry), g_cache_capacity);
     return reply[2];
   }
 
@@ -324,15 +397,16 @@ class JitFunction {
   py::function cache_miss_;
   std::vector<int> static_argnums_;
   std::vector<std::string> static_argnames_;
-  std::unordered_map<CallSignature, CacheEntry, SignatureHash> cache_;
+  bool primitive_;
+  SignatureCache cache_;
 };
 
 }  // namespace
 
 void DefineJitFunction(py::module_& m) {
   py::class_<JitFunction>(m, "JitFunction", py::dynamic_attr())
-      .def(py::init<py::function, py::function, std::vector<int>, std::vector<std::string>>(), "fun"_a,
-           "cache_miss"_a, "static_argnums"_a, "static_argnames"_a)
+      .def(py::init<py::function, py::function, std::vector<int>, std::vector<std::string>, bool>(),
+           "fun"_a, "cache_miss"_a, "static_argnums"_a, "static_argnames"_a, "primitive"_a = false)
       .def("__call__", &JitFunction::Call)
       .def("_cache_size", &JitFunction::cache_size)
       .def("_clear_cache", &JitFunction::clear);
@@ -341,6 +415,8 @@ void DefineJitFunction(py::module_& m) {
     ++g_config_epoch;
   });
   m.def("bump_config_epoch", [] { ++g_config_epoch; });
+  m.def("set_disable_jit", [](bool on) { g_disable_jit = on; });
+  m.def("set_cache_capacity", [](int64_t n) { g_cache_capacity = static_cast<size_t>(std::max<int64_t>(n, 1)); });
 }
 
 }  // namespace fj::py_bindings

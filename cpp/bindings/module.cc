@@ -29,6 +29,9 @@ PYBIND11_MODULE(_core, m) {
         case fj::ErrorCode::kUnimplemented:
           PyErr_SetString(PyExc_NotImplementedError, e.what());
           break;
+        case fj::ErrorCode::kResourceExhausted:
+          PyErr_SetString(PyExc_MemoryError, e.what());
+          break;
         case fj::ErrorCode::kInternal:
           py::set_error(internal, (std::string("internal error in fusionjit (please report it): ") + e.what()).c_str());
           break;

@@ -230,6 +230,14 @@ llvm::Value* ElementalEmitter::EmitUnaryOp(Opcode op, DType in, DType out, llvm:
     case Opcode::kFloor: return unary_intrinsic(llvm::Intrinsic::floor);
     case Opcode::kCeil: return unary_intrinsic(llvm::Intrinsic::ceil);
     case Opcode::kRoundNearestEven: return unary_intrinsic(llvm::Intrinsic::roundeven);
+    case Opcode::kRoundNearestAfz: {
+      // trunc(x), one step further from zero where x's fraction is at least a half. (Not
+      // llvm.round: x86 has no vector instruction for it and would call roundf per lane.)
+      llvm::Value* t = unary_intrinsic(llvm::Intrinsic::trunc);
+      llvm::Value* frac = b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, b_.CreateFSub(x, t));
+      llvm::Value* step = b_.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, ConstantOf(type, 1), x);
+      return b_.CreateSelect(b_.CreateFCmpOGE(frac, ConstantOf(type, 0.5)), b_.CreateFAdd(t, step), t);
+    }
     case Opcode::kSqrt: return unary_intrinsic(llvm::Intrinsic::sqrt);
     case Opcode::kRsqrt: return b_.CreateFDiv(ConstantOf(type, 1), unary_intrinsic(llvm::Intrinsic::sqrt));
     case Opcode::kExp: return EmitExp(b_, x);

@@ -48,7 +48,10 @@ std::unique_ptr<Compilation> Compile(const Module& traced, const CompileOptions&
   VerifyModule(traced);
   auto start = std::chrono::steady_clock::now();
   std::unique_ptr<Module> module = traced.Clone();
-  DumpStage(*module, "traced", "fjir", module->ToString());
+  if (!GetDebugFlags().dump_dir.empty() || GetDebugFlags().debug_level >= 2) {
+    DumpStage(*module, "traced", "fjir", module->ToString());
+    DebugPrint(2, module->name() + " as traced", module->ToString());
+  }
   result->passes = RunOptimizationPasses(*module, options);
 
   // Work split for the CPU's threads, under every profile alike.
@@ -75,7 +78,8 @@ std::unique_ptr<Compilation> Compile(const Module& traced, const CompileOptions&
   result->fusion_log = std::move(plan.log);
   for (const PassRecord& r : plan.records) result->passes.push_back(r);
   if (GetDebugFlags().checks) VerifyModule(*module);
-  DumpStage(*module, "kernels", "dot", ModuleToDot(*module));
+  if (!GetDebugFlags().dump_dir.empty()) DumpStage(*module, "kernels", "dot", ModuleToDot(*module));
+  DebugPrint(2, module->name() + " kernels (after fusion)", module->ToString());
   result->seconds_passes = Since(start);
 
   start = std::chrono::steady_clock::now();
@@ -94,7 +98,10 @@ std::unique_ptr<Compilation> Compile(const Module& traced, const CompileOptions&
   cpu::CpuProgram program = cpu::CompileCpuProgram(*module, buffers, cpu_options);
   result->llvm_ir = program.llvm_ir;
   result->assembly = program.assembly;
-  if (!program.llvm_ir.empty()) DumpStage(*module, "llvm", "ll", program.llvm_ir);
+  if (!program.llvm_ir.empty()) {
+    DumpStage(*module, "llvm", "ll", program.llvm_ir);
+    DebugPrint(3, module->name() + " LLVM IR (optimised)", program.llvm_ir);
+  }
 
   std::vector<Shape> params;
   for (const Instruction* p : module->entry()->parameters()) params.push_back(p->shape());

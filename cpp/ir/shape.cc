@@ -40,6 +40,30 @@ const std::vector<Shape>& Shape::tuple_shapes() const {
   return tuple_;
 }
 
+int64_t CheckedAdd(int64_t a, int64_t b, const char* what) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) ThrowInvalidArgument(what, ": ", a, " + ", b, " overflows int64");
+  return r;
+}
+
+int64_t CheckedMul(int64_t a, int64_t b, const char* what) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r)) ThrowInvalidArgument(what, ": ", a, " * ", b, " overflows int64");
+  return r;
+}
+
+void CheckArraySize(const Shape& shape, const char* what) {
+  if (shape.IsTuple()) {
+    for (const Shape& s : shape.tuple_shapes()) CheckArraySize(s, what);
+    return;
+  }
+  int64_t bytes = DTypeBytes(shape.dtype());
+  for (int64_t d : shape.dims()) {
+    if (d < 0) ThrowInvalidArgument(what, ": negative dimension in ", shape.ToString());
+    bytes = CheckedMul(bytes, d, what);
+  }
+}
+
 int64_t Shape::NumElements() const {
   int64_t n = 1;
   for (int64_t d : dims()) n *= d;

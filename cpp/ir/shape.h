@@ -44,6 +44,13 @@ class Shape {
   std::vector<Shape> tuple_;
 };
 
+// Dimension arithmetic that cannot overflow silently: throws fj::Error(kInvalidArgument)
+// naming `what` when the exact result does not fit in int64.
+int64_t CheckedAdd(int64_t a, int64_t b, const char* what);
+int64_t CheckedMul(int64_t a, int64_t b, const char* what);
+// Throws if an array of `shape` has more bytes than int64 can count.
+void CheckArraySize(const Shape& shape, const char* what);
+
 // Row-major strides in elements.
 std::vector<int64_t> RowMajorStrides(const std::vector<int64_t>& dims);
 std::string DimsToString(const std::vector<int64_t>& dims);  // "{1,2}"

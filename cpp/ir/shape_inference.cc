@@ -265,7 +265,10 @@ Shape InferShape(Opcode op, const std::vector<const Shape*>& operands,
           ThrowInvalidArgument("slice: [", s.starts[i], ":", s.limits[i], ":", s.strides[i],
                                "] is out of bounds for dimension ", i, " of ", x.ToString());
         }
-        dims.push_back((s.limits[i] - s.starts[i] + s.strides[i] - 1) / s.strides[i]);
+        // ceil((limit - start) / stride), written so that no step can overflow (a stride
+        // near 2^63 is legal: it takes only the first element).
+        int64_t n = s.limits[i] - s.starts[i];
+        dims.push_back(n == 0 ? 0 : (n - 1) / s.strides[i] + 1);
       }
       result = Shape(x.dtype(), dims);
       break;
@@ -317,7 +320,7 @@ Shape InferShape(Opcode op, const std::vector<const Shape*>& operands,
         bool ok = s.dtype() == first.dtype() && s.rank() == first.rank();
         for (int j = 0; ok && j < s.rank(); ++j) ok = j == d || s.dim(j) == first.dim(j);
         if (!ok) ThrowInvalidArgument("concatenate: operand ", s.ToString(), " does not match ", first.ToString());
-        dims[d] += s.dim(d);
+        dims[d] = CheckedAdd(dims[d], s.dim(d), "concatenate");
       }
       result = Shape(first.dtype(), dims);
       break;
@@ -331,7 +334,10 @@ Shape InferShape(Opcode op, const std::vector<const Shape*>& operands,
       for (int i = 0; i < x.rank(); ++i) {
         const PadDim& p = a.padding[i];
         if (p.interior < 0) ThrowInvalidArgument("pad: negative interior padding");
-        int64_t n = p.low + p.high + x.dim(i) + std::max<int64_t>(x.dim(i) - 1, 0) * p.interior;
+        int64_t n = CheckedAdd(
+            CheckedAdd(p.low, p.high, "pad"),
+            CheckedAdd(x.dim(i), CheckedMul(std::max<int64_t>(x.dim(i) - 1, 0), p.interior, "pad"), "pad"),
+            "pad");
         if (n < 0) ThrowInvalidArgument("pad: negative result dimension");
         dims.push_back(n);
       }
@@ -475,6 +481,7 @@ Shape InferShape(Opcode op, const std::vector<const Shape*>& operands,
   if (requested && *requested != result) {
     ThrowInvalidArgument(Name(op), ": shape ", requested->ToString(), " should be ", result.ToString());
   }
+  CheckArraySize(result, Name(op).data());
   return result;
 }
 

@@ -36,7 +36,13 @@ bool Pipeline::Run(Module& module) {
             ThrowInternal("the IR is invalid after pass '", pass->name(), "': ", e.what());
           }
         }
-        DumpStage(module, pass->name(), "fjir", module.ToString());
+        // A nested pipeline's passes have shown their own output already.
+        bool nested = dynamic_cast<Pipeline*>(pass.get()) != nullptr;
+        if (!nested && (!flags.dump_dir.empty() || flags.debug_level >= 2)) {
+          std::string text = module.ToString();
+          DumpStage(module, pass->name(), "fjir", text);
+          DebugPrint(2, module.name() + " after " + std::string(pass->name()), text);
+        }
       }
       changed = changed || c;
     }

@@ -3,6 +3,7 @@
 // on first touch, which can cost more than the kernel that fills them).
 #include "runtime/buffer.h"
 
+#include <pthread.h>
 #include <sys/mman.h>
 
 #include <cstdlib>
@@ -19,8 +20,13 @@ constexpr size_t kAlignment = 64;
 constexpr size_t kMaxCachedBytes = size_t{256} << 20;  // per process
 constexpr size_t kMinCachedBlock = 4096;                // smaller ones: malloc is fast
 
+class BlockCache;
+BlockCache& Cache();
+
 class BlockCache {
  public:
+  void Lock() { mu_.lock(); }
+  void Unlock() { mu_.unlock(); }
   void* Take(size_t bytes) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = free_.find(bytes);
@@ -46,7 +52,12 @@ class BlockCache {
 };
 
 BlockCache& Cache() {
-  static BlockCache* cache = new BlockCache();  // outlives every buffer
+  // Outlives every buffer. A fork waits for the cache's lock, so the child's copy is
+  // consistent and unlocked.
+  static BlockCache* cache = [] {
+    pthread_atfork([] { Cache().Lock(); }, [] { Cache().Unlock(); }, [] { Cache().Unlock(); });
+    return new BlockCache();
+  }();
   return *cache;
 }
 
@@ -63,7 +74,7 @@ std::shared_ptr<Buffer> Buffer::Allocate(int64_t bytes) {
   void* p = rounded >= kMinCachedBlock ? Cache().Take(rounded) : nullptr;
   if (!p) {
     p = std::aligned_alloc(kAlignment, rounded);
-    if (!p) ThrowInvalidArgument("out of memory allocating ", bytes, " bytes");
+    if (!p) ThrowResourceExhausted("out of memory allocating ", bytes, " bytes");
     if (rounded >= (size_t{2} << 20)) madvise(p, rounded, MADV_HUGEPAGE);
   }
   return std::shared_ptr<Buffer>(new Buffer(p, bytes));

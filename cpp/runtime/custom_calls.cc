@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <stdexcept>
+
+#include "runtime/run_status.h"
 
 namespace fj {
 namespace {
@@ -64,15 +67,36 @@ void SortKeyVal(void** buffers, int64_t begin, int64_t end) {
   }
 }
 
+// For the tests of the error path: fails the way a custom call that runs out of memory or
+// meets a bug would.
+void Fail(void** buffers, int64_t begin, int64_t end) {
+  if (*static_cast<const int32_t*>(buffers[1]) != 0) throw std::bad_alloc();
+  throw std::runtime_error("failing as asked (testing.fail)");
+}
+
+// What generated code calls: the custom call's body, with its exceptions caught and
+// reported through the run's status (RunGuarded), never unwound through generated code.
+#define FJ_GUARDED(name, fn)                                            \
+  [](void** buffers, int64_t begin, int64_t end) {                      \
+    RunGuarded(name, [&] { fn(buffers, begin, end); });                 \
+  }
+
 const std::vector<CustomCall>& Registry() {
   static const std::vector<CustomCall>* calls = new std::vector<CustomCall>{
-      {"threefry2x32", &Threefry2x32, "Threefry-2x32 (20 rounds): (k0, k1, x0, x1) -> (y0, y1), u32", true},
-      {"sort_key_val.1", &SortKeyVal<1>, "stable sort of rows by u32 keys, 1-byte values", false},
-      {"sort_key_val.4", &SortKeyVal<4>, "stable sort of rows by u32 keys, 4-byte values", false},
-      {"sort_key_val.8", &SortKeyVal<8>, "stable sort of rows by u32 keys, 8-byte values", false},
+      {"threefry2x32", FJ_GUARDED("threefry2x32", Threefry2x32),
+       "Threefry-2x32 (20 rounds): (k0, k1, x0, x1) -> (y0, y1), u32", true},
+      {"sort_key_val.1", FJ_GUARDED("sort_key_val.1", SortKeyVal<1>),
+       "stable sort of rows by u32 keys, 1-byte values", false},
+      {"sort_key_val.4", FJ_GUARDED("sort_key_val.4", SortKeyVal<4>),
+       "stable sort of rows by u32 keys, 4-byte values", false},
+      {"sort_key_val.8", FJ_GUARDED("sort_key_val.8", SortKeyVal<8>),
+       "stable sort of rows by u32 keys, 8-byte values", false},
+      {"testing.fail", FJ_GUARDED("testing.fail", Fail),
+       "for tests: (s32 x) -> s32, throws std::bad_alloc if x != 0, else std::runtime_error", false},
   };
   return *calls;
 }
+#undef FJ_GUARDED
 
 }  // namespace
 

@@ -1,6 +1,7 @@
 // Executables (see executable.h).
 #include "runtime/executable.h"
 
+#include "runtime/run_status.h"
 #include "runtime/thread_pool.h"
 
 namespace fj {
@@ -19,18 +20,23 @@ Executable::Executable(FjEntryFn entry, std::shared_ptr<void> code, std::vector<
 
 void Executable::RunInto(const void* const* params, void* const* outputs) const {
   const FjRuntimeApi* api = ThreadPool::Global().api();
-  if (temp_bytes_ == 0) {
-    entry_(const_cast<void* const*>(params), outputs, nullptr, api);
-    return;
+  RunStatus status;
+  {
+    RunStatus::Scope scope(&status);
+    if (temp_bytes_ == 0) {
+      entry_(const_cast<void* const*>(params), outputs, nullptr, api);
+    } else {
+      bool expected = false;
+      if (arena_busy_.compare_exchange_strong(expected, true, std::memory_order_acquire)) {
+        entry_(const_cast<void* const*>(params), outputs, static_cast<char*>(arena_->data()), api);
+        arena_busy_.store(false, std::memory_order_release);
+      } else {
+        std::shared_ptr<Buffer> own = Buffer::Allocate(temp_bytes_);
+        entry_(const_cast<void* const*>(params), outputs, static_cast<char*>(own->data()), api);
+      }
+    }
   }
-  bool expected = false;
-  if (arena_busy_.compare_exchange_strong(expected, true, std::memory_order_acquire)) {
-    entry_(const_cast<void* const*>(params), outputs, static_cast<char*>(arena_->data()), api);
-    arena_busy_.store(false, std::memory_order_release);
-    return;
-  }
-  std::shared_ptr<Buffer> own = Buffer::Allocate(temp_bytes_);
-  entry_(const_cast<void* const*>(params), outputs, static_cast<char*>(own->data()), api);
+  status.RaiseIfFailed();
 }
 
 std::vector<std::shared_ptr<Buffer>> Executable::Run(const void* const* params) const {

@@ -1,6 +1,8 @@
 // The thread pool (see thread_pool.h).
 #include "runtime/thread_pool.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <cstdlib>
 
@@ -29,13 +31,43 @@ ThreadPool::~ThreadPool() {
   for (std::thread& t : workers_) t.join();
 }
 
+namespace {
+
+// The process-wide pool, made on first use. fork() copies only the calling thread, so a
+// child that inherited a pool with workers would wait for them forever: the fork handlers
+// below let no parallel loop straddle a fork, and give the child a fresh pool (the
+// parent's is leaked there, its threads are gone).
+std::atomic<ThreadPool*> g_pool{nullptr};
+std::mutex g_pool_mu;
+
+void BeforeFork() {
+  g_pool_mu.lock();
+  if (ThreadPool* pool = g_pool.load()) pool->LockForFork();
+}
+
+void AfterForkInParent() {
+  if (ThreadPool* pool = g_pool.load()) pool->UnlockAfterFork();
+  g_pool_mu.unlock();
+}
+
+void AfterForkInChild() {
+  g_pool.store(nullptr);
+  g_pool_mu.unlock();
+}
+
+}  // namespace
+
 ThreadPool& ThreadPool::Global() {
+  if (ThreadPool* pool = g_pool.load(std::memory_order_acquire)) return *pool;
+  static std::once_flag once;
+  std::call_once(once, [] { pthread_atfork(&BeforeFork, &AfterForkInParent, &AfterForkInChild); });
+  std::lock_guard<std::mutex> lock(g_pool_mu);
+  if (ThreadPool* pool = g_pool.load()) return *pool;
   // Never destroyed: worker threads must not be joined during interpreter teardown.
-  static ThreadPool* pool = [] {
-    int n = static_cast<int>(std::thread::hardware_concurrency());
-    if (const char* env = std::getenv("FUSIONJIT_NUM_THREADS")) n = std::atoi(env);
-    return new ThreadPool(std::max(1, n));
-  }();
+  int n = static_cast<int>(std::thread::hardware_concurrency());
+  if (const char* env = std::getenv("FUSIONJIT_NUM_THREADS")) n = std::atoi(env);
+  auto* pool = new ThreadPool(std::max(1, n));
+  g_pool.store(pool, std::memory_order_release);
   return *pool;
 }
 
@@ -56,7 +88,10 @@ void ThreadPool::WorkerLoop() {
       if (stop_) return;
       seen = generation_;
     }
-    RunChunks(job_);
+    {
+      RunStatus::Scope scope(job_.status);
+      RunChunks(job_);
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (--busy_ == 0) done_.notify_all();
@@ -85,6 +120,7 @@ void ThreadPool::ParallelFor(FjKernelFn kernel, void** buffers, int64_t units, i
     job_.units = units;
     job_.chunk = chunk;
     job_.next.store(0);
+    job_.status = RunStatus::Current();
     busy_ = static_cast<int>(workers_.size());
     ++generation_;
   }

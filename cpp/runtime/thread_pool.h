@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/run_status.h"
 #include "support/abi.h"
 
 namespace fj {
@@ -23,8 +24,12 @@ class ThreadPool {
   // `grain` units (the last one excepted).
   void ParallelFor(FjKernelFn kernel, void** buffers, int64_t units, int64_t grain);
 
-  // The process-wide pool: FUSIONJIT_NUM_THREADS threads, else one per core.
+  // The process-wide pool: FUSIONJIT_NUM_THREADS threads, else one per core. A process
+  // forked from one that used it gets a pool of its own.
   static ThreadPool& Global();
+  // Fork handlers: no parallel loop runs across a fork.
+  void LockForFork() { job_mu_.lock(); }
+  void UnlockAfterFork() { job_mu_.unlock(); }
   // The runtime table for generated code, bound to this pool.
   const FjRuntimeApi* api() const { return &api_; }
 
@@ -35,6 +40,7 @@ class ThreadPool {
     int64_t units = 0;
     int64_t chunk = 1;
     std::atomic<int64_t> next{0};
+    RunStatus* status = nullptr;  // the caller's run, which workers report to
   };
   void WorkerLoop();
   void RunChunks(Job& job);

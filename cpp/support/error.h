@@ -13,6 +13,7 @@ enum class ErrorCode {
   kInvalidArgument,  // bad input from the user or the front end (shapes, dtypes, IR text)
   kUnimplemented,    // a valid request this build cannot do yet
   kInternal,         // a broken invariant: a bug in fusionjit
+  kResourceExhausted,  // out of memory (MemoryError in Python)
 };
 
 class Error : public std::runtime_error {
@@ -49,6 +50,10 @@ template <typename... Args>
 template <typename... Args>
 [[noreturn]] void ThrowUnimplemented(const Args&... args) {
   throw Error(ErrorCode::kUnimplemented, StrCat(args...));
+}
+template <typename... Args>
+[[noreturn]] void ThrowResourceExhausted(const Args&... args) {
+  throw Error(ErrorCode::kResourceExhausted, StrCat(args...));
 }
 template <typename... Args>
 [[noreturn]] void ThrowInternal(const Args&... args) {

@@ -1,7 +1,9 @@
 // Debug flags from the environment (see flags.h).
 #include "support/flags.h"
 
+#include <cstdio>
 #include <cstdlib>
+#include <mutex>
 
 namespace fj {
 
@@ -14,6 +16,14 @@ DebugFlags& GetDebugFlags() {
     return f;
   }();
   return flags;
+}
+
+void DebugPrint(int level, const std::string& what, const std::string& text) {
+  if (GetDebugFlags().debug_level < level) return;
+  static std::mutex mu;  // whole dumps, not interleaved lines, from concurrent compiles
+  std::lock_guard<std::mutex> lock(mu);
+  std::fprintf(stderr, "[fusionjit] ---- %s ----\n%s\n", what.c_str(), text.c_str());
+  std::fflush(stderr);
 }
 
 }  // namespace fj

@@ -15,4 +15,7 @@ struct DebugFlags {
 // The flags, read from the environment on first use. Mutable so tests can set them.
 DebugFlags& GetDebugFlags();
 
+// With FJ_DEBUG >= `level`, prints `text` to stderr under a header naming `what`.
+void DebugPrint(int level, const std::string& what, const std::string& text);
+
 }  // namespace fj

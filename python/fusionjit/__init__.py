@@ -16,7 +16,7 @@ from fusionjit._src.config import config
 from fusionjit._src import array as _array
 from fusionjit._src import dispatch as _dispatch
 from fusionjit._src.numpy import array_methods as _array_methods
-from fusionjit._src.api import Compiled, Lowered, ShapeDtypeStruct, jit, make_ir
+from fusionjit._src.api import Compiled, Lowered, ShapeDtypeStruct, disable_jit, jit, make_ir
 from fusionjit._src.explain import Explanation, explain
 from fusionjit._src.array import Array
 from fusionjit._src.errors import (ConcretizationTypeError, TracerArrayConversionError,
@@ -47,6 +47,7 @@ def devices():
 __all__ = [
     "Array", "Compiled", "ConcretizationTypeError", "Explanation", "Lowered", "ShapeDtypeStruct",
     "TracerArrayConversionError", "TracerBoolConversionError", "TracerIntegerConversionError",
-    "UnexpectedTracerError", "block_until_ready", "config", "devices", "explain", "jit", "lax",
+    "UnexpectedTracerError", "block_until_ready", "config", "devices", "disable_jit", "explain",
+    "jit", "lax",
     "make_ir", "numpy", "random", "testing", "tree_util",
 ]

@@ -53,6 +53,31 @@ ENTRY %main () -> (f32[4], f64[3]) {
   EXPECT_EQ(Normalize(m->ToString()), Normalize(text));
 }
 
+TEST(ShapeInference, DimensionArithmeticNeverOverflows) {
+  // A stride near 2^63 takes the first element (it overflowed to an empty slice).
+  std::unique_ptr<Module> m = Parse(R"(
+module m
+ENTRY %main (x: f32[8]) -> (f32[1]) {
+  %x = f32[8] parameter(0)
+  %s = f32[1] slice(%x), slice={[0:4:9223372036854775807]}
+  ROOT %t = (f32[1]) tuple(%s)
+}
+)");
+  EXPECT_EQ(m->entry()->root()->operand(0)->shape().dim(0), 1);
+  // Sizes that do not fit in int64 are errors, not wrapped-around dimensions.
+  EXPECT_THROW(Parse(R"(
+module m
+ENTRY %main (x: f32[3]) -> (f32[]) {
+  %x = f32[3] parameter(0)
+  %z = f32[] constant(0)
+  %p = f32[1] pad(%x, %z), padding=4611686018427387903_4611686018427387903_0
+  ROOT %t = (f32[]) tuple(%z)
+}
+)"),
+               Error);
+  EXPECT_THROW(CheckArraySize(Shape(DType::kF64, {1ll << 31, 1ll << 31}), "test"), Error);
+}
+
 TEST(IrText, ParseErrorsNameLineAndColumn) {
   try {
     ParseModule("module m\nENTRY %main () -> f32[] {\n  ROOT %x = f32[] frobnicate()\n}\n");

@@ -190,6 +190,44 @@ ENTRY %main () -> (s32[], s32[3], f32[2]) {
   EXPECT_EQ(root->operand(2)->literal().ToString(), "{2, -2}");
 }
 
+TEST(ConstantFolding, LeavesInexactFloatOpsToCompiledCode) {
+  // Compiled code computes sin with its own polynomials and sums in its own order; folding
+  // with libm and a sequential sum would give other bits for the same program.
+  std::unique_ptr<Module> m = Parse(R"(
+module m
+
+%add_f32 (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+
+%max_f32 (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] maximum(%a, %b)
+}
+
+ENTRY %main () -> (f32[3], f32[], f32[], f32[3]) {
+  %c = f32[3] constant({0.5, 1, 2})
+  %s = f32[3] sine(%c)
+  %z = f32[] constant(0)
+  %sum = f32[] reduce(%c, %z), dimensions={0}, to_apply=%add_f32
+  %max = f32[] reduce(%c, %z), dimensions={0}, to_apply=%max_f32
+  %q = f32[3] sqrt(%c)
+  ROOT %t = (f32[3], f32[], f32[], f32[3]) tuple(%s, %sum, %max, %q)
+}
+)");
+  ConstantFoldingPass fold;
+  while (fold.Run(*m)) {
+  }
+  const Instruction* root = m->entry()->root();
+  EXPECT_EQ(root->operand(0)->opcode(), Opcode::kSin);
+  EXPECT_EQ(root->operand(1)->opcode(), Opcode::kReduce);
+  EXPECT_EQ(root->operand(2)->opcode(), Opcode::kConstant);  // max is exact in any order
+  EXPECT_EQ(root->operand(3)->opcode(), Opcode::kConstant);  // sqrt is correctly rounded
+}
+
 TEST(ConstantFolding, LeavesLargeBroadcastsAlone) {
   bool changed = true;
   RunPass<ConstantFoldingPass>(R"(

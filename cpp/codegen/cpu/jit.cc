@@ -1,6 +1,8 @@
 // The LLJIT engine (see jit.h). LLVM errors become fj::Error; nothing here aborts.
 #include "codegen/cpu/jit.h"
 
+#include <pthread.h>
+
 #include "codegen/cpu/cpu_compiler.h"
 
 #include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
@@ -52,7 +54,13 @@ void RaiseLlvmFatalErrorForTesting(const std::string& message) {
 }
 
 JitEngine& JitEngine::Get() {
-  static JitEngine* engine = new JitEngine();  // lives as long as the process
+  // Lives as long as the process. A fork waits until no thread is adding code, so the
+  // child's JIT is consistent and unlocked.
+  static JitEngine* engine = [] {
+    auto* e = new JitEngine();
+    pthread_atfork([] { Get().mu_.lock(); }, [] { Get().mu_.unlock(); }, [] { Get().mu_.unlock(); });
+    return e;
+  }();
   return *engine;
 }
 

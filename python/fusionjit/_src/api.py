@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import time
@@ -73,11 +74,11 @@ class Jitted(_core.JitFunction):
         self._fusion = fusion
         # Primitives always compile: with fusionjit_disable_jit they are what runs eagerly.
         self._primitive = _primitive
-        super().__init__(fun, self._cache_miss, list(nums), list(names))
+        super().__init__(fun, self._cache_miss, list(nums), list(names), _primitive)
         self._fun = fun
         self._static_argnums = nums
         self._static_argnames = names
-        self._entries: dict = {}
+        self._entries = dispatch.LruCache()
         try:
             self._signature = inspect.signature(fun)
         except (TypeError, ValueError):
@@ -122,7 +123,9 @@ class Jitted(_core.JitFunction):
             raise TypeError(errors.located(f"{self._name}() {e}")) from None
 
     def _static_key(self, statics, static_kwargs):
-        key = tuple(statics) + tuple(sorted(static_kwargs.items()))
+        # Types are part of the key: 2 == 2.0, but they trace to int32 and float32.
+        key = (tuple((i, type(v), v) for i, v in statics)
+               + tuple((k, type(v), v) for k, v in sorted(static_kwargs.items())))
         try:
             hash(key)
         except TypeError:
@@ -151,7 +154,7 @@ class Jitted(_core.JitFunction):
             compilation = dispatch.compile_module(module, self._name, keep_llvm_ir, self._fusion)
             out_weak = [a.weak_type for a in program.out_avals]
             entry = _CacheEntry(program, module, compilation, out_tree, out_weak, avals)
-            self._entries[key] = entry
+            self._entries.put(key, entry)
         return entry, leaves
 
     def _trace(self, in_tree, avals, statics, static_kwargs):
@@ -177,10 +180,9 @@ class Jitted(_core.JitFunction):
         """Called by the C++ fast path when it has no executable for this call."""
         if config.fusionjit_disable_jit and not self._primitive:
             return ("result", None, self._fun(*args, **kwargs))
-        dyn_args, dyn_kwargs, _, _ = self._split(args, kwargs)
-        leaves, _ = _core.tree_flatten((tuple(dyn_args), dyn_kwargs))
-        if any(isinstance(x, core.Tracer) for x in leaves):
-            # Called inside another trace: inline the function into it.
+        if core.current_trace() is not None:
+            # Called inside another trace (with tracers or closing over them): inline the
+            # function into it.
             return ("result", None, self._fun(*args, **kwargs))
         entry, leaves = self._entry(args, kwargs)
         exe = entry.compilation.executable
@@ -332,6 +334,18 @@ def jit(fun: Callable | None = None, *, static_argnums: int | Sequence[int] | No
     if not callable(fun):
         raise TypeError(errors.located(f"jit expects a callable, got {type(fun).__name__}"))
     return Jitted(fun, static_argnums, static_argnames, fusion)
+
+
+@contextlib.contextmanager
+def disable_jit(disable: bool = True):
+    """Within the block, jitted functions run eagerly, op by op (for debugging), as
+    ``jax.disable_jit``; signatures compiled before are not used either."""
+    saved = config.fusionjit_disable_jit
+    config.update("fusionjit_disable_jit", disable)
+    try:
+        yield
+    finally:
+        config.update("fusionjit_disable_jit", saved)
 
 
 def make_ir(fun: Callable, *, static_argnums=None, static_argnames=None) -> Callable:

@@ -53,6 +53,10 @@ _OPTIONS = {
                 "Log each trace and compilation with its time.", affects_tracing=False),
         _Option("fusionjit_disable_jit", False, _parse_bool,
                 "Run jitted functions eagerly, op by op (for debugging).", affects_tracing=False),
+        _Option("fusionjit_cache_size", 1024, int,
+                "Compiled signatures kept per jitted function (least recently used evicted), "
+                "and eager primitives kept compiled.", affects_tracing=False,
+                validate=lambda v: int(v) if int(v) >= 1 else _bad("cache_size", v, ">= 1")),
         _Option("fusionjit_checks", False, _parse_bool,
                 "Run the IR verifier after every C++ pass (also FJ_CHECKS=1).",
                 affects_tracing=False),
@@ -115,9 +119,13 @@ class Config:
             _core.set_enable_x64(bool(self._values[name]))
         elif name == "fusionjit_checks":
             _core.set_checks(bool(self._values[name]))
+        elif name == "fusionjit_disable_jit":
+            _core.set_disable_jit(bool(self._values[name]))
+        elif name == "fusionjit_cache_size":
+            _core.set_cache_capacity(int(self._values[name]))
         if _OPTIONS[name].affects_tracing:
             _core.bump_config_epoch()
-        _EPOCH[0] += 1
+            _EPOCH[0] += 1
 
     def _apply_all(self) -> None:
         for name in _OPTIONS:
@@ -125,7 +133,8 @@ class Config:
 
     @property
     def epoch(self) -> int:
-        """Changes whenever an option changes (part of every compilation cache key)."""
+        """Changes whenever an option that changes traced or compiled programs changes (part
+        of every compilation cache key)."""
         return _EPOCH[0]
 
 

@@ -9,6 +9,7 @@ inside a trace it records an equation.
 from __future__ import annotations
 
 import itertools
+import threading
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -260,15 +261,26 @@ class Trace:
         return Tracer(self, aval, Var(aval))
 
     def to_var_or_literal(self, x):
+        """The variable (or inline literal) standing for ``x`` in this trace's program.
+        Concrete arrays and tracers of enclosing traces (values a loop body or branch
+        closes over) become constants of the program: its ``consts`` then hold the outer
+        tracers, which the enclosing primitive passes in as operands (closure conversion)."""
         if isinstance(x, Tracer):
-            return x._var
-        aval = get_aval(x)
-        if aval.shape == ():
-            return Literal(np.asarray(x, aval.dtype).item(), aval)
+            if x._trace is self:
+                return x._var
+            _check_usable(x, 4)
+            if x._trace.level > self.level:
+                raise errors.UnexpectedTracerError(
+                    f"{errors.user_location(3)}: a value traced inside {x._trace.name} is used "
+                    f"in the enclosing {self.name}; return it from the inner function instead")
+        else:
+            aval = get_aval(x)
+            if aval.shape == ():
+                return Literal(np.asarray(x, aval.dtype).item(), aval)
         key = id(x)
         var = self.const_vars.get(key)
         if var is None:
-            var = Var(aval)
+            var = Var(get_aval(x))
             self.const_vars[key] = var
             self.consts.append(x)  # keeps x alive, so its id stays unique
             self.const_var_list.append(var)
@@ -285,38 +297,63 @@ class Trace:
         return tracers if prim.multiple_results else tracers[0]
 
     def to_program(self, in_tracers, out_values, name: str) -> Program:
-        outvars = [self.to_var_or_literal(x) if not isinstance(x, Tracer) else x._var
-                   for x in out_values]
         for x in out_values:
-            if isinstance(x, Tracer) and x._trace is not self:
+            if isinstance(x, Tracer) and x._trace is not self and x._trace.level > self.level:
                 raise errors.UnexpectedTracerError(
                     f"{errors.user_location(2)}: the output of {name} is a tracer of another "
                     f"trace")
+        outvars = [self.to_var_or_literal(x) for x in out_values]
         return Program([t._var for t in in_tracers], self.const_var_list, self.consts,
                        self.eqns, outvars, name)
 
 
-_TRACE_STACK: list[Trace] = []
+class _ThreadState(threading.local):
+    """Each thread traces on its own: a trace on one thread never records another thread's
+    operations."""
+
+    def __init__(self):
+        self.trace_stack: list[Trace] = []
+
+
+_STATE = _ThreadState()
+
+
+def current_trace() -> Trace | None:
+    """The innermost trace active on this thread, or None outside any trace."""
+    stack = _STATE.trace_stack
+    return stack[-1] if stack else None
 
 
 def find_trace(args) -> Trace | None:
     """The trace that records an operation on ``args``: the innermost trace among the
-    tracers, else the innermost active trace (constants met while tracing are recorded
-    too), else None (eager)."""
-    trace = _TRACE_STACK[-1] if _TRACE_STACK else None
+    tracers, else the innermost active trace of this thread (constants met while tracing
+    are recorded too), else None (eager)."""
+    stack = _STATE.trace_stack
+    trace = stack[-1] if stack else None
     for a in args:
         if isinstance(a, Tracer):
             t = a._trace
-            if not t.active:
-                raise errors.UnexpectedTracerError(
-                    f"{errors.user_location(3)}: encountered a tracer that escaped its trace: "
-                    f"a value of type {a.aval.str_short()} was created while tracing "
-                    f"{t.name} (called at {t.location}) and used after that trace ended. "
-                    f"Return it from the jitted function instead of storing it in a global "
-                    f"or a closure.")
+            _check_usable(a, 4)
             if trace is None or t.level > trace.level:
                 trace = t
     return trace
+
+
+def _check_usable(tracer: "Tracer", skip: int) -> None:
+    """Raises UnexpectedTracerError unless ``tracer``'s trace is active on this thread."""
+    t = tracer._trace
+    if not t.active:
+        raise errors.UnexpectedTracerError(
+            f"{errors.user_location(skip)}: encountered a tracer that escaped its trace: "
+            f"a value of type {tracer.aval.str_short()} was created while tracing "
+            f"{t.name} (called at {t.location}) and used after that trace ended. "
+            f"Return it from the jitted function instead of storing it in a global "
+            f"or a closure.")
+    if t not in _STATE.trace_stack:
+        raise errors.UnexpectedTracerError(
+            f"{errors.user_location(skip)}: a value of type {tracer.aval.str_short()} is "
+            f"being traced by {t.name} (called at {t.location}) on another thread; traced "
+            f"values cannot cross threads. Pass concrete arrays between threads.")
 
 
 class Tracer:
@@ -389,11 +426,12 @@ class Tracer:
 
 def new_trace(name: str) -> Trace:
     t = Trace(name)
-    _TRACE_STACK.append(t)
+    _STATE.trace_stack.append(t)
     return t
 
 
 def end_trace(trace: Trace) -> None:
     trace.active = False
-    assert _TRACE_STACK and _TRACE_STACK[-1] is trace
-    _TRACE_STACK.pop()
+    stack = _STATE.trace_stack
+    assert stack and stack[-1] is trace
+    stack.pop()

@@ -4,7 +4,9 @@ nor recompile."""
 
 from __future__ import annotations
 
+import collections
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,7 +78,39 @@ def run(executable, leaves, avals, out_weak) -> list:
 
 # --- eager primitives -----------------------------------------------------------------
 
-_PRIMITIVE_JITS: dict = {}
+class LruCache:
+    """A dict that keeps the ``fusionjit_cache_size`` most recently used entries, safe to
+    use from several threads. (The lock is needed: keys compare with Python ``__eq__``,
+    which may switch threads in the middle of an OrderedDict operation, and CPython's
+    OrderedDict crashes if another thread changes it then.)"""
+
+    def __init__(self):
+        self._d: collections.OrderedDict = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key):
+        with self._lock:
+            value = self._d.get(key)
+            if value is not None:
+                self._d.move_to_end(key)
+            return value
+
+    def put(self, key, value) -> None:
+        with self._lock:
+            self._d[key] = value
+            self._d.move_to_end(key)
+            while len(self._d) > config.fusionjit_cache_size:
+                self._d.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._d.clear()
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+
+_PRIMITIVE_JITS = LruCache()
 
 
 def apply_primitive(prim: core.Primitive, args, params):
@@ -92,7 +126,8 @@ def apply_primitive(prim: core.Primitive, args, params):
 
         prim_fun.__name__ = prim.name
         prim_fun.__qualname__ = prim.name
-        fn = _PRIMITIVE_JITS[key] = Jitted(prim_fun, _primitive=True)
+        fn = Jitted(prim_fun, _primitive=True)
+        _PRIMITIVE_JITS.put(key, fn)
     return fn(*args)
 
 

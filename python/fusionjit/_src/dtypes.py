@@ -60,8 +60,11 @@ def dtype(x) -> np.dtype:
 def canonicalize(d) -> np.dtype:
     """The dtype fusionjit uses for ``d``: 64-bit types become 32-bit without x64.
 
-    Raises TypeError for dtypes fusionjit does not support."""
+    Raises TypeError for dtypes fusionjit does not support. Non-native byte order (``>f4``
+    on x86) maps to the native dtype: arrays are converted, as NumPy and JAX do."""
     d = dtype(d)
+    if not d.isnative:
+        d = d.newbyteorder("=")
     if not x64_enabled():
         if d == int64:
             d = int32

@@ -83,10 +83,22 @@ def lower_program(program: core.Program, name: str) -> Any:
             raise TypeError(errors.located(str(e), eqn.source)) from None
         outs = out if eqn.prim.multiple_results else [out]
         for v, instr in zip(eqn.outvars, outs):
+            _check_shape(eqn, v.aval, instr)
             env[id(v)] = instr
     ctx.source = ""
     comp.set_root(comp.add("tuple", [read(v) for v in program.outvars]))
     return mb.build()
+
+
+def _check_shape(eqn: core.Eqn, aval: core.ShapedArray, instr) -> None:
+    """The C++ shape rules must agree with the Python ones: a disagreement is a bug in
+    fusionjit (e.g. an overflow in one of them), never something to run with."""
+    want = (dt.ir_name(aval.dtype), aval.shape)
+    if instr.shape != want:
+        raise _core.InternalError(errors.located(
+            f"internal error in fusionjit (please report it): {eqn.prim.name} has shape "
+            f"{aval.str_short()} by its Python rule but {instr.shape[0]}"
+            f"{list(instr.shape[1])} in the C++ IR", eqn.source))
 
 
 def _aval(x) -> core.ShapedArray:

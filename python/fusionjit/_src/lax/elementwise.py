@@ -3,6 +3,8 @@ rule right below it (the namespace is ``lax.py``)."""
 
 from __future__ import annotations
 
+import enum
+
 import numpy as np
 
 from fusionjit._src import core
@@ -86,7 +88,29 @@ abs_p = _unary("abs", "abs", _NUM)
 sign_p = _unary("sign", "sign", _NUM)
 floor_p = _unary("floor", "floor", (_FLOAT,))
 ceil_p = _unary("ceil", "ceil", (_FLOAT,))
-round_p = _unary("round", "round-nearest-even", (_FLOAT,))
+round_p = Primitive("round")
+
+
+class RoundingMethod(enum.IntEnum):
+    """How ``lax.round`` rounds halves, as ``jax.lax.RoundingMethod``."""
+
+    AWAY_FROM_ZERO = 0
+    TO_NEAREST_EVEN = 1
+
+
+@round_p.def_abstract_eval
+def _round_abstract_eval(x, *, rounding_method):
+    _check_kinds("round", x.dtype, (_FLOAT,))
+    return x
+
+
+@register(round_p)
+def _round_lower(ctx, avals_in, avals_out, x, *, rounding_method):
+    opcode = ("round-nearest-even" if rounding_method == RoundingMethod.TO_NEAREST_EVEN
+              else "round-nearest-afz")
+    return ctx.op(opcode, [x])
+
+
 exp_p = _unary("exp", "exponential", (_FLOAT,))
 expm1_p = _unary("expm1", "exponential-minus-one", (_FLOAT,))
 log_p = _unary("log", "log", (_FLOAT,))
@@ -183,9 +207,15 @@ gt = _binary_fn(gt_p, "gt")
 ge = _binary_fn(ge_p, "ge")
 
 
-def round(x, rounding_method=1):  # noqa: A001
-    """Rounds to the nearest integer, halves to even (JAX's ``ROUND_TO_NEAREST_EVEN``)."""
-    return round_p.bind(asarray_operand(x))
+def round(x, rounding_method=RoundingMethod.AWAY_FROM_ZERO):  # noqa: A001
+    """Rounds to the nearest integer; halves away from zero by default, as ``jax.lax.round``
+    (``RoundingMethod.TO_NEAREST_EVEN``, or 1, rounds them to even as NumPy does)."""
+    try:
+        method = RoundingMethod(rounding_method)
+    except ValueError:
+        _fail(f"lax.round: rounding_method must be a RoundingMethod (0: AWAY_FROM_ZERO, 1: "
+              f"TO_NEAREST_EVEN), got {rounding_method!r}", ValueError)
+    return round_p.bind(asarray_operand(x), rounding_method=method)
 
 
 # select(pred, on_true, on_false)

@@ -223,10 +223,11 @@ def round(a, decimals: int = 0):  # noqa: A001
     d = aval(a).dtype
     if not dt.is_float(d):
         return a
+    even = lax.RoundingMethod.TO_NEAREST_EVEN
     if decimals == 0:
-        return lax.round(a)
+        return lax.round(a, even)
     factor = to_array(10.0 ** decimals, d, aval(a).weak_type)
-    return lax.div(lax.round(lax.mul(a, factor)), factor)
+    return lax.div(lax.round(lax.mul(a, factor), even), factor)
 
 
 around = round

@@ -1,0 +1,343 @@
+"""Reliability: the reproduced bugs of the dispatch path (each test failed before its fix),
+threads, fork, byte order, static-argument types, disable_jit, shape overflow, rounding,
+constant folding's bits, failing custom calls and FJ_DEBUG."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+
+import fusionjit
+import fusionjit.numpy as fnp
+from fusionjit import _core, lax
+
+from conftest import assert_close, requires_jax
+
+
+def run_script(code: str, timeout: float = 60, env: dict | None = None):
+    """Runs ``code`` in a fresh interpreter (so a crash or hang fails the test instead of
+    killing the test worker); returns the completed process."""
+    full_env = dict(os.environ, **(env or {}))
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=timeout, env=full_env)
+
+
+# --- 1. clear_cache racing calls that run without the GIL -------------------------------
+
+def test_clear_cache_while_another_thread_calls_does_not_crash():
+    # Before: the call held a reference to the cache entry across the GIL release while
+    # clear_cache freed the executable's code: a segfault in 3 of 3 runs.
+    p = run_script("""
+        import threading, numpy as np, fusionjit, fusionjit.numpy as fnp
+        f = fusionjit.jit(lambda x: fnp.sin(x) * 2 + 1)
+        x = np.ones(1 << 20, np.float32)          # 4 MiB: the call releases the GIL
+        want = np.sin(np.float32(1)) * 2 + 1
+        stop = False
+        def caller():
+            for _ in range(200):
+                assert abs(float(f(x)[-1]) - want) < 1e-6
+        def clearer():
+            while not stop:
+                f.clear_cache()
+        ts = [threading.Thread(target=caller) for _ in range(3)]
+        c = threading.Thread(target=clearer)
+        c.start()
+        for t in ts: t.start()
+        for t in ts: t.join()
+        stop = True
+        c.join()
+        print("ok")
+    """, timeout=120)
+    assert p.returncode == 0 and "ok" in p.stdout, p.stderr[-2000:]
+
+
+# --- 2. byte order ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("order", [">", "<"])
+def test_non_native_byte_order_is_converted_on_every_path(order):
+    a = np.array([1, 2, 3, 4], np.float32)
+    other = a.astype(order + "f4")
+    f = fusionjit.jit(lambda x: x * 1.0)
+    assert_close(f(a), a)
+    # Cached path (the signature is the same as the native array's): was [4.6e-41, ...].
+    assert_close(f(other), a)
+    # First call with such an array (was a TypeError).
+    g = fusionjit.jit(lambda x: x + 1)
+    assert_close(g(other), a + 1)
+    # Arrays and eager ops.
+    assert_close(fnp.asarray(other), a)
+    assert_close(fnp.sin(other), np.sin(a))
+    b = np.arange(6, dtype=">i4").reshape(2, 3)
+    assert_close(fusionjit.jit(lambda x: x.sum(0))(b), np.array([3, 5, 7], np.int32))
+
+
+# --- 3. static arguments of different types --------------------------------------------
+
+def test_static_arguments_equal_in_value_but_not_type_compile_separately():
+    h = fusionjit.jit(lambda n: fnp.asarray(n), static_argnums=0)
+    assert h(2).dtype == np.int32
+    assert h(2.0).dtype == np.float32   # was int32: 2 and 2.0 shared an entry
+    assert h(True).dtype == np.bool_
+    k = fusionjit.jit(lambda x, *, n: x * fnp.asarray(n), static_argnames="n")
+    assert k(fnp.ones(2, dtype=np.float32), n=3).dtype == np.float32
+    assert k(np.ones(2, np.int32), n=3).dtype == np.int32
+    assert k(np.ones(2, np.int32), n=3.0).dtype == np.float32
+
+
+# --- 4. disable_jit on compiled signatures ---------------------------------------------
+
+def test_disable_jit_holds_for_signatures_already_compiled():
+    calls = []
+
+    @fusionjit.jit
+    def f(x):
+        calls.append(type(x))
+        return x * 2
+
+    x = fnp.ones(3)
+    f(x)
+    f(x)
+    assert len(calls) == 1  # traced once, then cached
+    fusionjit.config.update("fusionjit_disable_jit", True)
+    try:
+        assert_close(f(x), np.full(3, 2, np.float32))
+        assert len(calls) == 2 and calls[-1] is not fusionjit._src.core.Tracer
+    finally:
+        fusionjit.config.update("fusionjit_disable_jit", False)
+    f(x)
+    assert len(calls) == 2
+    with fusionjit.disable_jit():
+        f(x)
+    assert len(calls) == 3
+    f(x)
+    assert len(calls) == 3
+
+
+# --- 5. the trace state is per thread ---------------------------------------------------
+
+def test_eager_ops_on_another_thread_are_not_recorded_by_a_trace():
+    started, release = threading.Event(), threading.Event()
+    out = {}
+
+    def tracing_thread():
+        @fusionjit.jit
+        def f(x):
+            started.set()
+            release.wait(10)
+            return x + 1
+        out["f"] = f(fnp.ones(3))
+
+    t = threading.Thread(target=tracing_thread)
+    t.start()
+    assert started.wait(10)
+    try:
+        y = fnp.ones(3) * 2     # was: thread A's tracer
+    finally:
+        release.set()
+        t.join()
+    assert isinstance(y, fusionjit.Array)
+    assert_close(y, np.full(3, 2, np.float32))
+    assert_close(out["f"], np.full(3, 2, np.float32))
+
+
+def test_a_tracer_handed_to_another_thread_is_an_error():
+    box, started, release = {}, threading.Event(), threading.Event()
+
+    def tracing_thread():
+        @fusionjit.jit
+        def f(x):
+            box["tracer"] = x
+            started.set()
+            release.wait(10)
+            return x
+        f(fnp.ones(2))
+
+    t = threading.Thread(target=tracing_thread)
+    t.start()
+    assert started.wait(10)
+    try:
+        with pytest.raises(fusionjit.UnexpectedTracerError, match="another thread"):
+            box["tracer"] + 1
+    finally:
+        release.set()
+        t.join()
+
+
+def test_jit_inside_a_trace_closing_over_a_tracer_is_inlined():
+    @fusionjit.jit
+    def outer(x):
+        inner = fusionjit.jit(lambda y: y * x)   # closes over the outer tracer
+        return inner(3.0)
+
+    assert_close(outer(fnp.arange(3.0)), np.arange(3.0, dtype=np.float32) * 3)
+
+
+# --- 6. fork --------------------------------------------------------------------------
+
+def test_forked_child_runs_parallel_kernels():
+    # Before: a child forked after the parent ran a parallel kernel hung on its first one.
+    p = run_script("""
+        import os, numpy as np, fusionjit, fusionjit.numpy as fnp
+        f = fusionjit.jit(lambda x: fnp.sin(x) * 2)
+        x = np.ones(1 << 22, np.float32)
+        assert f.lower(x).compile().kernels[0]["parallel"]
+        f(x)
+        pid = os.fork()
+        if pid == 0:
+            y = f(x * 2)
+            os._exit(0 if abs(float(y[0]) - 2 * np.sin(np.float32(2))) < 1e-6 else 3)
+        _, status = os.waitpid(pid, 0)
+        print("child", os.waitstatus_to_exitcode(status))
+    """, timeout=60, env={"FUSIONJIT_NUM_THREADS": "4"})
+    assert p.returncode == 0 and "child 0" in p.stdout, (p.stdout, p.stderr[-2000:])
+
+
+def test_multiprocessing_fork_pool_runs_jitted_functions():
+    p = run_script("""
+        import multiprocessing as mp, numpy as np, fusionjit, fusionjit.numpy as fnp
+        f = fusionjit.jit(lambda x: (fnp.cos(x) * 3).sum())
+        x = np.ones(1 << 21, np.float32)
+        f(x)
+        def work(i):
+            return float(f(x * i))
+        with mp.get_context("fork").Pool(2) as pool:
+            print(pool.map(work, [1, 2, 3]))
+    """, timeout=60)
+    assert p.returncode == 0, p.stderr[-2000:]
+
+
+# --- 7. shape arithmetic does not overflow -----------------------------------------------
+
+def test_slice_with_a_huge_stride_takes_one_element():
+    x = fnp.arange(8.0)
+    big = 2**63 - 1
+    assert lax.slice(x, (0,), (4,), (big,)).shape == np.arange(8.0)[0:4:big].shape == (1,)
+    assert_close(lax.slice(x, (1,), (8,), (big,)), np.array([1.0], np.float32))
+    assert fusionjit.jit(lambda x: lax.slice(x, (0,), (8,), (2**62,)))(x).shape == (1,)
+
+
+def test_pad_whose_size_overflows_is_an_error():
+    x = fnp.ones(3)
+    with pytest.raises((ValueError, TypeError, OverflowError)):
+        fusionjit.jit(lambda x: lax.pad(x, 0.0, [(2**62, 2**62, 0)]))(x)
+
+
+def test_cpp_shape_rules_are_checked_against_python_rules():
+    # The C++ IR rejects what would overflow int64 even where no Python rule runs.
+    with pytest.raises(_core.FusionJitError, match="overflow"):
+        _core.parse_module("""
+module m
+ENTRY %main (x: f32[3]) -> (f32[]) {
+  %x = f32[3] parameter(0)
+  %z = f32[] constant(0)
+  %p = f32[1] pad(%x, %z), padding=4611686018427387903_4611686018427387903_0
+  ROOT %t = (f32[]) tuple(%z)
+}
+""").verify()
+
+
+def test_lowering_checks_cpp_shapes_against_python_rules(monkeypatch):
+    from fusionjit._src import core
+    from fusionjit._src.lax import elementwise
+    wrong = lambda x, **params: core.ShapedArray((5,), x.dtype)  # noqa: E731
+    monkeypatch.setattr(elementwise.neg_p, "abstract_eval", wrong)
+    with pytest.raises(_core.InternalError, match="neg has shape f32.5. by its Python rule"):
+        fusionjit.jit(lambda x: lax.neg(x))(np.ones(3, np.float32))
+
+
+# --- 8. rounding ------------------------------------------------------------------------
+
+ROUND_INPUTS = np.array([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.49999997, -0.3, -0.0, 0.0, 3.7, -3.7,
+                         np.inf, -np.inf, np.nan, 8388609.0, 2.4999998, 1e30] * 5, np.float32)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_lax_round_defaults_to_away_from_zero(dtype, x64):
+    x = ROUND_INPUTS.astype(dtype)
+    with np.errstate(invalid="ignore"):
+        t = np.trunc(x)   # x - trunc(x) is exact: halves are found exactly
+        afz = np.where(np.abs(x - t) >= 0.5, t + np.copysign(1, x).astype(dtype), t)
+    for fn in (lambda v: lax.round(v), fusionjit.jit(lambda v: lax.round(v))):
+        got = np.asarray(fn(x))
+        np.testing.assert_array_equal(got, afz)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(afz))
+    assert float(lax.round(np.float32(2.5))) == 3.0
+    even = np.asarray(lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN))
+    np.testing.assert_array_equal(even, np.round(x))
+    np.testing.assert_array_equal(np.asarray(fnp.round(x)), np.round(x))
+    with pytest.raises(ValueError, match="rounding_method"):
+        lax.round(x, 7)
+
+
+@requires_jax
+def test_lax_round_matches_jax():
+    import jax
+    x = ROUND_INPUTS
+    for method in (0, 1):
+        np.testing.assert_array_equal(np.asarray(lax.round(x, method)),
+                                      np.asarray(jax.lax.round(x, method)))
+
+
+# --- constant folding gives the bits compiled code gives --------------------------------
+
+@pytest.mark.parametrize("fn", ["sin", "cos", "exp", "log", "tanh", "expm1", "log1p", "tan"])
+def test_constant_inputs_give_the_bits_of_compiled_code(fn):
+    x = np.linspace(0.01, 50, 1000).astype(np.float32)
+    op = getattr(fnp, fn)
+    from_argument = np.asarray(fusionjit.jit(op)(x))
+    from_constant = np.asarray(fusionjit.jit(lambda: op(fnp.asarray(x)))())
+    np.testing.assert_array_equal(from_constant, from_argument)
+
+
+def test_float_sums_of_constants_match_compiled_sums():
+    x = (np.random.default_rng(0).standard_normal(1000) * 1e4).astype(np.float32)
+    from_argument = np.asarray(fusionjit.jit(lambda v: fnp.sum(v))(x))
+    from_constant = np.asarray(fusionjit.jit(lambda: fnp.sum(fnp.asarray(x)))())
+    np.testing.assert_array_equal(from_constant, from_argument)
+
+
+# --- custom calls that fail ------------------------------------------------------------
+
+FAILING_CALL = """
+module m
+ENTRY %main (x: s32[]) -> (s32[4]) {
+  %x = s32[] parameter(0)
+  %r = s32[4] custom-call(%x), custom_call_target="testing.fail"
+  %n = s32[4] negate(%r)
+  ROOT %t = (s32[4]) tuple(%n)
+}
+"""
+
+
+def test_an_exception_in_a_custom_call_is_raised_not_aborting():
+    exe = _core.parse_module(FAILING_CALL).compile().executable
+    with pytest.raises(_core.InternalError, match="testing.fail"):
+        exe([np.array(0, np.int32)])
+    with pytest.raises(MemoryError, match="testing.fail"):
+        exe([np.array(1, np.int32)])
+    # The process goes on, and so does the executable.
+    with pytest.raises(MemoryError):
+        exe([np.array(1, np.int32)])
+
+
+# --- FJ_DEBUG ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("level", [2, 3])
+def test_fj_debug_prints_the_ir_and_llvm_ir(level):
+    p = run_script("""
+        import fusionjit, fusionjit.numpy as fnp
+        fusionjit.jit(lambda x: fnp.sin(x) + 1)(fnp.ones(4))
+    """, env={"FJ_DEBUG": str(level)})
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "as traced" in p.stderr and "sine(" in p.stderr          # the IR
+    assert "kernels (after fusion)" in p.stderr and "fusion(" in p.stderr
+    if level >= 3:
+        assert "LLVM IR" in p.stderr and "define void @fj_main" in p.stderr
+    else:
+        assert "define void @fj_main" not in p.stderr
