@@ -48,13 +48,15 @@ def peers() -> dict:
 
 def machine() -> str:
     import fusionjit
-    return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {fusionjit.devices()[0]}"
+    cpu = platform.processor() or platform.machine()
+    return f"{cpu}, {os.cpu_count()} cores, {fusionjit.devices()[0]}"
 
 
 def report(title: str, rows: list[dict], path: str | None = None) -> None:
     print(f"\n== {title} ==  ({machine()})")
     for r in rows:
-        print("  " + "  ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items()))
+        print("  " + "  ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                               for k, v in r.items()))
     if path:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w") as f:

@@ -44,7 +44,8 @@ def main(argv=None):
         jx, jy = jnp.asarray(x), jnp.asarray(y)
         jg = jax.jit(_tree_fn)
         t_jax = median_seconds(lambda: jf(jx, jy).block_until_ready())
-        t_jax_tree = median_seconds(lambda: jax.block_until_ready(jg(({"a": jx, "b": jy}, [jx, 1.0]))))
+        t_jax_tree = median_seconds(
+            lambda: jax.block_until_ready(jg(({"a": jx, "b": jy}, [jx, 1.0]))))
         rows.append({"case": "jax.jit(add)", "us": t_jax * 1e6})
         rows.append({"case": "jax.jit, pytree of 3 arrays + float", "us": t_jax_tree * 1e6})
         rows.append({"case": "ratio jax / fusionjit (Array args)", "x": t_jax / t_fj})

@@ -47,7 +47,8 @@ def main(argv=None):
     dst = np.empty_like(x)
     bytes_moved = 2 * x.nbytes  # read the input, write the output
     t_copy = median_seconds(lambda: np.copyto(dst, x), repeats=7)
-    rows.append({"case": "chain20 memory copy (np.copyto)", "ms": t_copy * 1e3, "GB/s": bytes_moved / t_copy / 1e9})
+    rows.append({"case": "chain20 memory copy (np.copyto)", "ms": t_copy * 1e3,
+                 "GB/s": bytes_moved / t_copy / 1e9})
     expected = chain20(np, x)
     results = {}
     for profile in ["fusionjit", "xla", "none"]:
@@ -57,7 +58,8 @@ def main(argv=None):
         results[profile] = t
         rows.append({"case": f"chain20 fusionjit jit(fusion={profile!r})", "ms": t * 1e3,
                      "GB/s": bytes_moved / t / 1e9, "x memcpy": t / t_copy,
-                     "kernels": fusionjit.testing.count_kernels(lambda a: chain20(fnp, a), fusion=profile)(xa)})
+                     "kernels": fusionjit.testing.count_kernels(lambda a: chain20(fnp, a),
+                                                                fusion=profile)(xa)})
     t_np = median_seconds(lambda: chain20(np, x), repeats=5)
     rows.append({"case": "chain20 numpy", "ms": t_np * 1e3, "GB/s": bytes_moved / t_np / 1e9,
                  "numpy/fused": t_np / results["fusionjit"]})
@@ -66,7 +68,8 @@ def main(argv=None):
         g = jax.jit(lambda a: chain20(jnp, a))
         ja = jnp.asarray(x)
         t_jax = median_seconds(lambda: g(ja).block_until_ready(), repeats=7)
-        rows.append({"case": "chain20 jax.jit", "ms": t_jax * 1e3, "GB/s": bytes_moved / t_jax / 1e9,
+        rows.append({"case": "chain20 jax.jit", "ms": t_jax * 1e3,
+                     "GB/s": bytes_moved / t_jax / 1e9,
                      "jax/fused": t_jax / results["fusionjit"]})
 
     # --- softmax over rows -------------------------------------------------------------
@@ -82,7 +85,8 @@ def main(argv=None):
         sm[profile] = t
         rows.append({"case": f"softmax fusionjit jit(fusion={profile!r})", "ms": t * 1e3,
                      "GB/s": s_bytes / t / 1e9,
-                     "kernels": fusionjit.testing.count_kernels(lambda a: softmax(fnp, a), fusion=profile)(sa)})
+                     "kernels": fusionjit.testing.count_kernels(lambda a: softmax(fnp, a),
+                                                                fusion=profile)(sa)})
     t_np = median_seconds(lambda: softmax(np, s), repeats=3)
     rows.append({"case": "softmax numpy", "ms": t_np * 1e3, "numpy/fused": t_np / sm["fusionjit"]})
     if "jax" in found:
@@ -90,8 +94,10 @@ def main(argv=None):
         g = jax.jit(lambda a: softmax(jnp, a))
         ja = jnp.asarray(s)
         t_jax = median_seconds(lambda: g(ja).block_until_ready(), repeats=5)
-        rows.append({"case": "softmax jax.jit", "ms": t_jax * 1e3, "jax/fused": t_jax / sm["fusionjit"]})
-    report(f"fusion: chain of 20 ops on float32[{args.n}], softmax on float32[{args.rows},{args.cols}]",
+        rows.append({"case": "softmax jax.jit", "ms": t_jax * 1e3,
+                     "jax/fused": t_jax / sm["fusionjit"]})
+    report(f"fusion: chain of 20 ops on float32[{args.n}], "
+           f"softmax on float32[{args.rows},{args.cols}]",
            rows, args.json)
 
 

@@ -39,7 +39,8 @@ def main(argv=None):
             jk = jax.random.PRNGKey(0)
             ref = np.asarray(g(jk))
             t_jax = median_seconds(lambda: g(jk).block_until_ready(), repeats=5, min_time=0.2)
-            rows.append({"case": f"uniform {mode} jax.jit", "ms": t_jax * 1e3, "M numbers/s": n / t_jax / 1e6})
+            rows.append({"case": f"uniform {mode} jax.jit", "ms": t_jax * 1e3,
+                         "M numbers/s": n / t_jax / 1e6})
         times = {}
         for lowering in ("fused", "custom_call"):
             fusionjit.config.update("fusionjit_threefry_lowering", lowering)
@@ -49,7 +50,8 @@ def main(argv=None):
                 np.testing.assert_array_equal(got, ref)  # bit-exact with JAX
             t = median_seconds(lambda: f(key).block_until_ready(), repeats=5, min_time=0.2)
             times[lowering] = t
-            row = {"case": f"uniform {mode} fusionjit {lowering}", "ms": t * 1e3, "M numbers/s": n / t / 1e6,
+            row = {"case": f"uniform {mode} fusionjit {lowering}", "ms": t * 1e3,
+                   "M numbers/s": n / t / 1e6,
                    "kernels": fusionjit.testing.count_kernels(lambda k: fr.uniform(k, (n,)))(key)}
             if ref is not None:
                 row["jax/fusionjit"] = t_jax / t
@@ -60,7 +62,8 @@ def main(argv=None):
                          "M numbers/s": n / t_sum / 1e6,
                          "kernels": fusionjit.testing.count_kernels(
                              lambda k: fnp.sum(fr.uniform(k, (n,)) * 2.0 - 1.0))(key)})
-        rows.append({"case": f"uniform {mode}: custom_call / fused time", "ratio": times["custom_call"] / times["fused"]})
+        rows.append({"case": f"uniform {mode}: custom_call / fused time",
+                     "ratio": times["custom_call"] / times["fused"]})
     fusionjit.config.update("fusionjit_threefry_lowering", "fused")
     fusionjit.config.update("fusionjit_threefry_partitionable", True)
     report(f"random: uniform float32[{n}] per call", rows, args.json)

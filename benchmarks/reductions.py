@@ -52,7 +52,8 @@ def main(argv=None):
             jx = jnp.asarray(x)
             row["jax_ms"] = median_seconds(lambda: g(jx).block_until_ready()) * 1e3
             row["jax/fusionjit"] = row["jax_ms"] / row["fusionjit_ms"]
-        row["kernels"] = fusionjit.testing.count_kernels(lambda a, axis=axis: fnp.sum(a, axis=axis))(xa)
+        row["kernels"] = fusionjit.testing.count_kernels(
+            lambda a, axis=axis: fnp.sum(a, axis=axis))(xa)
         rows.append(row)
     report("sum of float32, 16M elements", rows, args.json)
 

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs whatever is missing for fusionjit on Debian 12 (safe to run again): Debian
 # packages (LLVM 19, CMake, Ninja, GoogleTest, Graphviz, ccache), the Python build tools,
-# and fusionjit itself with its test extras, built incrementally in build/release.
+# and fusionjit itself with its test extras and the comparison peers (JAX, Gymnasium),
+# built incrementally in build/release. FJ_NO_PEERS=1 leaves the peers out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PY=${PYTHON:-python3}
-APT_PACKAGES=(llvm-19-dev libzstd-dev cmake ninja-build g++ libgtest-dev graphviz ccache)
+APT_PACKAGES=(llvm-19-dev libzstd-dev zlib1g-dev cmake ninja-build g++ libgtest-dev graphviz ccache)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -20,6 +21,8 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 $PY -m pip install -q --disable-pip-version-check "scikit-build-core>=0.10" "pybind11>=2.12" ninja
-echo "setup: building and installing fusionjit (incremental, build/release)"
+EXTRAS=test,peers
+[ "${FJ_NO_PEERS:-0}" = 1 ] && EXTRAS=test
+echo "setup: building and installing fusionjit[$EXTRAS] (incremental, build/release)"
 $PY -m pip install -q --disable-pip-version-check --no-build-isolation \
-  -Cbuild-dir=build/release -Ccmake.define.FUSIONJIT_BUILD_TESTS=ON ".[test]"
+  -Cbuild-dir=build/release -Ccmake.define.FUSIONJIT_BUILD_TESTS=ON ".[$EXTRAS]"

@@ -776,7 +776,6 @@ def run_profiles(prog: Program, profiles=PROFILES):
     None, the kernel boundaries explain has no reason for) or the exception}."""
     import fusionjit
     import fusionjit.numpy as fnp
-    from fusionjit.testing import count_kernels
     fn = prog.function()
     args = [fnp.asarray(a) for a in prog.data]
     res = {}
@@ -844,7 +843,8 @@ def check_program(prog: Program, profiles=PROFILES, explain: bool = True):
     if fail is None:
         for p in profiles:
             if res[p][3]:
-                fail = Failure("unexplained", p, "explain has no reason for: " + "; ".join(res[p][3]))
+                fail = Failure("unexplained", p,
+                               "explain has no reason for: " + "; ".join(res[p][3]))
                 break
     if fail is None:
         k = {p: res[p][1] for p in profiles}

@@ -100,7 +100,8 @@ def test_explain_names_the_rule_for_the_concatenate_boundary():
     ex = fusionjit.explain(f, fusion="xla")(x, y)
     text = str(ex)
     assert "kernel" in text and "boundaries kept" in text
-    concat_decisions = [e for e in ex.decisions if e["producer_opcode"] == "concatenate" and not e["fuse"]]
+    concat_decisions = [e for e in ex.decisions
+                        if e["producer_opcode"] == "concatenate" and not e["fuse"]]
     assert concat_decisions, text
     assert any("concatenate %concatenate has" in e["reason"] and "users" in e["reason"]
                for e in concat_decisions), [e["reason"] for e in concat_decisions]
@@ -156,7 +157,9 @@ def test_frontend_repair_forwards_slices_of_a_concatenate():
     assert ex.num_kernels == 1
     out = fusionjit.jit(step)(s)
     nx = 1 + 0.1 * 1
-    assert_close(out[0], np.stack([np.full(64, nx), np.full(64, 1 - 0.1 * np.sin(1.0))]).astype(np.float32),
+    assert_close(out[0],
+                 np.stack([np.full(64, nx),
+                           np.full(64, 1 - 0.1 * np.sin(1.0))]).astype(np.float32),
                  rtol=1e-6)
 
 
@@ -177,7 +180,8 @@ def test_profile_from_config_and_per_function():
 
 def test_fusionjit_profile_is_never_worse_than_xla_on_these_programs():
     for fn, args in ARGS.items():
-        assert count_kernels(fn, fusion="fusionjit")(*args) <= count_kernels(fn, fusion="xla")(*args), fn
+        assert (count_kernels(fn, fusion="fusionjit")(*args)
+                <= count_kernels(fn, fusion="xla")(*args)), fn
 
 
 def test_dot_drawings_show_kernels_as_clusters(tmp_path):
@@ -203,7 +207,8 @@ def test_executable_reports_kernels_and_bytes():
     kernels = compiled.kernels
     assert len(kernels) == compiled.num_kernels == 3
     assert all(k["bytes_read"] > 0 and k["bytes_written"] > 0 for k in kernels)
-    assert compiled.cost_analysis()["bytes accessed"] == sum(k["bytes_read"] + k["bytes_written"] for k in kernels)
+    assert compiled.cost_analysis()["bytes accessed"] == sum(
+        k["bytes_read"] + k["bytes_written"] for k in kernels)
 
 
 @pytest.mark.parametrize("profile", ["none", "xla", "xla+concat", "fusionjit"])
@@ -248,7 +253,8 @@ def test_fusionjit_keeps_more_kernels_where_xlas_plan_recomputes():
         return fnp.concatenate([c] * 4)
 
     x = np.linspace(-3, 3, 7, dtype=np.float32)
-    np.testing.assert_allclose(np.asarray(fusionjit.jit(f)(x)), np.tile(np.sin(x), 24), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(fusionjit.jit(f)(x)), np.tile(np.sin(x), 24),
+                               rtol=1e-6, atol=1e-6)
     assert count_kernels(f, fusion="xla")(x) == 1
     assert count_kernels(f, fusion="fusionjit")(x) == 2
     plan = next(d for d in fusionjit.explain(f)(x).decisions if d["rule"] == "plan-selection")
@@ -308,13 +314,15 @@ def _np_logsumexp(x):
 
 @pytest.mark.parametrize("shape", [(64, 100), (8, 3, 33), (300, 17)])
 @pytest.mark.parametrize("f,ref", [(_softmax, _np_softmax), (_layernorm, _np_layernorm),
-                                   (_logsumexp, _np_logsumexp)], ids=["softmax", "layernorm", "logsumexp"])
+                                   (_logsumexp, _np_logsumexp)],
+                         ids=["softmax", "layernorm", "logsumexp"])
 def test_row_fusion_makes_one_kernel_per_row_normalisation(f, ref, shape):
     """Row fusion (fusionjit profile, beyond XLA): reductions over the last axis that are
     broadcast back along it are computed once per row inside one kernel."""
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
     np.testing.assert_allclose(np.asarray(fusionjit.jit(f)(x)), ref(x), rtol=2e-5, atol=2e-6)
-    np.testing.assert_allclose(np.asarray(fusionjit.jit(f, fusion="xla")(x)), ref(x), rtol=2e-5, atol=2e-6)
+    np.testing.assert_allclose(np.asarray(fusionjit.jit(f, fusion="xla")(x)), ref(x),
+                               rtol=2e-5, atol=2e-6)
     assert count_kernels(f)(x) == 1
     assert count_kernels(f, fusion="xla")(x) >= 3
     rows = [d for d in fusionjit.explain(f)(x).decisions if d["rule"] == "row-fusion" and d["fuse"]]
@@ -347,7 +355,8 @@ def test_row_fused_kernel_keeps_a_costly_row_value(cols):
     """Softmax's exp(x - max) feeds both its sum and its quotient: the row-fused kernel
     computes it once per element into a row buffer and reads it back (tail lengths too)."""
     x = np.random.default_rng(3).standard_normal((40, cols)).astype(np.float32)
-    np.testing.assert_allclose(np.asarray(fusionjit.jit(_softmax)(x)), _np_softmax(x), rtol=2e-5, atol=2e-7)
+    np.testing.assert_allclose(np.asarray(fusionjit.jit(_softmax)(x)), _np_softmax(x),
+                               rtol=2e-5, atol=2e-7)
     assert _kept_rows(_softmax, x) == 1
     # Nothing costly to keep in layer norm (x - mean is cheaper to recompute than to store).
     assert _kept_rows(_layernorm, x) == 0
@@ -358,7 +367,8 @@ def test_kept_row_value_is_read_at_any_position_of_its_row(x64):
     at another row's index through a transpose (recomputed there, not read from this row)."""
     def f(x):
         e = fnp.exp(x - fnp.max(x, axis=-1, keepdims=True))
-        return e / fnp.sum(e, axis=-1, keepdims=True) + e[:, ::-1] * fnp.max(e, axis=-1, keepdims=True) + e.T
+        return (e / fnp.sum(e, axis=-1, keepdims=True)
+                + e[:, ::-1] * fnp.max(e, axis=-1, keepdims=True) + e.T)
 
     def ref(x):
         e = np.exp(x - x.max(-1, keepdims=True))
@@ -371,7 +381,8 @@ def test_kept_row_value_is_read_at_any_position_of_its_row(x64):
     assert _kept_rows(f, x) == 1
     # float64 rows keep float64 values.
     x = np.random.default_rng(5).standard_normal((20, 515))
-    np.testing.assert_allclose(np.asarray(fusionjit.jit(_softmax)(x)), _np_softmax(x), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(np.asarray(fusionjit.jit(_softmax)(x)), _np_softmax(x),
+                               rtol=1e-12, atol=1e-15)
     assert _kept_rows(_softmax, x) == 1
 
 

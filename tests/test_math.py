@@ -114,7 +114,8 @@ def test_special_values(name, dtype, request):
     with np.errstate(all="ignore"):
         ref = getattr(np, name)(x)
     got = np.asarray(fusionjit.jit(getattr(fnp, name))(x))
-    same = (got == ref) | (np.isnan(got) & np.isnan(ref)) | (np.abs(got - ref) <= 4e-7 * np.abs(ref))
+    same = ((got == ref) | (np.isnan(got) & np.isnan(ref))
+            | (np.abs(got - ref) <= 4e-7 * np.abs(ref)))
     assert same.all(), f"{name}: {x[~same]} -> {got[~same]}, expected {ref[~same]}"
     # Signed zeros are kept where the function is odd.
     if name in ("sin", "tan", "tanh", "expm1", "log1p"):
@@ -164,12 +165,14 @@ def test_fma_rounds_once(dtype, request):
     want = np.full(9, eps * eps, dtype)
     assert (a * a + c == 0).all()           # what an unfused multiply-add gives
     kernel = fusionjit.jit(fusionjit.lax.fma)(a, a, c)
-    folded = fusionjit.jit(lambda: fusionjit.lax.fma(fnp.asarray(a), fnp.asarray(a), fnp.asarray(c)))()
+    folded = fusionjit.jit(
+        lambda: fusionjit.lax.fma(fnp.asarray(a), fnp.asarray(a), fnp.asarray(c)))()
     np.testing.assert_array_equal(np.asarray(kernel), want)
     np.testing.assert_array_equal(np.asarray(folded), want)
     rng = np.random.default_rng(0)
     x, y, z = (rng.standard_normal(1000).astype(dtype) for _ in range(3))
-    np.testing.assert_allclose(np.asarray(fusionjit.lax.fma(x, y, z)), x * y + z, rtol=0, atol=8 * eps)
+    np.testing.assert_allclose(np.asarray(fusionjit.lax.fma(x, y, z)), x * y + z,
+                               rtol=0, atol=8 * eps)
 
 
 def test_fma_rejects_integers_and_mismatched_shapes():

@@ -93,8 +93,10 @@ BINARY = [
     ("add", fnp.add, np.add, ALL, ("default", "default"), same, None),
     ("subtract", fnp.subtract, np.subtract, NUMERIC, ("default", "default"), same, None),
     ("multiply", fnp.multiply, np.multiply, ALL, ("default", "default"), same, None),
-    ("true_divide", fnp.true_divide, np.true_divide, NUMERIC, ("default", "nonzero"), to_float, 1e-6),
-    ("floor_divide", fnp.floor_divide, np.floor_divide, NUMERIC, ("default", "nonzero"), same, None),
+    ("true_divide", fnp.true_divide, np.true_divide, NUMERIC, ("default", "nonzero"), to_float,
+     1e-6),
+    ("floor_divide", fnp.floor_divide, np.floor_divide, NUMERIC, ("default", "nonzero"), same,
+     None),
     ("remainder", fnp.remainder, np.remainder, NUMERIC, ("default", "nonzero"), same, 1e-5),
     ("power", fnp.power, np.power, FLOATS, ("positive", "default"), same, 4e-6),
     ("power_int", fnp.power, np.power, INTS, ("small", "exponent"), same, None),
@@ -110,9 +112,12 @@ BINARY = [
     ("logical_and", fnp.logical_and, np.logical_and, ALL, ("small", "small"), to_bool, None),
     ("logical_or", fnp.logical_or, np.logical_or, ALL, ("small", "small"), to_bool, None),
     ("logical_xor", fnp.logical_xor, np.logical_xor, ALL, ("small", "small"), to_bool, None),
-    ("bitwise_and", fnp.bitwise_and, np.bitwise_and, INTS + (BOOL,), ("default", "default"), same, None),
-    ("bitwise_or", fnp.bitwise_or, np.bitwise_or, INTS + (BOOL,), ("default", "default"), same, None),
-    ("bitwise_xor", fnp.bitwise_xor, np.bitwise_xor, INTS + (BOOL,), ("default", "default"), same, None),
+    ("bitwise_and", fnp.bitwise_and, np.bitwise_and, INTS + (BOOL,), ("default", "default"),
+     same, None),
+    ("bitwise_or", fnp.bitwise_or, np.bitwise_or, INTS + (BOOL,), ("default", "default"),
+     same, None),
+    ("bitwise_xor", fnp.bitwise_xor, np.bitwise_xor, INTS + (BOOL,), ("default", "default"),
+     same, None),
     ("left_shift", fnp.left_shift, np.left_shift, INTS, ("small", "small"), same, None),
     ("right_shift", fnp.right_shift, np.right_shift, INTS, ("default", "small"), same, None),
 ]
@@ -265,7 +270,8 @@ def test_where_and_clip(mode):
     assert_close(_run(fnp.where, mode, c, x, y), np.where(c, x, y))
     assert_close(_run(lambda a: fnp.clip(a, -0.5, 0.5), mode, x), np.clip(x, -0.5, 0.5))
     assert_close(_run(lambda a: fnp.clip(a, max=0.1), mode, x), np.clip(x, None, 0.1))
-    assert_close(_run(lambda a: fnp.where(a > 0, a, 0.0), mode, x), np.where(x > 0, x, 0.0).astype(np.float32))
+    assert_close(_run(lambda a: fnp.where(a > 0, a, 0.0), mode, x),
+                 np.where(x > 0, x, 0.0).astype(np.float32))
 
 
 @pytest.mark.parametrize("mode", ["eager", "jit"])
@@ -298,7 +304,8 @@ def test_shift_by_more_than_the_width():
     x = np.array([1, -8, 5], np.int32)
     s = np.array([40, 33, 31], np.int32)
     np.testing.assert_array_equal(np.asarray(fusionjit.lax.shift_left(x, s)), [0, 0, -2**31])
-    np.testing.assert_array_equal(np.asarray(fusionjit.lax.shift_right_arithmetic(x, s)), [0, -1, 0])
+    np.testing.assert_array_equal(np.asarray(fusionjit.lax.shift_right_arithmetic(x, s)),
+                                  [0, -1, 0])
     np.testing.assert_array_equal(np.asarray(fusionjit.lax.shift_right_logical(x, s)), [0, 0, 0])
 
 
@@ -372,7 +379,8 @@ def test_every_vector_width_computes_the_same(width):
             y = rng.uniform(-2, 2, (n + 1, n)).astype(np.float32)
             got = fusionjit.jit(f)(x, y)
             zn = np.where(x > 0, np.exp(-x * x), np.sin(x)) + y.T
-            want = (zn.sum(axis=1), zn.max(axis=0), np.concatenate([zn[::-1], zn], axis=0), np.sum(x * 2.0))
+            want = (zn.sum(axis=1), zn.max(axis=0), np.concatenate([zn[::-1], zn], axis=0),
+                    np.sum(x * 2.0))
             for g, w in zip(got, want):
                 np.testing.assert_allclose(np.asarray(g), w, rtol=2e-5, atol=2e-5)
     finally:
@@ -384,7 +392,8 @@ def test_vector_width_is_validated():
         fusionjit.config.update("fusionjit_vector_width", 3)
 
 
-@pytest.mark.parametrize("shape", [(196613,), (301, 1000)])  # a prime count: the last block is padded
+@pytest.mark.parametrize("shape", [(196613,),  # a prime count: the last block is padded
+                                   (301, 1000)])
 def test_large_reductions_to_a_scalar_are_split_and_exact(shape):
     """Reductions of many elements to one value run as partial sums over blocks (in
     parallel) and a reduction of the partials; padding the last block must not change
@@ -406,18 +415,21 @@ def test_large_reductions_to_a_scalar_are_split_and_exact(shape):
     assert fusionjit.testing.count_kernels(lambda x: fnp.sum(x * 2.0))(x) == 2
 
 
-@pytest.mark.parametrize("shape,axis", [((100003, 64), 0),      # one vector of columns; prime rows: padded
-                                        ((3, 7, 5000, 16), (1, 2)),  # a reduced run between kept dimensions
-                                        ((4, 65536), 1),         # four rows
-                                        ((2, 30011, 3), 1)])     # a prime run, three columns
+@pytest.mark.parametrize("shape,axis", [
+    ((100003, 64), 0),           # one vector of columns; prime rows: padded
+    ((3, 7, 5000, 16), (1, 2)),  # a reduced run between kept dimensions
+    ((4, 65536), 1),             # four rows
+    ((2, 30011, 3), 1)])         # a prime run, three columns
 def test_reductions_with_few_outputs_are_split_and_exact(shape, axis):
     """Few outputs over many elements: partial results over blocks of the reduced run, then
     their reduction (TreeReductionPass); every combiner, padding included, is exact."""
     rng = np.random.default_rng(1)
     x = rng.uniform(-1, 1, shape).astype(np.float32)
     i = rng.integers(-1000, 1000, shape).astype(np.int32)
-    got = fusionjit.jit(lambda x, i: (fnp.sum(x * 2.0, axis=axis), fnp.max(x, axis=axis), fnp.min(x, axis=axis),
-                                      fnp.sum(i, axis=axis), fnp.min(i, axis=axis), fnp.any(x > 0.99999, axis=axis)))(x, i)
+    got = fusionjit.jit(lambda x, i: (fnp.sum(x * 2.0, axis=axis), fnp.max(x, axis=axis),
+                                      fnp.min(x, axis=axis), fnp.sum(i, axis=axis),
+                                      fnp.min(i, axis=axis),
+                                      fnp.any(x > 0.99999, axis=axis)))(x, i)
     reduced = np.prod([shape[a] for a in np.atleast_1d(axis)])
     want = ((x.astype(np.float64) * 2).sum(axis=axis), x.max(axis=axis), x.min(axis=axis),
             i.sum(axis=axis, dtype=np.int32), i.min(axis=axis), (x > 0.99999).any(axis=axis))

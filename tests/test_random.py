@@ -73,9 +73,11 @@ def test_known_answers_partitionable():
                                   np.array([0.947667, 0.9785799, 0.33229148], np.float32))
     assert np.asarray(fr.uniform(fr.key(0))) == np.float32(0.947667)
     # (documentation prints are rounded to 6 or 7 digits; the live JAX test compares bits)
-    np.testing.assert_allclose(np.asarray(fr.uniform(fr.split(fr.key(0))[1])), 0.00729382, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(fr.uniform(fr.split(fr.key(0))[1])), 0.00729382,
+                               rtol=1e-6)
     np.testing.assert_array_equal(fr.bits(fr.key(1701), (3,)), [1111271205, 2679469115, 974515252])
-    np.testing.assert_array_equal(fr.randint(fr.key(0), (3, 3), 0, 8), [[5, 0, 0], [5, 3, 3], [0, 7, 5]])
+    np.testing.assert_array_equal(fr.randint(fr.key(0), (3, 3), 0, 8),
+                                  [[5, 0, 0], [5, 3, 3], [0, 7, 5]])
 
 
 def test_known_answers_original(original):
@@ -83,9 +85,12 @@ def test_known_answers_original(original):
                                   [[2285895361, 1501764800], [1518642379, 4090693311],
                                    [433833334, 4221794875], [839183663, 3740430601]])
     np.testing.assert_array_equal(fr.fold_in(fr.PRNGKey(0), 4), [2285895361, 433833334])
-    np.testing.assert_array_equal(fr.bits(fr.PRNGKey(1701), (3,)), [56197195, 4200222568, 961309823])
-    np.testing.assert_array_equal(fr.randint(fr.PRNGKey(0), (3, 3), 0, 8), [[2, 1, 3], [6, 1, 5], [6, 3, 4]])
-    np.testing.assert_array_equal(fr.split(fr.PRNGKey(0)), [[4146024105, 967050713], [2718843009, 1272950319]])
+    np.testing.assert_array_equal(fr.bits(fr.PRNGKey(1701), (3,)),
+                                  [56197195, 4200222568, 961309823])
+    np.testing.assert_array_equal(fr.randint(fr.PRNGKey(0), (3, 3), 0, 8),
+                                  [[2, 1, 3], [6, 1, 5], [6, 3, 4]])
+    np.testing.assert_array_equal(fr.split(fr.PRNGKey(0)),
+                                  [[4146024105, 967050713], [2718843009, 1272950319]])
     assert np.asarray(fr.uniform(fr.PRNGKey(0))) == np.float32(0.41845703)
     np.testing.assert_allclose(fr.uniform(fr.PRNGKey(0), (3,)),
                                np.array([0.9653214, 0.3146816, 0.6330299], np.float32), rtol=1e-6)
@@ -120,7 +125,8 @@ def test_batches_of_keys_equal_looping_over_keys(mode):
         np.testing.assert_array_equal(np.asarray(batched)[i], np.asarray(fr.uniform(keys[i], (3,))))
     b_ints = fr.randint(keys, (2,), 0, 100)
     for i in range(4):
-        np.testing.assert_array_equal(np.asarray(b_ints)[i], np.asarray(fr.randint(keys[i], (2,), 0, 100)))
+        np.testing.assert_array_equal(np.asarray(b_ints)[i],
+                                      np.asarray(fr.randint(keys[i], (2,), 0, 100)))
     sub = fr.split(keys)
     assert sub.shape == (4, 2, 2)
     for i in range(4):
@@ -239,11 +245,15 @@ def test_bit_exact_with_jax_live(partitionable):
             seed = int(rng.integers(0, 2**31 - 1))
             shape = tuple(int(d) for d in rng.integers(1, 7, size=rng.integers(0, 3)))
             jk, fk = jax.random.PRNGKey(seed), fr.PRNGKey(seed)
-            np.testing.assert_array_equal(np.asarray(jax.random.split(jk, 3)), np.asarray(fr.split(fk, 3)))
-            np.testing.assert_array_equal(np.asarray(jax.random.fold_in(jk, trial)), np.asarray(fr.fold_in(fk, trial)))
-            np.testing.assert_array_equal(np.asarray(jax.random.bits(jk, shape)), np.asarray(fr.bits(fk, shape)))
-            np.testing.assert_array_equal(np.asarray(jax.random.uniform(jk, shape, minval=-2.0, maxval=5.0)),
-                                          np.asarray(fr.uniform(fk, shape, minval=-2.0, maxval=5.0)))
+            np.testing.assert_array_equal(np.asarray(jax.random.split(jk, 3)),
+                                          np.asarray(fr.split(fk, 3)))
+            np.testing.assert_array_equal(np.asarray(jax.random.fold_in(jk, trial)),
+                                          np.asarray(fr.fold_in(fk, trial)))
+            np.testing.assert_array_equal(np.asarray(jax.random.bits(jk, shape)),
+                                          np.asarray(fr.bits(fk, shape)))
+            np.testing.assert_array_equal(
+                np.asarray(jax.random.uniform(jk, shape, minval=-2.0, maxval=5.0)),
+                np.asarray(fr.uniform(fk, shape, minval=-2.0, maxval=5.0)))
             np.testing.assert_array_equal(np.asarray(jax.random.bernoulli(jk, 0.3, shape)),
                                           np.asarray(fr.bernoulli(fk, 0.3, shape)))
             lo, hi = int(rng.integers(-50, 50)), int(rng.integers(-50, 200))
@@ -256,8 +266,10 @@ def test_bit_exact_with_jax_live(partitionable):
             jn = np.asarray(jax.random.normal(jk, shape))
             fn_ = np.asarray(fr.normal(fk, shape))
             np.testing.assert_allclose(fn_, jn, rtol=4e-6, atol=4e-7)
-            jc = np.asarray(jax.random.categorical(jk, jnp.log(jnp.array([0.2, 0.3, 0.5])), shape=(50,)))
-            fc = np.asarray(fr.categorical(fk, np.log(np.array([0.2, 0.3, 0.5], np.float32)), shape=(50,)))
+            jc = np.asarray(jax.random.categorical(jk, jnp.log(jnp.array([0.2, 0.3, 0.5])),
+                                                   shape=(50,)))
+            fc = np.asarray(fr.categorical(fk, np.log(np.array([0.2, 0.3, 0.5], np.float32)),
+                                           shape=(50,)))
             assert (jc == fc).mean() > 0.95
     finally:
         jax.config.update("jax_threefry_partitionable", True)
@@ -267,8 +279,9 @@ def test_bit_exact_with_jax_live(partitionable):
 @requires_jax
 def test_typed_keys_match_jax():
     import jax
-    np.testing.assert_array_equal(np.asarray(jax.random.key_data(jax.random.split(jax.random.key(3), 4))),
-                                  np.asarray(fr.key_data(fr.split(fr.key(3), 4))))
+    np.testing.assert_array_equal(
+        np.asarray(jax.random.key_data(jax.random.split(jax.random.key(3), 4))),
+        np.asarray(fr.key_data(fr.split(fr.key(3), 4))))
 
 
 _ = (fnp, HAVE_JAX)

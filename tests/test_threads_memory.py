@@ -35,7 +35,8 @@ def _reference(kind: int, x: np.ndarray, n: int) -> np.ndarray:
 
 def test_eight_threads_calling_jitted_functions_get_correct_results():
     f0 = fusionjit.jit(lambda x, n: fnp.sin(x) * n + 1, static_argnums=1)
-    f1 = fusionjit.jit(lambda x: (e := fnp.exp(x - x.max(-1, keepdims=True))) / e.sum(-1, keepdims=True))
+    f1 = fusionjit.jit(
+        lambda x: (e := fnp.exp(x - x.max(-1, keepdims=True))) / e.sum(-1, keepdims=True))
     f2 = fusionjit.jit(lambda x, n: (x * x).sum(0) + n)
     shapes = [(64,), (3, 5), (17, 33), (256, 64), (1 << 18,), (512, 512)]
     errors: list[str] = []

@@ -13,8 +13,8 @@ code with LLVM.
 
 from fusionjit import _core
 from fusionjit._src.config import config
-from fusionjit._src import array as _array
-from fusionjit._src import dispatch as _dispatch
+from fusionjit._src import array as _array  # noqa: F401 (side effect: registers Array in core)
+from fusionjit._src import dispatch as _dispatch  # noqa: F401 (side effect: sets eager dispatch)
 from fusionjit._src.numpy import array_methods as _array_methods
 from fusionjit._src.api import Compiled, Lowered, ShapeDtypeStruct, disable_jit, jit, make_ir
 from fusionjit._src.explain import Explanation, explain

@@ -56,7 +56,8 @@ def _bool(self):
 
 def _index(self):
     if not dt.is_int(self.dtype) and not dt.is_bool(self.dtype):
-        raise TypeError(errors.located(f"only integer arrays can be used as an index, not {self.dtype}"))
+        raise TypeError(errors.located(
+            f"only integer arrays can be used as an index, not {self.dtype}"))
     return _scalar_value(self, int, "a Python int")
 
 

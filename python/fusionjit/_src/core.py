@@ -200,7 +200,8 @@ class Program:
             outs = " ".join(decl(v) for v in e.outvars)
             params = ""
             if e.params:
-                params = "[" + " ".join(f"{k}={_format_param(v)}" for k, v in e.params.items()) + "]"
+                params = "[" + " ".join(f"{k}={_format_param(v)}"
+                                        for k, v in e.params.items()) + "]"
             args = " ".join(name(v) for v in e.invars)
             lines.append(f"    {outs} = {e.prim.name}{params} {args}")
         outs = ", ".join(name(v) for v in self.outvars)

@@ -13,11 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from fusionjit import _core
 from fusionjit._src import array as array_mod
 from fusionjit._src import core
-from fusionjit._src import dtypes as dt
-from fusionjit._src import lowering
 from fusionjit._src.config import config
 
 

@@ -149,11 +149,13 @@ def _explain_boundary(inp: dict, producer_kernel: str, consumer_kernel: str, log
                 continue
             if not about_this_kernel(entry):
                 continue
-            if best is None or best["rule"] == "merger-decides" or entry["rule"] != "merger-decides":
+            if (best is None or best["rule"] == "merger-decides"
+                    or entry["rule"] != "merger-decides"):
                 best = entry
         return best
 
-    best = last_refusal(lambda e: set(e["consumer_kernel_ops"]) <= consumer_ops) or last_refusal(lambda e: True)
+    best = (last_refusal(lambda e: set(e["consumer_kernel_ops"]) <= consumer_ops)
+            or last_refusal(lambda e: True))
     if best is None:
         for entry in log:
             if not entry["fuse"] and entry["producer"] == producer:

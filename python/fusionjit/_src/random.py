@@ -199,7 +199,8 @@ def _seed_words(seed):
     seed = to_array(seed)
     a = aval(seed)
     if not dt.is_int(a.dtype) or a.shape != ():
-        fail(f"a PRNG seed must be an integer scalar, got {a.str_short()} (floats and arrays are not valid seeds)")
+        fail(f"a PRNG seed must be an integer scalar, got {a.str_short()} "
+             f"(floats and arrays are not valid seeds)")
     if a.dtype.itemsize == 8:
         hi = lax.convert_element_type(lax.shift_right_logical(
             seed, to_array(32, a.dtype, False)), U32)
@@ -351,9 +352,11 @@ def split(key, num: int | Sequence[int] = 2):
     if _partitionable():
         hi, lo = _counters(shape)
         if batch:
-            hi = lax.broadcast_in_dim(to_array(hi), batch + shape, tuple(range(len(batch), len(batch) + len(shape))))
-            lo = lax.broadcast_in_dim(to_array(lo), batch + shape, tuple(range(len(batch), len(batch) + len(shape))))
-        y0, y1 = _tf(_batch_expand(k0, len(batch), shape), _batch_expand(k1, len(batch), shape), hi, lo)
+            dims = tuple(range(len(batch), len(batch) + len(shape)))
+            hi = lax.broadcast_in_dim(to_array(hi), batch + shape, dims)
+            lo = lax.broadcast_in_dim(to_array(lo), batch + shape, dims)
+        y0, y1 = _tf(_batch_expand(k0, len(batch), shape), _batch_expand(k1, len(batch), shape),
+                     hi, lo)
         out = shapes.stack([to_array(y0), to_array(y1)], axis=-1)
     else:
         counts = lax.iota(U32, 2 * n)
@@ -403,13 +406,16 @@ def uniform(key, shape=(), dtype=None, minval=0.0, maxval=1.0):
     d = _float_dtype("uniform", dtype)
     batch = aval(data).shape[:-1]
     out_shape = batch + shape
-    minval = to_array(minval, d, False) if not _is_value(minval) else lax.convert_element_type(minval, d)
-    maxval = to_array(maxval, d, False) if not _is_value(maxval) else lax.convert_element_type(maxval, d)
+    minval = (to_array(minval, d, False) if not _is_value(minval)
+              else lax.convert_element_type(minval, d))
+    maxval = (to_array(maxval, d, False) if not _is_value(maxval)
+              else lax.convert_element_type(maxval, d))
     minval = shapes.broadcast_to(minval, out_shape)
     maxval = shapes.broadcast_to(maxval, out_shape)
     if d == dt.float64:
         u = _random_bits64(data, shape)
-        udt, nbits, nmant, one = np.dtype(np.uint64), 64, 52, np.array(1.0, np.float64).view(np.uint64)
+        udt, nbits, nmant = np.dtype(np.uint64), 64, 52
+        one = np.array(1.0, np.float64).view(np.uint64)
     else:
         u = _random_bits32(data, shape)
         udt, nbits, nmant, one = U32, 32, 23, np.array(1.0, np.float32).view(np.uint32)
@@ -458,12 +464,14 @@ def randint(key, shape, minval, maxval, dtype=None):
         if not dt.is_int(vd):
             v = lax.convert_element_type(v, dt.default_int())
             vd = aval(v).dtype
-        lo, hi = max(int(info.min), int(np.iinfo(vd).min)), min(int(info.max), int(np.iinfo(vd).max))
+        lo = max(int(info.min), int(np.iinfo(vd).min))
+        hi = min(int(info.max), int(np.iinfo(vd).max))
         v = lax.clamp(to_array(lo, vd, False), v, to_array(hi, vd, False))
         return lax.convert_element_type(v, d)
 
-    max_out_of_range = lax.gt(maxval, to_array(min(int(info.max), int(np.iinfo(aval(maxval).dtype).max)),
-                                               aval(maxval).dtype, False))
+    max_out_of_range = lax.gt(
+        maxval, to_array(min(int(info.max), int(np.iinfo(aval(maxval).dtype).max)),
+                         aval(maxval).dtype, False))
     lo_v = shapes.broadcast_to(clip_to(minval), out_shape)
     hi_v = shapes.broadcast_to(clip_to(maxval), out_shape)
     max_out_of_range = shapes.broadcast_to(max_out_of_range, out_shape)
@@ -472,7 +480,8 @@ def randint(key, shape, minval, maxval, dtype=None):
     span = lax.convert_element_type(lax.sub(hi_v, lo_v), U32)
     one = lax.full(out_shape, 1, U32)
     span = lax.select(lax.le(hi_v, lo_v), one, span)
-    span = lax.select(lax.bitwise_and(max_out_of_range, lax.gt(hi_v, lo_v)), lax.add(span, one), span)
+    span = lax.select(lax.bitwise_and(max_out_of_range, lax.gt(hi_v, lo_v)), lax.add(span, one),
+                      span)
     mult = lax.rem(lax.full(out_shape, 1 << 16, U32), span)
     mult = lax.rem(lax.mul(mult, mult), span)
     offset = lax.add(lax.mul(lax.rem(higher, span), mult), lax.rem(lower, span))
@@ -522,7 +531,8 @@ def _erf_inv(x):
         t = shift(ufuncs.maximum(w, c(0.0)))
         p = c(coeffs[0])
         for k in coeffs[1:]:
-            p = lax.fma(shapes.broadcast_to(p, aval(t).shape), t, shapes.broadcast_to(c(k), aval(t).shape))
+            p = lax.fma(shapes.broadcast_to(p, aval(t).shape), t,
+                        shapes.broadcast_to(c(k), aval(t).shape))
         piece = ufuncs.multiply(p, x)
         result = piece if result is None else ufuncs.where(ufuncs.less(w, c(bound)), piece, result)
     return ufuncs.where(ufuncs.equal(ufuncs.abs(x), c(1.0)), ufuncs.multiply(x, c(np.inf)), result)
@@ -666,7 +676,8 @@ def choice(key, a, shape=(), replace: bool = True, p=None, axis: int = 0):
         cdf = reductions.sum(ufuncs.where(tri, lax.broadcast_in_dim(p, (n_inputs, n_inputs), (1,)),
                                           to_array(0.0, pd, False)), axis=1)
         total = cdf[n_inputs - 1]
-        r = ufuncs.multiply(total, ufuncs.subtract(to_array(1.0, pd, False), uniform(data, shape, pd)))
+        r = ufuncs.multiply(total, ufuncs.subtract(to_array(1.0, pd, False),
+                                                   uniform(data, shape, pd)))
         ind = reductions.sum(ufuncs.less(lax.reshape(cdf, (1,) * len(shape) + (n_inputs,)),
                                          lax.reshape(r, shape + (1,))), axis=-1)
         ind = lax.convert_element_type(ind, dt.default_int())

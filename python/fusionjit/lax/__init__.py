@@ -7,5 +7,5 @@ from fusionjit._src.lax.lax import (  # noqa: F401
     dynamic_update_slice, eq, exp, expand_dims, expm1, floor, fma, full, ge, gt, integer_pow, iota,
     is_finite, le, log, log1p, lt, max, min, mul, ne, neg, pad, population_count, pow,
     reduce_and, reduce_max, reduce_min, reduce_or, reduce_prod, reduce_sum, rem, reshape, rev,
-    round, RoundingMethod, rsqrt, select, shift_left, shift_right_arithmetic, shift_right_logical, sign, sin,
-    slice, slice_in_dim, sqrt, squeeze, sub, tan, tanh, transpose)
+    round, RoundingMethod, rsqrt, select, shift_left, shift_right_arithmetic, shift_right_logical,
+    sign, sin, slice, slice_in_dim, sqrt, squeeze, sub, tan, tanh, transpose)

@@ -18,7 +18,8 @@ from fusionjit._src.lax.shapes import broadcast_in_dim
 
 def _binary_operands(name: str, x, y):
     """Converts scalar operands to the other's dtype and broadcasts rank-0 operands."""
-    x_val, y_val = _is_value(x) or isinstance(x, np.ndarray), _is_value(y) or isinstance(y, np.ndarray)
+    x_val = _is_value(x) or isinstance(x, np.ndarray)
+    y_val = _is_value(y) or isinstance(y, np.ndarray)
     if x_val and not y_val:
         x = asarray_operand(x)
         y = asarray_operand(y, core.get_aval(x).dtype)
@@ -282,7 +283,8 @@ fma_p = Primitive("fma")
 @fma_p.def_abstract_eval
 def _fma_abstract_eval(a, b, c):
     if not (a.shape == b.shape == c.shape and a.dtype == b.dtype == c.dtype):
-        _fail(f"fma needs equal shapes and dtypes, got {a.str_short()}, {b.str_short()}, {c.str_short()}")
+        _fail(f"fma needs equal shapes and dtypes, got {a.str_short()}, {b.str_short()}, "
+              f"{c.str_short()}")
     _check_kinds("fma", a.dtype, (_FLOAT,))
     return ShapedArray(a.shape, a.dtype, a.weak_type and b.weak_type and c.weak_type)
 
@@ -327,7 +329,8 @@ bitcast_convert_type_p = Primitive("bitcast_convert_type")
 
 @bitcast_convert_type_p.def_abstract_eval
 def _bitcast_abstract_eval(x, *, new_dtype):
-    if x.dtype.itemsize != np.dtype(new_dtype).itemsize or dt.is_bool(x.dtype) or dt.is_bool(new_dtype):
+    if (x.dtype.itemsize != np.dtype(new_dtype).itemsize or dt.is_bool(x.dtype)
+            or dt.is_bool(new_dtype)):
         _fail(f"bitcast_convert_type from {x.dtype} to {new_dtype} needs equal bit widths")
     return ShapedArray(x.shape, new_dtype, False)
 

@@ -106,11 +106,13 @@ argmin_p = _arg_reduce_primitive("argmin", "argmin")
 
 def argmax(x, axis, index_dtype):
     """Index of the first maximum along ``axis`` (the first NaN, if any, as NumPy)."""
-    return argmax_p.bind(asarray_operand(x), axis=int(axis), index_dtype=dt.canonicalize(index_dtype))
+    return argmax_p.bind(asarray_operand(x), axis=int(axis),
+                         index_dtype=dt.canonicalize(index_dtype))
 
 
 def argmin(x, axis, index_dtype):
-    return argmin_p.bind(asarray_operand(x), axis=int(axis), index_dtype=dt.canonicalize(index_dtype))
+    return argmin_p.bind(asarray_operand(x), axis=int(axis),
+                         index_dtype=dt.canonicalize(index_dtype))
 
 
 # --- contractions ---------------------------------------------------------------------
@@ -190,7 +192,8 @@ def _integer_pow_lower(ctx, avals_in, avals_out, x, *, y):
         if n:
             base = ctx.op("multiply", [base, base])
     if y < 0:
-        one = ctx.op("broadcast", [ctx.scalar(1, d)], dtype=d, dims=avals_in[0].shape, dimensions=[])
+        one = ctx.op("broadcast", [ctx.scalar(1, d)], dtype=d, dims=avals_in[0].shape,
+                     dimensions=[])
         result = ctx.op("divide", [one, result])
     return result
 

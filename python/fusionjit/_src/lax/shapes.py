@@ -145,10 +145,11 @@ def _slice_abstract_eval(x, *, start_indices, limit_indices, strides):
     if not (len(start_indices) == len(limit_indices) == len(strides) == x.ndim):
         _fail(f"slice of a rank-{x.ndim} array needs {x.ndim} start, limit and stride values")
     shape = []
-    for s, l, st, d in zip(start_indices, limit_indices, strides, x.shape):
-        if not (0 <= s <= l <= d) or st < 1:
-            _fail(f"slice [{s}:{l}:{st}] is out of bounds for a dimension of size {d}", IndexError)
-        shape.append((l - s + st - 1) // st)
+    for s, lim, st, d in zip(start_indices, limit_indices, strides, x.shape):
+        if not (0 <= s <= lim <= d) or st < 1:
+            _fail(f"slice [{s}:{lim}:{st}] is out of bounds for a dimension of size {d}",
+                  IndexError)
+        shape.append((lim - s + st - 1) // st)
     return ShapedArray(shape, x.dtype, x.weak_type)
 
 
@@ -164,9 +165,11 @@ def slice(x, start_indices, limit_indices, strides=None):  # noqa: A001
     limit_indices = _shape_tuple(limit_indices, "limit_indices")
     strides = (1,) * len(start_indices) if strides is None else _shape_tuple(strides, "strides")
     aval = core.get_aval(x)
-    if start_indices == (0,) * aval.ndim and limit_indices == aval.shape and strides == (1,) * aval.ndim:
+    if (start_indices == (0,) * aval.ndim and limit_indices == aval.shape
+            and strides == (1,) * aval.ndim):
         return x
-    return slice_p.bind(x, start_indices=start_indices, limit_indices=limit_indices, strides=strides)
+    return slice_p.bind(x, start_indices=start_indices, limit_indices=limit_indices,
+                        strides=strides)
 
 
 def slice_in_dim(x, start_index, limit_index, stride=1, axis=0):
@@ -206,11 +209,13 @@ concatenate_p = Primitive("concatenate")
 def _concatenate_abstract_eval(*xs, dimension):
     first = xs[0]
     if not 0 <= dimension < first.ndim:
-        _fail(f"concatenate dimension {dimension} is out of range for rank {first.ndim}", ValueError)
+        _fail(f"concatenate dimension {dimension} is out of range for rank {first.ndim}",
+              ValueError)
     size = 0
     for x in xs:
-        same = x.ndim == first.ndim and all(a == b for i, (a, b) in enumerate(zip(x.shape, first.shape))
-                                           if i != dimension)
+        same = x.ndim == first.ndim and all(a == b for i, (a, b)
+                                            in enumerate(zip(x.shape, first.shape))
+                                            if i != dimension)
         if x.dtype != first.dtype or not same:
             _fail(f"concatenate operands {first.str_short()} and {x.str_short()} do not match "
                   f"outside dimension {dimension}")
@@ -299,7 +304,8 @@ dynamic_update_slice_p = Primitive("dynamic_update_slice")
 
 @dynamic_update_slice_p.def_abstract_eval
 def _dus_abstract_eval(x, update, *starts):
-    if update.dtype != x.dtype or update.ndim != x.ndim or any(u > d for u, d in zip(update.shape, x.shape)):
+    if (update.dtype != x.dtype or update.ndim != x.ndim
+            or any(u > d for u, d in zip(update.shape, x.shape))):
         _fail(f"dynamic_update_slice: update {update.str_short()} does not fit {x.str_short()}")
     if len(starts) != x.ndim or any(s.shape != () or not dt.is_int(s.dtype) for s in starts):
         _fail(f"dynamic_update_slice needs {x.ndim} integer scalar start indices")

@@ -32,7 +32,8 @@ def getitem(x, index):
     for i in index:
         if not (i is None or i is Ellipsis or isinstance(i, slice) or _is_int_like(i)):
             kind = type(i).__name__
-            if isinstance(i, (list, np.ndarray)) or ((isinstance(i, core.Tracer) or core.is_concrete_array(i))):
+            if isinstance(i, (list, np.ndarray)) or ((isinstance(i, core.Tracer)
+                                                       or core.is_concrete_array(i))):
                 fail(f"advanced indexing (with an array or list index, here a {kind}) is not "
                      f"supported yet; use integers, slices, None and ...", NotImplementedError)
             fail(f"invalid index of type {kind}: only integers, slices, None and ... are valid "
@@ -53,7 +54,6 @@ def getitem(x, index):
     starts, limits, strides, reverse = [], [], [], []
     squeeze_dims, dynamic = [], []
     dim = 0
-    out_dims = []  # per result dim of the sliced array: keep (True) or squeeze
     for i in index:
         if i is None:
             continue

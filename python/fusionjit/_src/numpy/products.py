@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from fusionjit._src.lax import lax
-from fusionjit._src.numpy.util import aval, broadcast_shapes, broadcast_to_shape, check_arraylike, fail, promote_dtypes
+from fusionjit._src.numpy.util import (aval, broadcast_shapes, broadcast_to_shape,
+                                       check_arraylike, fail, promote_dtypes)
 
 
 def dot(a, b):

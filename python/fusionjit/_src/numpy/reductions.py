@@ -6,7 +6,8 @@ import builtins
 
 from fusionjit._src import dtypes as dt
 from fusionjit._src.lax import lax
-from fusionjit._src.numpy.util import aval, canonical_axes, canonical_axis, check_arraylike, fail, to_array
+from fusionjit._src.numpy.util import (aval, canonical_axes, canonical_axis, check_arraylike,
+                                       fail, to_array)
 
 
 def _keepdims(result, shape, axes):

@@ -73,7 +73,8 @@ def array(object, dtype=None, copy: bool = True, ndmin: int = 0):  # noqa: A002
             out = array_mod.from_numpy(value, dtype)
     if dtype is not None and aval(out).dtype != dtype:
         out = lax.convert_element_type(out, dtype)
-    elif core.is_concrete_array(out) and aval(out).weak_type and not isinstance(object, (bool, int, float)):
+    elif (core.is_concrete_array(out) and aval(out).weak_type
+          and not isinstance(object, (bool, int, float))):
         pass
     while aval(out).ndim < ndmin:
         out = lax.expand_dims(out, (0,))
@@ -257,7 +258,8 @@ def moveaxis(a, source, destination):
     a = to_array(a)
     ndim = aval(a).ndim
     src = canonical_axes(source if isinstance(source, (tuple, list)) else (source,), ndim)
-    dst = canonical_axes(destination if isinstance(destination, (tuple, list)) else (destination,), ndim)
+    dst = canonical_axes(
+        destination if isinstance(destination, (tuple, list)) else (destination,), ndim)
     order = [i for i in range(ndim) if i not in src]
     for d, s in sorted(zip(dst, src)):
         order.insert(d, s)

@@ -33,10 +33,12 @@ def _int_or_bool(d):
     return not dt.is_float(d)
 
 
-add = _binary("add", lambda a, b: lax.bitwise_or(a, b) if dt.is_bool(aval(a).dtype) else lax.add(a, b))
+add = _binary("add",
+              lambda a, b: lax.bitwise_or(a, b) if dt.is_bool(aval(a).dtype) else lax.add(a, b))
 subtract = _binary("subtract", lax.sub, _not_bool)
-multiply = _binary("multiply",
-                   lambda a, b: lax.bitwise_and(a, b) if dt.is_bool(aval(a).dtype) else lax.mul(a, b))
+multiply = _binary(
+    "multiply",
+    lambda a, b: lax.bitwise_and(a, b) if dt.is_bool(aval(a).dtype) else lax.mul(a, b))
 maximum = _binary("maximum", lax.max)
 minimum = _binary("minimum", lax.min)
 bitwise_and = _binary("bitwise_and", lax.bitwise_and, _int_or_bool)
@@ -58,7 +60,9 @@ def _shift(name, signed_fn):
             fail(f"{name}() needs integer arguments, got {d}")
         if name == "left_shift":
             return lax.shift_left(x1, x2)
-        return lax.shift_right_arithmetic(x1, x2) if dt.is_signed(d) else lax.shift_right_logical(x1, x2)
+        if dt.is_signed(d):
+            return lax.shift_right_arithmetic(x1, x2)
+        return lax.shift_right_logical(x1, x2)
     fn.__name__ = name
     return fn
 
@@ -204,7 +208,8 @@ def _unary_same(name, lax_fn, allow_bool=False, int_identity=False):
 
 
 negative = _unary_same("negative", lax.neg)
-absolute = _unary_same("absolute", lambda x: x if dt.is_bool(aval(x).dtype) else lax.abs(x), allow_bool=True)
+absolute = _unary_same("absolute", lambda x: x if dt.is_bool(aval(x).dtype) else lax.abs(x),
+                       allow_bool=True)
 abs = absolute  # noqa: A001
 sign = _unary_same("sign", lax.sign)
 floor = _unary_same("floor", lax.floor, allow_bool=True, int_identity=True)
