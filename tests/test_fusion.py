@@ -244,10 +244,11 @@ def test_fusionjit_keeps_the_better_of_its_plan_and_xlas():
     assert "plan:" in str(ex)
 
 
-def test_fusionjit_keeps_more_kernels_where_xlas_plan_recomputes():
-    """Fuzz seed 4915, shrunk: XLA's rules make one kernel that emits sin 24 times; the cost
-    model keeps sin in a kernel of its own (measured 2.4x faster at 7 elements), says so,
-    and its figures compare the two plans."""
+def test_a_concatenate_read_several_times_stays_a_kernel_under_xla():
+    """Fuzz seed 4915, shrunk: the inner concatenate is read 4 times by the outer one. XLA's
+    code-duplication rule (concatenate, pad and dynamic-update-slice are evaluated once per
+    read) keeps it a kernel of its own, in the fusion merger as in instruction fusion, even
+    with the paper's patch (up to 3 reads); the cost model's plan is no slower."""
     def f(x):
         c = fnp.concatenate([fnp.sin(x)] * 6)
         return fnp.concatenate([c] * 4)
@@ -255,11 +256,13 @@ def test_fusionjit_keeps_more_kernels_where_xlas_plan_recomputes():
     x = np.linspace(-3, 3, 7, dtype=np.float32)
     np.testing.assert_allclose(np.asarray(fusionjit.jit(f)(x)), np.tile(np.sin(x), 24),
                                rtol=1e-6, atol=1e-6)
-    assert count_kernels(f, fusion="xla")(x) == 1
+    assert count_kernels(f, fusion="xla")(x) == 2
+    assert count_kernels(f, fusion="xla+concat")(x) == 2
+    boundary = fusionjit.explain(f, fusion="xla")(x).boundaries[0]
+    assert boundary.rule == "concat-multi-user" and "read 4 times" in boundary.reason
     assert count_kernels(f, fusion="fusionjit")(x) == 2
     plan = next(d for d in fusionjit.explain(f)(x).decisions if d["rule"] == "plan-selection")
-    assert plan["reason"].startswith("kept the cost model's plan")
-    assert plan["cost_fused_us"] < plan["cost_unfused_us"]
+    assert plan["cost_fused_us"] <= plan["cost_unfused_us"]
 
 
 @pytest.mark.parametrize("profile", ["xla", "fusionjit"])
@@ -389,14 +392,15 @@ def test_kept_row_value_is_read_at_any_position_of_its_row(x64):
 def test_plan_selection_compares_with_xla_on_the_unrepaired_program():
     """Fuzz seed 20029, shrunk: the frontend repair (slice of a concatenate forwarded) made
     XLA's rules give two kernels where on the program as traced they give one; the plan
-    selection must build XLA's plans from the program before the repair."""
+    selection must build XLA's plans from the program before the repair. (Under XLA's
+    rules the stack, read by two users, stays a kernel of its own: two kernels.)"""
     def f(v0, v7):
         v2 = fnp.maximum(v0, v0).astype(np.bool_)
         v4 = fnp.stack([v2 + v2, v2], axis=-1)
         return v4[-3:2:3].astype(np.float32), fnp.where(v7 < fnp.maximum(v0, v0), v4, v2), v2
 
     args = (np.float32(0.6), np.array([1.0], np.float32))
-    assert count_kernels(f, fusion="fusionjit")(*args) <= count_kernels(f, fusion="xla")(*args) == 1
+    assert count_kernels(f, fusion="fusionjit")(*args) <= count_kernels(f, fusion="xla")(*args) == 2
     want = (np.array([1.0], np.float32), np.array([True, True]), np.True_)
     for g, w in zip(fusionjit.jit(f)(*args), want):
         np.testing.assert_array_equal(np.asarray(g), w)

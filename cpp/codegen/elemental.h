@@ -86,6 +86,16 @@ class ElementalEmitter {
     std::function<Val(const IndexDim& position, int width)> read;
   };
   void KeepRowValue(const Instruction* instr, RowValue value) { row_values_[instr] = std::move(value); }
+
+  // Called by the loops of reduction `reduce` at each position of its operand it combines
+  // (`width` lanes from the position `index`): a kernel stores the outputs it computes in
+  // the reduction's operand space there, so each of them is computed exactly once per
+  // element, in the same loop (a reduction with side outputs).
+  using ReduceVisitor = std::function<void(const Index& index, int width)>;
+  void VisitReduction(const Instruction* reduce, ReduceVisitor visit) {
+    visited_reduce_ = reduce;
+    reduce_visitor_ = std::move(visit);
+  }
   bool KeepsRowValue(const Instruction* instr) const { return row_values_.count(instr) > 0; }
   void ForgetRowValues() { row_values_.clear(); }
 
@@ -135,6 +145,8 @@ class ElementalEmitter {
   int reduction_width_;
   std::vector<std::unordered_map<const Instruction*, std::vector<CacheEntry>>> scopes_;
   std::unordered_map<const Instruction*, RowValue> row_values_;
+  const Instruction* visited_reduce_ = nullptr;
+  ReduceVisitor reduce_visitor_;
 };
 
 // The row-major linear position of a multi-dimensional index into `dims`.

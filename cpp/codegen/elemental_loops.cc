@@ -144,6 +144,9 @@ Val ElementalEmitter::EmitReduce(const Instruction* instr, const Index& index) {
   const std::vector<int64_t>& rdims = instr->dimensions();
   const std::vector<int64_t>& in_dims = x->shape().dims();
   Val init = Emit(instr->operand(1), Index{});
+  auto visit = [&](const Index& at) {
+    if (instr == visited_reduce_) reduce_visitor_(at, width_);
+  };
   if (rdims.empty()) {
     // Nothing reduced: combine the init with each element once.
     Index sub = index;
@@ -190,6 +193,7 @@ Val ElementalEmitter::EmitReduce(const Instruction* instr, const Index& index) {
                        LaneMath l = Lanes();
                        idx.dims[d] = l.Uniform(i);
                        Val v = Emit(x, idx);
+                       visit(idx);
                        Val cur{c[0], c[0]->getType()->isVectorTy()};
                        l.Unify(cur, v);
                        return std::vector<llvm::Value*>{EmitCombiner(combiner, cur.v, v.v)};
@@ -210,6 +214,7 @@ Val ElementalEmitter::EmitReduce(const Instruction* instr, const Index& index) {
             for (int u = 0; u < unroll; ++u) {
               idx.dims[d] = vl.LaneRamp(b_.CreateAdd(i, b_.getInt64(static_cast<int64_t>(u) * vw)));
               Val v = Emit(x, idx);
+              visit(idx);
               next.push_back(EmitCombiner(combiner, c[u], vl.Widen(v)));
             }
             return next;

@@ -129,16 +129,40 @@ llvm::Value* StoreValue(Builder& b, DType t, llvm::Value* v) {
 
 }  // namespace
 
+// The reduction a kernel with side outputs is built around (see KernelPlan::side_hero): a
+// reduction of the operand's last dimensions, and roots that each have its output's shape
+// or its operand's number of elements (at least one of the latter).
+const Instruction* SideOutputHero(const std::vector<const Instruction*>& roots, const Instruction* hero) {
+  if (!hero || hero->opcode() != Opcode::kReduce || hero->dimensions().empty()) return nullptr;
+  const Shape& in = hero->operand(0)->shape();
+  const std::vector<int64_t>& rdims = hero->dimensions();
+  for (size_t k = 0; k < rdims.size(); ++k) {
+    if (rdims[rdims.size() - 1 - k] != in.rank() - 1 - static_cast<int64_t>(k)) return nullptr;
+  }
+  bool side = false;
+  for (const Instruction* r : roots) {
+    if (r->shape().SameDims(hero->shape())) continue;
+    if (r->shape().NumElements() != in.NumElements()) return nullptr;
+    side = true;
+  }
+  return side ? hero : nullptr;
+}
+
 KernelPlan PlanKernel(const Instruction* fusion, int max_width) {
   const Computation& c = *fusion->fused_computation();
   std::vector<const Instruction*> roots = KernelRoots(c);
-  const Shape& shape = roots[0]->shape();
   KernelPlan plan;
+  plan.side_hero = SideOutputHero(roots, ReductionHeroOf(c));
+  const Shape& shape = plan.side_hero ? plan.side_hero->shape() : roots[0]->shape();
   plan.reduction_width = max_width;
   plan.num_outputs = static_cast<int>(roots.size());
   int64_t elements = shape.NumElements();
   bool same_shapes = true;
-  for (const Instruction* r : roots) same_shapes = same_shapes && r->shape().SameDims(shape);
+  for (const Instruction* r : roots) {
+    bool side = plan.side_hero && !r->shape().SameDims(shape);
+    plan.side_output.push_back(side);
+    same_shapes = same_shapes && (side || r->shape().SameDims(shape));
+  }
   if (!same_shapes) {
     plan.mode = KernelPlan::Mode::kHorizontal;
     plan.width = max_width;
@@ -149,13 +173,13 @@ KernelPlan PlanKernel(const Instruction* fusion, int max_width) {
     }
     return plan;
   }
-  if (IsFlat(c, elements)) {
+  if (!plan.side_hero && IsFlat(c, elements)) {
     plan.mode = KernelPlan::Mode::kFlat;
     plan.units = elements;
     plan.width = elements >= max_width ? max_width : 1;
     return plan;
   }
-  bool row_reduction = false;
+  bool row_reduction = plan.side_hero != nullptr;
   for (const Instruction* r : roots) row_reduction = row_reduction || IsRowReduction(r);
   const Instruction* hero = ReductionHeroOf(c);
   if (hero) row_reduction = row_reduction || IsRowReduction(hero);
@@ -253,23 +277,41 @@ llvm::Function* EmitKernel(llvm::Module& module, const Instruction* fusion, cons
   };
   ElementalEmitter emitter(b, reader, plan.width, plan.reduction_width);
 
-  // Stores every root's value at `index` (whose linear form is `linear`).
+  // Stores output k's value `v` (`width` lanes) at `linear`, whose lanes are consecutive.
+  auto store = [&](int k, const IndexDim& linear, const Val& v, int width) {
+    DType t = roots[k]->dtype();
+    llvm::Type* storage = StorageType(ctx, t);
+    llvm::Value* addr = b.CreateGEP(storage, buffers[k], linear.base);
+    if (width == 1) {
+      b.CreateStore(StoreValue(b, t, v.v), addr);
+    } else {
+      llvm::Value* vec = LaneMath(b, width).Widen(v);
+      b.CreateAlignedStore(StoreValue(b, t, vec), addr, llvm::Align(DTypeBytes(t)));
+    }
+  };
+
+  // Stores every root's value at `index` (whose linear form is `linear`); side outputs are
+  // stored by their reduction's loop instead.
   auto emit_group = [&](const Index& index, const IndexDim& linear) {
     int width = emitter.width();
     for (int k = 0; k < num_outputs; ++k) {
-      const Instruction* root = roots[k];
-      Val v = emitter.Emit(root, index);
-      DType t = root->dtype();
-      llvm::Type* storage = StorageType(ctx, t);
-      llvm::Value* addr = b.CreateGEP(storage, buffers[k], linear.base);
-      if (width == 1) {
-        b.CreateStore(StoreValue(b, t, v.v), addr);
-      } else {
-        llvm::Value* vec = LaneMath(b, width).Widen(v);
-        b.CreateAlignedStore(StoreValue(b, t, vec), addr, llvm::Align(DTypeBytes(t)));
-      }
+      if (plan.side_hero && plan.side_output[k]) continue;
+      store(k, linear, emitter.Emit(roots[k], index), width);
     }
   };
+  if (plan.side_hero) {
+    const std::vector<int64_t>& in_dims = plan.side_hero->operand(0)->shape().dims();
+    emitter.VisitReduction(plan.side_hero, [&, in_dims](const Index& at, int width) {
+      LaneMath lanes(b, width);
+      IndexDim linear = LinearIndex(lanes, at, in_dims);
+      for (int k = 0; k < num_outputs; ++k) {
+        if (!plan.side_output[k]) continue;
+        const std::vector<int64_t>& dims = roots[k]->shape().dims();
+        Index own = dims == in_dims ? at : MultiIndex(lanes, linear, dims);
+        store(k, linear, emitter.Emit(roots[k], own), width);
+      }
+    });
+  }
 
   // Splits [lo, hi) into full vector steps and a scalar tail; `at(i, lanes)` gives the
   // index of the group starting at i.
@@ -331,7 +373,7 @@ llvm::Function* EmitKernel(llvm::Module& module, const Instruction* fusion, cons
                              }});
   };
 
-  const Shape& out_shape = roots[0]->shape();
+  const Shape& out_shape = plan.side_hero ? plan.side_hero->shape() : roots[0]->shape();
   if (plan.mode == KernelPlan::Mode::kHorizontal) {
     for (int k = 0; k < num_outputs; ++k) {
       const Instruction* root = roots[k];

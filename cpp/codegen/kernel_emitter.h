@@ -31,6 +31,11 @@ struct KernelPlan {
   // its elements can be walked by their linear index alone.
   std::vector<int64_t> segment_starts;
   std::vector<bool> segment_flat;
+  // A reduction with side outputs: roots over the operand space of reduction `side_hero`
+  // (side_output[k]) are stored by its loop, once per element it combines; the units are
+  // the reduction's outputs.
+  const Instruction* side_hero = nullptr;
+  std::vector<bool> side_output;
 };
 
 // Chooses the plan for `fusion` with at most `max_width` lanes (1 for the GPU).

@@ -26,6 +26,10 @@ bool OpIsExpensive(const Instruction* instr) {
     case Opcode::kSqrt:
     case Opcode::kRsqrt:
       return !f32;
+    case Opcode::kSin:
+    case Opcode::kCos:
+    case Opcode::kTan:
+      return false;  // cheap for non-complex types in XLA's list
     case Opcode::kReduce:
     case Opcode::kArgMax:
     case Opcode::kArgMin:
@@ -223,6 +227,31 @@ const Shape& LoopShape(const Instruction* kernel) {
   }
   if (IsReduction(kernel)) return kernel->operand(0)->shape();
   return kernel->shape();
+}
+
+const Instruction* ConcatLikeOutputWithTooManyUsers(const Instruction* kernel, const FusionProfile& profile,
+                                                    const Instruction* consumer) {
+  auto allowed = [&](const Instruction* v) {
+    switch (v->opcode()) {
+      case Opcode::kConcatenate: return profile.concat_max_users;
+      case Opcode::kPad:
+      case Opcode::kDynamicUpdateSlice: return 1;
+      default: return -1;  // not concat-like
+    }
+  };
+  int emitted = consumer ? EmittedCountOfProducer(kernel, consumer) : 0;
+  auto check = [&](const Instruction* value, int users) -> const Instruction* {
+    int limit = allowed(value);
+    return limit >= 0 && (users > limit || emitted > limit) ? value : nullptr;
+  };
+  if (kernel->opcode() != Opcode::kFusion) return check(kernel, kernel->user_count());
+  const Instruction* root = kernel->fused_computation()->root();
+  if (root->opcode() != Opcode::kTuple) return check(root, kernel->user_count());
+  for (const Instruction* gte : kernel->users()) {
+    if (gte->opcode() != Opcode::kGetTupleElement) continue;
+    if (const Instruction* v = check(root->operand(static_cast<int>(gte->tuple_index())), gte->user_count())) return v;
+  }
+  return nullptr;
 }
 
 bool Reachable(const Instruction* from, const Instruction* to) {

@@ -9,7 +9,8 @@
 namespace fj {
 
 // Ops legacy XLA will not duplicate (IsExpensive), with XLA:GPU's override: divide, sqrt,
-// rsqrt and exp are cheap for f32. A fusion is expensive if any op in it is.
+// rsqrt and exp are cheap for f32; sin, cos and tan are cheap for real types in XLA's own
+// list. A fusion is expensive if any op in it is.
 bool IsExpensive(const Instruction* instr);
 
 // Ops that may always be duplicated: broadcast and widening converts.
@@ -40,6 +41,15 @@ int FusedOperandsAndOutputs(const Instruction* producer, const Instruction* cons
 // The shape a kernel iterates over: the root's (for a multi-output fusion, the first
 // root's), or a reduction hero's input for input fusions.
 const Shape& LoopShape(const Instruction* kernel);
+
+// XLA's CodeDuplicationTooHigh for the ops that invalidate its emitter's cache
+// (concatenate, pad, dynamic-update-slice): an output of `kernel` (a fusion or a single op)
+// that is such an op and has more users than the profile allows (concat_max_users for a
+// concatenate, one for the others), or null. Such a kernel is not merged with its users by
+// any pass: each would re-evaluate it.
+// With `consumer`, also an output that `consumer` would evaluate more often than allowed.
+const Instruction* ConcatLikeOutputWithTooManyUsers(const Instruction* kernel, const FusionProfile& profile,
+                                                    const Instruction* consumer = nullptr);
 
 // True if some path leads from `from` to `to` (through operands), in one computation.
 bool Reachable(const Instruction* from, const Instruction* to);

@@ -1,6 +1,7 @@
 // The fusion merger (see fusion_merger.h), after legacy XLA's heuristic version (2022).
 #include "fusion/fusion_merger.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <unordered_set>
 
@@ -56,6 +57,19 @@ FusionDecision FusionMergerPass::ShouldMerge(const Instruction* producer) const 
           return FusionDecision::No("transpose-into-reduction",
                                     Name(producer) + " transposes data; XLA does not merge it into a reduction");
         }
+      }
+    }
+  }
+  if (!profile_.cost_model) {
+    for (const Instruction* u : users) {
+      if (const Instruction* c = ConcatLikeOutputWithTooManyUsers(producer, profile_, u)) {
+        return FusionDecision::No("concat-multi-user",
+                                  std::string(OpcodeName(c->opcode())) + " %" + c->name() + " is read " +
+                                      std::to_string(std::max(producer->user_count(), EmittedCountOfProducer(producer, u))) +
+                                      " times; the " + profile_.name + " profile fuses a " +
+                                      std::string(OpcodeName(c->opcode())) + " only where it is read at most " +
+                                      std::to_string(c->opcode() == Opcode::kConcatenate ? profile_.concat_max_users : 1) +
+                                      " times (code duplication)");
       }
     }
   }

@@ -22,6 +22,8 @@ void AddFusionPasses(Pipeline& pipeline, const FusionProfile& profile, FusionLog
     fix.AddPass<InstructionFusionPass>(profile, log, /*may_duplicate=*/true);
     fix.AddPass<FusionMergerPass>(profile, log);
     fix.AddPass<MultiOutputFusionPass>(profile, log);
+    // Merged kernels hold copies of the ops each part computed: CSE keeps one of each.
+    fix.AddPass<CsePass>();
     fix.AddPass<DcePass>();
     pipeline.AddPass<HorizontalFusionPass>(profile, log);
     pipeline.AddPass<DcePass>();

@@ -17,10 +17,34 @@ bool IsKernel(const Instruction* i) {
   return NeedsKernel(i) && IsFusibleConsumer(i) && i->opcode() != Opcode::kDot;
 }
 
-// A kernel whose users read it directly (multi-output kernels are read through
-// get-tuple-element, which this simple pass leaves alone).
+bool IsMultiOutput(const Instruction* i) { return i->opcode() == Opcode::kFusion && i->shape().IsTuple(); }
+
+// XLA's IsFusibleAsMultiOutputFusionRoot: a kernel with users; a multi-output kernel only if
+// everything reads it through get-tuple-element.
 bool IsMofCandidate(const Instruction* i) {
-  return IsKernel(i) && i->shape().IsArray() && !i->users().empty();
+  if (!IsKernel(i) || i->users().empty() || i->IsRoot()) return false;
+  if (i->shape().IsTuple()) {
+    if (!IsMultiOutput(i)) return false;
+    for (const Instruction* u : i->users()) {
+      if (u->opcode() != Opcode::kGetTupleElement) return false;
+    }
+  }
+  return true;
+}
+
+// XLA's order of preference when choosing what absorbs the others: multi-output kernels,
+// then fusions, then single ops.
+int MofPriority(const Instruction* i) { return IsMultiOutput(i) ? 2 : i->opcode() == Opcode::kFusion ? 1 : 0; }
+
+// True if a value of `consumer`'s operands (other than those computed by `producer`) depends
+// on `producer`: fusing them would make a cycle through that operand.
+bool OtherOperandDependsOn(const Instruction* producer, const Instruction* consumer) {
+  for (const Instruction* op : consumer->operands()) {
+    if (op == producer) continue;
+    if (op->opcode() == Opcode::kGetTupleElement && op->operand(0) == producer) continue;
+    if (Reachable(producer, op)) return true;
+  }
+  return false;
 }
 
 const Instruction* HeroOf(const Instruction* k) {
@@ -28,15 +52,35 @@ const Instruction* HeroOf(const Instruction* k) {
   return IsReduction(k) ? k : nullptr;
 }
 
-FusionDecision ShapesCompatible(const Instruction* a, const Instruction* b) {
+// A reduction of its operand's last dimensions: its loop walks the operand in order, so a
+// loop kernel over the same elements can store its outputs from that loop.
+bool ReducesLastDimensions(const Instruction* hero) {
+  if (hero->opcode() != Opcode::kReduce || hero->dimensions().empty()) return false;
+  const std::vector<int64_t>& r = hero->dimensions();
+  int rank = hero->operand(0)->shape().rank();
+  for (size_t k = 0; k < r.size(); ++k) {
+    if (r[r.size() - 1 - k] != rank - 1 - static_cast<int64_t>(k)) return false;
+  }
+  return true;
+}
+
+FusionDecision ShapesCompatible(const Instruction* a, const Instruction* b, const FusionProfile& profile) {
   const Shape& la = LoopShape(a);
   const Shape& lb = LoopShape(b);
+  const Instruction* ha = HeroOf(a);
+  const Instruction* hb = HeroOf(b);
+  if (profile.reduction_epilogue && (ha == nullptr) != (hb == nullptr)) {
+    // Beyond XLA: a loop kernel joins a reduction over the same elements as side outputs
+    // stored by the reduction's loop (the reset count of a CartPole step beside its state).
+    const Instruction* hero = ha ? ha : hb;
+    if (ReducesLastDimensions(hero) && la.IsArray() && lb.IsArray() && la.NumElements() == lb.NumElements()) {
+      return FusionDecision::Yes("reduction-side-outputs");
+    }
+  }
   if (!la.IsArray() || !lb.IsArray() || la.dims() != lb.dims()) {
     return FusionDecision::No("loop-shapes", Name(a) + " iterates over " + la.ToString() + " but " + Name(b) +
                                                  " over " + lb.ToString() + "; a multi-output kernel needs equal loop shapes");
   }
-  const Instruction* ha = HeroOf(a);
-  const Instruction* hb = HeroOf(b);
   if (ha && hb && ha->dimensions() != hb->dimensions()) {
     return FusionDecision::No("reduction-dims", "the reductions " + Name(ha) + " and " + Name(hb) +
                                                     " reduce different dimensions");
@@ -73,15 +117,15 @@ bool MultiOutputFusionPass::FuseSiblings(Computation* comp) {
       for (Instruction* u : parent->users()) {
         if (IsMofCandidate(u)) candidates.push_back(u);
       }
-      // Fusions first: they are the kernels that will absorb the others.
+      // Multi-output kernels first, then fusions: they absorb the others.
       std::stable_sort(candidates.begin(), candidates.end(), [](Instruction* x, Instruction* y) {
-        return (x->opcode() == Opcode::kFusion) > (y->opcode() == Opcode::kFusion);
+        return MofPriority(x) > MofPriority(y);
       });
       for (size_t i = 0; i < candidates.size() && !again; ++i) {
         for (size_t j = i + 1; j < candidates.size() && !again; ++j) {
           Instruction* a = candidates[i];
           Instruction* b = candidates[j];
-          FusionDecision d = ShapesCompatible(a, b);
+          FusionDecision d = ShapesCompatible(a, b, profile_);
           if (d.fuse && (Reachable(a, b) || Reachable(b, a))) {
             d = FusionDecision::No("cycle", "one of " + Name(a) + " and " + Name(b) +
                                                 " depends on the other; fusing them would create a cycle");
@@ -112,20 +156,57 @@ bool MultiOutputFusionPass::FuseProducerConsumer(Computation* comp) {
   while (again) {
     again = false;
     for (Instruction* producer : comp->MakePostOrder()) {
-      if (!IsMofCandidate(producer) || producer->user_count() < 2) continue;
+      // XLA's IsProducerMultiOutputFusible: a loop kernel (or an op a loop kernel could
+      // compute), not built around a reduction. XLA also leaves multi-output producers alone
+      // (its emitter could not merge them); here they merge like any other loop kernel, or a
+      // sibling fusion of two producers would end fusion for both (the CartPole step would
+      // stay two kernels where XLA makes one).
+      if (!IsMofCandidate(producer)) continue;
       if (producer->opcode() == Opcode::kFusion && producer->fusion_kind() != FusionKind::kLoop) continue;
       if (HeroOf(producer)) continue;
-      for (Instruction* consumer : producer->users()) {
-        if (consumer->opcode() != Opcode::kFusion || !IsMofCandidate(consumer)) continue;
-        FusionDecision d = ShapesCompatible(producer, consumer);
-        if (d.fuse) {
-          for (const Instruction* op : consumer->operands()) {
-            if (op != producer && Reachable(producer, op)) {
-              d = FusionDecision::No("cycle", "another operand of " + Name(consumer) + " depends on " +
-                                                  Name(producer) + "; fusing them would create a cycle");
-              break;
-            }
-          }
+      std::vector<Instruction*> consumers;
+      auto add_consumer = [&](Instruction* u) {
+        bool kind_ok = u->opcode() == Opcode::kFusion || IsElementwise(u->opcode()) ||
+                       (profile_.reduction_epilogue && IsReduction(u));
+        if (IsMofCandidate(u) && kind_ok &&
+            std::find(consumers.begin(), consumers.end(), u) == consumers.end()) {
+          consumers.push_back(u);
+        }
+      };
+      for (Instruction* u : producer->users()) {
+        if (u->opcode() != Opcode::kGetTupleElement) {
+          add_consumer(u);
+          continue;
+        }
+        for (Instruction* uu : u->users()) add_consumer(uu);
+      }
+      // XLA checks the merged kernel's code duplication here too: a concatenate with several
+      // users stays a kernel of its own (the paper's boundary), also as an extra output.
+      const Instruction* c = profile_.cost_model ? nullptr : ConcatLikeOutputWithTooManyUsers(producer, profile_);
+      for (size_t k = 0; !c && !profile_.cost_model && k < consumers.size(); ++k) {
+        c = ConcatLikeOutputWithTooManyUsers(producer, profile_, consumers[k]);
+      }
+      if (c) {
+        if (log_) {
+          FusionDecision d = FusionDecision::No(
+              "concat-multi-user", std::string(OpcodeName(c->opcode())) + " %" + c->name() + " has several users; the " +
+                                       profile_.name + " profile does not fuse it with them, as an extra output either");
+          for (Instruction* u : consumers) log_->Record("multi-output-fusion(producer-consumer)", producer, u, d);
+        }
+        continue;
+      }
+      // A producer with one user that is not a multi-output kernel is regular fusion's case.
+      if (!IsMultiOutput(producer) && producer->user_count() < 2 && (consumers.empty() || !IsMultiOutput(consumers[0]))) {
+        continue;
+      }
+      std::stable_sort(consumers.begin(), consumers.end(), [](Instruction* x, Instruction* y) {
+        return MofPriority(x) > MofPriority(y);
+      });
+      for (Instruction* consumer : consumers) {
+        FusionDecision d = ShapesCompatible(producer, consumer, profile_);
+        if (d.fuse && OtherOperandDependsOn(producer, consumer)) {
+          d = FusionDecision::No("cycle", "another operand of " + Name(consumer) + " depends on " +
+                                              Name(producer) + "; fusing them would create a cycle");
         }
         if (d.fuse && MergedOperandsAndOutputs(producer, consumer) > profile_.max_operands_and_outputs) {
           d = FusionDecision::No("size-budget", "the merged kernel would exceed the operand budget");
