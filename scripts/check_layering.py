@@ -35,11 +35,11 @@ import sys
 from pathlib import Path
 
 # Python modules allowed to import the C++ extension, each with why it needs it. DESIGN.md
-# wants only _src/ here; __init__.py and tree_util.py are public modules that reach _core
-# directly today (candidates for moving behind _src/).
+# wants only _src/ here; __init__.py is a public module that reaches _core directly today
+# (a candidate for moving behind _src/).
 CORE_IMPORTERS = {
     "__init__.py": "devices() reports the host CPU, thread count and SIMD width from C++",
-    "tree_util.py": "pytrees are flattened and rebuilt in C++ (PyTreeDef, registry)",
+    "_src/tree_util.py": "pytrees are flattened and rebuilt in C++ (PyTreeDef, registry)",
     "_src/api.py": "Jitted subclasses the C++ JitFunction fast path; C++ tree_flatten",
     "_src/array.py": "Array is the C++ buffer type; NumPy <-> Array transfer",
     "_src/config.py": "pushes flags (x64, checks, disable_jit, cache size) into C++",

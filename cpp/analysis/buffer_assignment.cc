@@ -2,8 +2,10 @@
 #include "analysis/buffer_assignment.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <sstream>
+#include <unordered_set>
 
 #include "support/error.h"
 
@@ -14,8 +16,73 @@ constexpr int64_t kAlignment = 64;
 
 int64_t AlignUp(int64_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
 
+// Instructions that run as a kernel and write their own output buffers.
+bool IsKernelInstruction(const Instruction* i) {
+  return i->opcode() == Opcode::kFusion || i->opcode() == Opcode::kCustomCall;
+}
+
+// Instructions whose (tuple) value has buffers of its own.
+bool DefinesBuffers(const Instruction* i) {
+  return IsKernelInstruction(i) || i->opcode() == Opcode::kWhile || i->opcode() == Opcode::kConditional;
+}
+
+const Shape& ElementShape(const Instruction* i, int64_t index) {
+  return i->shape().IsTuple() ? i->shape().tuple_shape(static_cast<int>(index)) : i->shape();
+}
+
+// A value flows from a fused parameter to a root through ops that keep positions only.
+bool KeepsPositions(const Instruction* i, int64_t elements) {
+  if (!i->shape().IsArray() || i->shape().NumElements() != elements) return false;
+  return IsElementwise(i->opcode()) || i->opcode() == Opcode::kReshape || i->opcode() == Opcode::kTuple;
+}
+
+}  // namespace
+
+int InPlaceUpdateOperand(const Instruction* kernel) {
+  if (kernel->opcode() != Opcode::kFusion || !kernel->shape().IsArray()) return -1;
+  const Instruction* root = kernel->fused_computation()->root();
+  if (root->opcode() != Opcode::kDynamicUpdateSlice) return -1;
+  const Instruction* target = root->operand(0);
+  if (target->opcode() != Opcode::kParameter || target->user_count() != 1) return -1;
+  return static_cast<int>(target->parameter_number());
+}
+
+bool ReadsOnlyAtOwnPositions(const Instruction* kernel, int slot, int output) {
+  if (kernel->opcode() != Opcode::kFusion) return false;
+  if (InPlaceUpdateOperand(kernel) == slot && output == 0) return true;
+  const Computation* fused = kernel->fused_computation();
+  const Instruction* param = fused->parameter(slot);
+  int64_t elements = param->shape().NumElements();
+  // Every root must have the parameter's size, and every use of the parameter must reach
+  // the roots through position-keeping ops only (an element read is then the element
+  // written, by the same lane, before the write).
+  const Instruction* root = fused->root();
+  std::vector<const Instruction*> roots;
+  if (root->opcode() == Opcode::kTuple) {
+    roots.assign(root->operands().begin(), root->operands().end());
+  } else {
+    roots.push_back(root);
+  }
+  for (const Instruction* r : roots) {
+    if (!r->shape().IsArray() || r->shape().NumElements() != elements) return false;
+  }
+  (void)output;
+  std::vector<const Instruction*> work = {param};
+  std::unordered_set<const Instruction*> seen;
+  while (!work.empty()) {
+    const Instruction* x = work.back();
+    work.pop_back();
+    if (!seen.insert(x).second) continue;
+    for (const Instruction* u : x->users()) {
+      if (!KeepsPositions(u, elements)) return false;
+      work.push_back(u);
+    }
+  }
+  return true;
+}
+
 // First-fit allocator over the temp arena, with coalescing of freed blocks.
-class ArenaAllocator {
+class BufferAssignment::Arena {
  public:
   int64_t Allocate(int64_t size) {
     size = AlignUp(std::max<int64_t>(size, 1));
@@ -50,41 +117,74 @@ class ArenaAllocator {
   }
   int64_t end() const { return end_; }
 
+  // The liveness of the computation being assigned: the temps it owns, freed once their
+  // last user ran.
+  struct Frame {
+    std::unordered_map<Value, size_t, ValueHash> last_use;
+    std::multimap<size_t, Value> dies_at;
+  };
+  std::vector<Frame*> frames;
+
  private:
   std::map<int64_t, int64_t> free_;
   int64_t end_ = 0;
 };
 
-}  // namespace
-
-namespace {
-// Instructions that run as a kernel and write their own output buffers.
-bool IsKernelInstruction(const Instruction* i) {
-  return i->opcode() == Opcode::kFusion || i->opcode() == Opcode::kCustomCall;
-}
-}  // namespace
-
-BufferAssignment::Value BufferAssignment::Resolve(const Instruction* instr) const {
-  int64_t index = 0;
+BufferAssignment::Value BufferAssignment::Resolve(const Instruction* instr, int64_t index) const {
   while (true) {
-    if (instr->opcode() == Opcode::kReshape) {
-      instr = instr->operand(0);
-    } else if (instr->opcode() == Opcode::kGetTupleElement) {
-      index = instr->tuple_index();
-      instr = instr->operand(0);
-      if (instr->opcode() == Opcode::kTuple) {
-        instr = instr->operand(index);
-        index = 0;
+    switch (instr->opcode()) {
+      case Opcode::kReshape:
+        instr = instr->operand(0);
+        continue;
+      case Opcode::kGetTupleElement:
+        index = instr->tuple_index();
+        instr = instr->operand(0);
+        if (instr->opcode() == Opcode::kTuple) {
+          instr = instr->operand(static_cast<int>(index));
+          index = 0;
+        }
+        continue;
+      case Opcode::kParameter: {
+        auto owner = param_owner_.find(instr);
+        if (owner == param_owner_.end()) return {instr, 0};
+        const auto& [control, branch] = owner->second;
+        if (control->opcode() == Opcode::kWhile) return {control, index};
+        // A branch's parameter is its operand tuple in the enclosing computation.
+        const Instruction* operand = control->operand(branch + 1);
+        if (operand->opcode() == Opcode::kTuple) {
+          instr = operand->operand(static_cast<int>(index));
+          index = 0;
+        } else {
+          instr = operand;
+        }
+        continue;
       }
-    } else {
-      return {instr, index};
+      default:
+        return {instr, DefinesBuffers(instr) ? index : 0};
     }
   }
 }
 
-BufferAssignment::BufferAssignment(const Computation& entry) {
-  for (Instruction* i : entry.MakePostOrder()) schedule_.push_back(i);
-  const Instruction* root = entry.root();
+BufferSlice BufferAssignment::NewTemp(Arena& arena, int64_t bytes) {
+  BufferSlice s{BufferKind::kTemp, 0, 0, bytes};
+  s.offset = arena.Allocate(bytes);
+  return s;
+}
+
+BufferAssignment::BufferAssignment(const Module& module) : entry_(module.entry()) {
+  for (const Computation* c : module.ControlFlowComputations()) {
+    for (const Instruction* i : c->MakePostOrder()) {
+      if (i->opcode() == Opcode::kWhile) {
+        param_owner_[i->while_condition()->parameter(0)] = {i, 0};
+        param_owner_[i->while_body()->parameter(0)] = {i, 0};
+      } else if (i->opcode() == Opcode::kConditional) {
+        for (size_t b = 0; b < i->called_computations().size(); ++b) {
+          param_owner_[i->called_computations()[b]->parameter(0)] = {i, static_cast<int>(b)};
+        }
+      }
+    }
+  }
+  const Instruction* root = entry_->root();
   if (root->opcode() == Opcode::kTuple) {
     for (const Instruction* op : root->operands()) outputs_.push_back(op);
   } else {
@@ -93,78 +193,325 @@ BufferAssignment::BufferAssignment(const Computation& entry) {
   for (const Instruction* out : outputs_) {
     if (!out->shape().IsArray()) ThrowUnimplemented("nested tuples in program outputs");
   }
-
-  // Parameters and constants.
-  for (const Instruction* i : schedule_) {
+  for (const Instruction* i : entry_->MakePostOrder()) {
     if (i->opcode() == Opcode::kParameter) {
       slices_[{i, 0}] = {BufferKind::kParameter, i->parameter_number(), 0, i->shape().ByteSize()};
-    } else if (i->opcode() == Opcode::kConstant) {
+    }
+  }
+  // Outputs written in place by the entry kernel that computes them; the rest are copied.
+  std::vector<Value> pending;
+  for (size_t k = 0; k < outputs_.size(); ++k) {
+    Value v = Resolve(outputs_[k]);
+    if (IsKernelInstruction(v.first) && v.first->parent() == entry_ && !slices_.count(v)) {
+      slices_[v] = {BufferKind::kOutput, static_cast<int64_t>(k), 0, ElementShape(v.first, v.second).ByteSize()};
+    } else {
+      pending.push_back(v);
+      output_copies_.push_back({{BufferKind::kOutput, static_cast<int64_t>(k), 0, 0}, {}});
+    }
+  }
+  Arena arena;
+  Assign(*entry_, arena);
+  temp_bytes_ = arena.end();
+  for (size_t c = 0; c < output_copies_.size(); ++c) {
+    output_copies_[c].source = Get(pending[c].first, pending[c].second);
+    output_copies_[c].target.size = output_copies_[c].source.size;
+  }
+}
+
+namespace {
+
+}  // namespace
+
+// The order in which a computation's instructions run: operands first; in a loop body, the
+// kernels that compute the next state as late as they can go, and each after every other
+// reader of the state element it replaces where it can, so that it may write in place.
+std::vector<const Instruction*> BufferAssignment::Schedule(const Computation& c, const Instruction* loop) const {
+  std::vector<Instruction*> post = c.MakePostOrder();
+  std::vector<const Instruction*> order;
+  if (!loop) {
+    order.assign(post.begin(), post.end());
+    return order;
+  }
+  const Instruction* root = c.root();
+  // The state element each writer replaces, and the readers of each state element.
+  std::unordered_map<const Instruction*, std::vector<int64_t>> replaces;
+  for (int k = 0; root->opcode() == Opcode::kTuple && k < root->operand_count(); ++k) {
+    Value v = Resolve(root->operand(k));
+    if (IsKernelInstruction(v.first) && v.first->parent() == &c) replaces[v.first].push_back(k);
+  }
+  std::unordered_map<int64_t, std::unordered_set<const Instruction*>> readers;
+  for (const Instruction* i : post) {
+    if (i == root) continue;
+    for (const Instruction* op : i->operands()) {
+      Value v = Resolve(op);
+      if (v.first == loop) readers[v.second].insert(i);
+    }
+  }
+  std::unordered_map<const Instruction*, int> pending;
+  std::vector<const Instruction*> ready, ready_writers;
+  for (const Instruction* i : post) {
+    std::unordered_set<const Instruction*> ops(i->operands().begin(), i->operands().end());
+    pending[i] = static_cast<int>(ops.size());
+    if (ops.empty()) (replaces.count(i) ? ready_writers : ready).push_back(i);
+  }
+  auto unblocked = [&](const Instruction* w) {
+    for (int64_t k : replaces.at(w)) {
+      for (const Instruction* r : readers[k]) {
+        if (r != w) return false;
+      }
+    }
+    return true;
+  };
+  while (!ready.empty() || !ready_writers.empty()) {
+    const Instruction* i;
+    if (!ready.empty()) {
+      i = ready.front();
+      ready.erase(ready.begin());
+    } else {
+      auto it = std::find_if(ready_writers.begin(), ready_writers.end(), unblocked);
+      if (it == ready_writers.end()) it = ready_writers.begin();
+      i = *it;
+      ready_writers.erase(it);
+    }
+    order.push_back(i);
+    for (auto& [k, rs] : readers) rs.erase(i);
+    for (const Instruction* u : i->users()) {
+      if (--pending[u] == 0) (replaces.count(u) ? ready_writers : ready).push_back(u);
+    }
+  }
+  return order;
+}
+
+void BufferAssignment::Assign(const Computation& c, Arena& arena) {
+  std::vector<const Instruction*>& schedule = schedules_[&c];
+  if (schedule.empty()) schedule = Schedule(c, nullptr);
+  Arena::Frame frame;
+  arena.frames.push_back(&frame);
+  for (size_t p = 0; p < schedule.size(); ++p) {
+    for (const Instruction* op : schedule[p]->operands()) {
+      Value v = Resolve(op);
+      frame.last_use[v] = std::max(frame.last_use[v], p);
+    }
+  }
+  // What the computation returns lives to its end (the parent copies or reads it after).
+  for (const Instruction* op : c.root()->operands()) frame.last_use[Resolve(op)] = schedule.size();
+  frame.last_use[Resolve(c.root())] = schedule.size();
+  if (&c == entry_) {
+    for (const Instruction* out : outputs_) frame.last_use[Resolve(out)] = schedule.size();
+  }
+  auto last_use = [&](const Value& v) {
+    auto it = frame.last_use.find(v);
+    return it == frame.last_use.end() ? size_t{0} : it->second;
+  };
+
+  for (size_t p = 0; p < schedule.size(); ++p) {
+    const Instruction* i = schedule[p];
+    if (i->opcode() == Opcode::kWhile && i->operand(0)->opcode() == Opcode::kTuple) {
+      // The initial state's temps that die here become the state buffers (no copy); those
+      // of elements the body passes on unchanged are read in place, as long as the loop's
+      // result is (see AssignLoop).
+      const Instruction* init = i->operand(0);
+      const Instruction* body_root = i->while_body()->root();
+      for (int k = 0; k < init->operand_count(); ++k) {
+        Value u = Resolve(init->operand(k));
+        Value state{i, k};
+        if (body_root->opcode() == Opcode::kTuple && Resolve(body_root->operand(k)) == state) {
+          auto it = std::find_if(frame.dies_at.begin(), frame.dies_at.end(), [&](const auto& e) { return e.second == u; });
+          size_t until = std::max(p, last_use(state));
+          if (it != frame.dies_at.end() && it->first < until) {
+            frame.dies_at.erase(it);
+            frame.dies_at.emplace(until, u);
+          }
+          continue;
+        }
+        bool once = true;
+        for (int j = 0; j < init->operand_count(); ++j) once = once && (j == k || Resolve(init->operand(j)) != u);
+        auto it = std::find_if(frame.dies_at.begin(), frame.dies_at.end(), [&](const auto& e) { return e.second == u; });
+        if (!once || it == frame.dies_at.end() || last_use(u) > p) continue;
+        frame.dies_at.erase(it);
+        slices_[state] = slices_.at(u);
+        frame.dies_at.emplace(last_use(state), state);
+      }
+    }
+    for (auto it = frame.dies_at.begin(); it != frame.dies_at.end() && it->first < p;) {
+      const BufferSlice& s = slices_.at(it->second);
+      arena.Free(s.offset, s.size);
+      it = frame.dies_at.erase(it);
+    }
+    if (i->opcode() == Opcode::kWhile) {
+      AssignLoop(i, arena);
+      continue;
+    }
+    if (i->opcode() == Opcode::kConditional) {
+      AssignConditional(i, arena);
+      continue;
+    }
+    if (i->opcode() == Opcode::kConstant) {
       BufferSlice s{BufferKind::kConstant, 0, 0, i->shape().ByteSize()};
       s.constant = i;
       slices_[{i, 0}] = s;
+      continue;
     }
-  }
-
-  // Outputs written in place by the kernel that computes them.
-  std::vector<Value> pending_copies;
-  for (size_t k = 0; k < outputs_.size(); ++k) {
-    Value v = Resolve(outputs_[k]);
-    bool is_kernel = IsKernelInstruction(v.first);
-    if (is_kernel && !slices_.count(v)) {
-      const Shape& s = v.first->shape().IsTuple() ? v.first->shape().tuple_shape(v.second)
-                                                  : v.first->shape();
-      slices_[v] = {BufferKind::kOutput, static_cast<int64_t>(k), 0, s.ByteSize()};
-    } else {
-      pending_copies.push_back(v);
-      copies_.push_back({static_cast<int>(k), {}});
-    }
-  }
-
-  // Liveness of kernel values along the schedule; outputs and copies live to the end.
-  std::unordered_map<Value, size_t, ValueHash> last_use;
-  std::unordered_map<const Instruction*, size_t> position;
-  for (size_t p = 0; p < schedule_.size(); ++p) {
-    position[schedule_[p]] = p;
-    for (const Instruction* op : schedule_[p]->operands()) {
-      Value v = Resolve(op);
-      last_use[v] = std::max(last_use[v], p);
-    }
-  }
-  for (const Value& v : pending_copies) last_use[v] = schedule_.size();
-
-  ArenaAllocator arena;
-  std::multimap<size_t, Value> dies_at;  // values to free once their last user ran
-  for (size_t p = 0; p < schedule_.size(); ++p) {
-    for (auto it = dies_at.begin(); it != dies_at.end() && it->first < p;) {
-      const BufferSlice& s = slices_[it->second];
-      arena.Free(s.offset, s.size);
-      it = dies_at.erase(it);
-    }
-    const Instruction* i = schedule_[p];
     if (!IsKernelInstruction(i)) continue;
     int64_t n = i->shape().IsTuple() ? static_cast<int64_t>(i->shape().tuple_shapes().size()) : 1;
     for (int64_t t = 0; t < n; ++t) {
       Value v{i, t};
-      if (slices_.count(v)) continue;  // an output
-      const Shape& s = i->shape().IsTuple() ? i->shape().tuple_shape(t) : i->shape();
-      BufferSlice slice{BufferKind::kTemp, 0, 0, s.ByteSize()};
-      slice.offset = arena.Allocate(slice.size);
-      slices_[v] = slice;
-      auto lu = last_use.find(v);
-      dies_at.emplace(lu == last_use.end() ? p : lu->second, v);
+      if (slices_.count(v)) continue;  // an output, or loop state written in place
+      int slot = InPlaceUpdateOperand(i);
+      if (slot >= 0) {
+        // Update the operand's own temp where nothing reads it after this kernel.
+        Value u = Resolve(i->operand(slot));
+        auto it = std::find_if(frame.dies_at.begin(), frame.dies_at.end(), [&](const auto& e) { return e.second == u; });
+        if (it != frame.dies_at.end() && last_use(u) <= p) {
+          frame.dies_at.erase(it);
+          slices_[v] = slices_.at(u);
+          frame.dies_at.emplace(last_use(v), v);
+          in_place_[i] = slot;
+          continue;
+        }
+      }
+      slices_[v] = NewTemp(arena, ElementShape(i, t).ByteSize());
+      frame.dies_at.emplace(last_use(v), v);
     }
   }
-  temp_bytes_ = arena.end();
-  for (size_t c = 0; c < copies_.size(); ++c) {
-    auto it = slices_.find(pending_copies[c]);
-    FJ_CHECK(it != slices_.end(), "output without a buffer");
-    copies_[c].source = it->second;
+  for (const auto& [p, v] : frame.dies_at) {
+    const BufferSlice& s = slices_.at(v);
+    arena.Free(s.offset, s.size);
+  }
+  arena.frames.pop_back();
+}
+
+void BufferAssignment::AssignLoop(const Instruction* loop, Arena& arena) {
+  Arena::Frame& parent = *arena.frames.back();
+  LoopPlan& plan = loops_[loop];
+  int n = static_cast<int>(loop->shape().tuple_shapes().size());
+  const Instruction* init = loop->operand(0);
+  const Instruction* body_root = loop->while_body()->root();
+  for (int k = 0; k < n; ++k) {
+    Value state{loop, k};
+    const Instruction* init_k = init->opcode() == Opcode::kTuple ? init->operand(k) : init;
+    BufferSlice source = init->opcode() == Opcode::kTuple ? Get(init_k) : Get(init, k);
+    // An element the body passes on unchanged is read in place from its initial value
+    // (xs of a scan, closed-over constants): nothing writes it during the loop.
+    bool invariant = body_root->opcode() == Opcode::kTuple && Resolve(body_root->operand(k)) == state;
+    if (invariant && !slices_.count(state) && source.kind != BufferKind::kOutput) {
+      slices_[state] = source;  // its temp's life was extended to cover the loop (Assign)
+      continue;
+    }
+    if (!slices_.count(state)) {
+      slices_[state] = NewTemp(arena, loop->shape().tuple_shape(k).ByteSize());
+      auto lu = parent.last_use.find(state);
+      parent.dies_at.emplace(lu == parent.last_use.end() ? 0 : lu->second, state);
+    }
+    if (!(source == slices_.at(state))) plan.before.push_back({slices_.at(state), source});
+  }
+  plan.counter_offset = arena.Allocate(8);  // never freed: read after the program ran
+
+  const Computation* body = loop->while_body();
+  const Instruction* root = body->root();
+  std::vector<const Instruction*>& order = schedules_[body];
+  order = Schedule(*body, loop);
+  std::unordered_map<const Instruction*, size_t> position;
+  for (size_t p = 0; p < order.size(); ++p) position[order[p]] = p;
+  // Readers of each old state element in the body: (position, reader).
+  std::vector<std::vector<std::pair<size_t, const Instruction*>>> readers(n);
+  for (const Instruction* i : order) {
+    if (i == root) continue;
+    for (int s = 0; s < i->operand_count(); ++s) {
+      Value v = Resolve(i->operand(s));
+      if (v.first == loop) readers[v.second].push_back({position[i], i});
+    }
+  }
+  std::vector<Value> results(n);
+  for (int k = 0; k < n; ++k) results[k] = root->opcode() == Opcode::kTuple ? Resolve(root->operand(k)) : Value{loop, k};
+  // A state element passed on into another element is read at the end of the iteration.
+  std::vector<bool> read_at_end(n, false);
+  for (int k = 0; k < n; ++k) {
+    if (results[k].first == loop && results[k].second != k) read_at_end[results[k].second] = true;
+  }
+  std::vector<bool> in_place(n, false);
+  for (int k = 0; k < n; ++k) {
+    const auto& [kernel, out] = results[k];
+    if (kernel == loop || !IsKernelInstruction(kernel) || kernel->parent() != body || read_at_end[k]) continue;
+    bool unique = true;
+    for (int j = 0; j < n; ++j) unique = unique && (j == k || results[j] != results[k]);
+    if (!unique || slices_.count(results[k])) continue;
+    bool ok = true;
+    for (const auto& [p, reader] : readers[k]) {
+      if (reader == kernel) {
+        for (int s = 0; s < kernel->operand_count() && ok; ++s) {
+          Value v = Resolve(kernel->operand(s));
+          if (v == Value{loop, k}) ok = ReadsOnlyAtOwnPositions(kernel, s, static_cast<int>(out));
+        }
+      } else if (p > position[kernel]) {
+        ok = false;  // the old value is read after the kernel writes the new one
+      }
+      if (!ok) break;
+    }
+    if (!ok) continue;
+    slices_[results[k]] = slices_.at(Value{loop, k});
+    in_place[k] = true;
+    for (const auto& [p, reader] : readers[k]) {
+      if (reader == kernel) in_place_[kernel] = 0;
+    }
+  }
+  // Elements carried from another element go through a staging buffer: its source may be
+  // overwritten by a copy of its own.
+  std::vector<BufferSlice> staged(n);
+  for (int k = 0; k < n; ++k) {
+    if (results[k].first == loop && results[k].second != k) staged[k] = NewTemp(arena, loop->shape().tuple_shape(k).ByteSize());
+  }
+  Assign(*loop->while_condition(), arena);
+  Assign(*body, arena);
+  for (int k = 0; k < n; ++k) {
+    if (results[k].first == loop && results[k].second != k) {
+      plan.after_body.push_back({staged[k], slices_.at(results[k])});
+      arena.Free(staged[k].offset, staged[k].size);
+    }
+  }
+  for (int k = 0; k < n; ++k) {
+    if (in_place[k] || results[k] == Value{loop, k}) continue;
+    BufferSlice source = results[k].first == loop ? staged[k] : Get(results[k].first, results[k].second);
+    plan.after_body.push_back({slices_.at(Value{loop, k}), source});
+  }
+}
+
+void BufferAssignment::AssignConditional(const Instruction* cond, Arena& arena) {
+  Arena::Frame& parent = *arena.frames.back();
+  int n = static_cast<int>(cond->shape().tuple_shapes().size());
+  for (int k = 0; k < n; ++k) {
+    Value out{cond, k};
+    slices_[out] = NewTemp(arena, cond->shape().tuple_shape(k).ByteSize());
+    auto lu = parent.last_use.find(out);
+    parent.dies_at.emplace(lu == parent.last_use.end() ? 0 : lu->second, out);
+  }
+  std::vector<std::vector<BufferCopy>>& copies = branches_[cond];
+  for (const Computation* branch : cond->called_computations()) {
+    const Instruction* root = branch->root();
+    std::vector<Value> results(n);
+    for (int k = 0; k < n; ++k) results[k] = Resolve(root->opcode() == Opcode::kTuple ? root->operand(k) : root, root->opcode() == Opcode::kTuple ? 0 : k);
+    std::vector<bool> written(n, false);
+    for (int k = 0; k < n; ++k) {
+      const Instruction* kernel = results[k].first;
+      if (!IsKernelInstruction(kernel) || kernel->parent() != branch || slices_.count(results[k])) continue;
+      bool unique = true;
+      for (int j = 0; j < n; ++j) unique = unique && (j == k || results[j] != results[k]);
+      if (!unique) continue;
+      slices_[results[k]] = slices_.at(Value{cond, k});
+      written[k] = true;
+    }
+    Assign(*branch, arena);
+    std::vector<BufferCopy> own;
+    for (int k = 0; k < n; ++k) {
+      if (!written[k]) own.push_back({slices_.at(Value{cond, k}), Get(results[k].first, results[k].second)});
+    }
+    copies.push_back(std::move(own));
   }
 }
 
 const BufferSlice& BufferAssignment::Get(const Instruction* instr, int64_t tuple_index) const {
-  Value v = Resolve(instr);
-  if (IsKernelInstruction(instr)) v.second = tuple_index;
+  Value v = Resolve(instr, tuple_index);
+  if (DefinesBuffers(instr)) v.second = tuple_index;
   auto it = slices_.find(v);
   FJ_CHECK(it != slices_.end(), "no buffer for %", instr->name());
   return it->second;
@@ -173,18 +520,40 @@ const BufferSlice& BufferAssignment::Get(const Instruction* instr, int64_t tuple
 std::string BufferAssignment::ToString() const {
   std::ostringstream os;
   os << "temp arena: " << temp_bytes_ << " bytes\n";
-  for (const Instruction* i : schedule_) {
-    if (!IsKernelInstruction(i)) continue;
-    const BufferSlice& s = Get(i);
-    os << "  %" << i->name() << ": ";
+  auto describe = [&](const BufferSlice& s) {
     switch (s.kind) {
       case BufferKind::kOutput: os << "output " << s.index; break;
       case BufferKind::kTemp: os << "temp [" << s.offset << ", " << s.offset + s.size << ")"; break;
-      default: os << "other"; break;
+      case BufferKind::kParameter: os << "parameter " << s.index; break;
+      case BufferKind::kConstant: os << "constant %" << s.constant->name(); break;
     }
-    os << "\n";
-  }
-  for (const OutputCopy& c : copies_) os << "  copy into output " << c.output << "\n";
+  };
+  std::function<void(const Computation*, int)> show = [&](const Computation* c, int depth) {
+    std::string indent(2 * depth + 2, ' ');
+    for (const Instruction* i : schedules_.at(c)) {
+      if (!DefinesBuffers(i)) continue;
+      int64_t n = i->shape().IsTuple() ? static_cast<int64_t>(i->shape().tuple_shapes().size()) : 1;
+      for (int64_t t = 0; t < n; ++t) {
+        os << indent << "%" << i->name();
+        if (i->shape().IsTuple()) os << "{" << t << "}";
+        os << ": ";
+        describe(Get(i, t));
+        if (t == 0 && WritesInPlace(i)) os << " (in place)";
+        os << "\n";
+      }
+      if (i->opcode() == Opcode::kWhile) {
+        const LoopPlan& plan = loop(i);
+        os << indent << "  " << plan.before.size() << " copies into the state, " << plan.after_body.size()
+           << " per iteration\n";
+        show(i->while_condition(), depth + 1);
+        show(i->while_body(), depth + 1);
+      } else if (i->opcode() == Opcode::kConditional) {
+        for (const Computation* b : i->called_computations()) show(b, depth + 1);
+      }
+    }
+  };
+  show(entry_, 0);
+  for (const BufferCopy& c : output_copies_) os << "  copy into output " << c.target.index << "\n";
   return os.str();
 }
 

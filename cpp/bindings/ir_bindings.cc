@@ -64,6 +64,8 @@ InstructionAttrs ParseAttrs(const py::dict& attrs) {
       a.direction = *d;
     } else if (key == "index") {
       a.index = py::cast<int64_t>(v);
+    } else if (key == "unroll") {
+      a.unroll = py::cast<int64_t>(v);
     } else if (key == "lhs_batch") {
       a.dot.lhs_batch = IntList(v);
     } else if (key == "rhs_batch") {
@@ -273,6 +275,14 @@ void DefineIr(py::module_& m) {
              return InstrHandle{h.module, b.Parameter(number, Shape(ParseDTypeOrThrow(dtype), dims), name)};
            },
            "number"_a, "dtype"_a, "dims"_a, "name"_a = "")
+      .def("tuple_parameter",
+           [](ComputationHandle& h, int64_t number, const std::vector<std::pair<std::string, std::vector<int64_t>>>& elements,
+              const std::string& name) {
+             std::vector<Shape> shapes;
+             for (const auto& [dtype, dims] : elements) shapes.emplace_back(ParseDTypeOrThrow(dtype), dims);
+             return InstrHandle{h.module, Builder(h.comp).Parameter(number, Shape::Tuple(shapes), name)};
+           },
+           "number"_a, "elements"_a, "name"_a = "")
       .def("constant",
            [](ComputationHandle& h, py::array value, const std::string& name) {
              py::array c = py::array::ensure(value, py::array::c_style);

@@ -67,6 +67,11 @@ class ElementalEmitter {
   void PushScope() { scopes_.emplace_back(); }
   void PopScope() { scopes_.pop_back(); }
 
+  // The start indices of a dynamic-update-slice, clamped so the update fits (uniform i64).
+  std::vector<llvm::Value*> DynamicUpdateStarts(const Instruction* dus) {
+    return StartIndices(dus, 2, dus->operand(1)->shape().dims());
+  }
+
   // Temporarily changes the number of lanes (e.g. the scalar tail of a vector loop).
   // Emits `instr` at a uniform `index` as one scalar, cached in the current scope, where
   // later vector steps find it (e.g. a per-row reduction before the row's elements).

@@ -148,10 +148,20 @@ const Instruction* SideOutputHero(const std::vector<const Instruction*>& roots, 
   return side ? hero : nullptr;
 }
 
-KernelPlan PlanKernel(const Instruction* fusion, int max_width) {
+KernelPlan PlanKernel(const Instruction* fusion, int max_width, bool in_place) {
   const Computation& c = *fusion->fused_computation();
   std::vector<const Instruction*> roots = KernelRoots(c);
   KernelPlan plan;
+  if (in_place && roots.size() == 1 && roots[0]->opcode() == Opcode::kDynamicUpdateSlice) {
+    const Shape& update = roots[0]->operand(1)->shape();
+    plan.mode = KernelPlan::Mode::kUpdate;
+    plan.row_length = update.rank() == 0 ? 1 : update.dims().back();
+    plan.units = plan.row_length == 0 ? 0 : update.NumElements() / plan.row_length;
+    plan.width = plan.row_length >= max_width ? max_width : 1;
+    plan.reduction_width = max_width;
+    plan.side_output = {false};
+    return plan;
+  }
   plan.side_hero = SideOutputHero(roots, ReductionHeroOf(c));
   const Shape& shape = plan.side_hero ? plan.side_hero->shape() : roots[0]->shape();
   plan.reduction_width = max_width;
@@ -219,7 +229,7 @@ llvm::GlobalVariable* ConstantGlobal(llvm::Module& module, const Instruction* co
 }
 
 llvm::Function* EmitKernel(llvm::Module& module, const Instruction* fusion, const KernelPlan& plan,
-                           const std::string& name) {
+                           const std::string& name, bool may_alias) {
   llvm::LLVMContext& ctx = module.getContext();
   const Computation& comp = *fusion->fused_computation();
   std::vector<const Instruction*> roots = KernelRoots(comp);
@@ -239,8 +249,8 @@ llvm::Function* EmitKernel(llvm::Module& module, const Instruction* fusion, cons
   body->addFnAttr(llvm::Attribute::NoUnwind);
   body->addFnAttr(llvm::Attribute::AlwaysInline);
   for (int i = 0; i < num_buffers; ++i) {
-    body->addParamAttr(i, llvm::Attribute::NoAlias);
-    if (i >= num_outputs) body->addParamAttr(i, llvm::Attribute::ReadOnly);
+    if (!may_alias) body->addParamAttr(i, llvm::Attribute::NoAlias);
+    if (i >= num_outputs && !may_alias) body->addParamAttr(i, llvm::Attribute::ReadOnly);
   }
   std::vector<llvm::Value*> buffers;
   for (int i = 0; i < num_buffers; ++i) buffers.push_back(body->getArg(i));
@@ -294,9 +304,18 @@ llvm::Function* EmitKernel(llvm::Module& module, const Instruction* fusion, cons
   // stored by their reduction's loop instead.
   auto emit_group = [&](const Index& index, const IndexDim& linear) {
     int width = emitter.width();
+    // All values first, then the stores: an output may overwrite an operand it was
+    // computed from (loop state updated in place).
+    std::vector<Val> values(num_outputs);
     for (int k = 0; k < num_outputs; ++k) {
       if (plan.side_hero && plan.side_output[k]) continue;
-      store(k, linear, emitter.Emit(roots[k], index), width);
+      // An in-place update computes only the update, at the update's index.
+      const Instruction* value = plan.mode == KernelPlan::Mode::kUpdate ? roots[k]->operand(1) : roots[k];
+      values[k] = emitter.Emit(value, index);
+    }
+    for (int k = 0; k < num_outputs; ++k) {
+      if (plan.side_hero && plan.side_output[k]) continue;
+      store(k, linear, values[k], width);
     }
   };
   if (plan.side_hero) {
@@ -424,6 +443,44 @@ llvm::Function* EmitKernel(llvm::Module& module, const Instruction* fusion, cons
         return std::vector<llvm::Value*>{};
       }, "htail", {1, false});
     }
+  } else if (plan.mode == KernelPlan::Mode::kUpdate) {
+    // The update's rows, written at the clamped start indices into the operand's buffer,
+    // which is the output's: the rest of it stays as it is.
+    const Instruction* dus = roots[0];
+    const Instruction* update = dus->operand(1);
+    const std::vector<int64_t>& udims = update->shape().dims();
+    const std::vector<int64_t>& odims = dus->shape().dims();
+    int rank = static_cast<int>(udims.size());
+    std::vector<llvm::Value*> starts = emitter.DynamicUpdateStarts(dus);
+    emitter.ForLoop(begin, end, 1, {}, [&](llvm::Value* row, const std::vector<llvm::Value*>&) {
+      std::vector<llvm::Value*> outer(std::max(rank - 1, 0));
+      llvm::Value* rest = row;
+      for (int k = rank - 2; k >= 0; --k) {
+        if (k == 0) {
+          outer[k] = rest;
+        } else {
+          outer[k] = b.CreateURem(rest, b.getInt64(udims[k]));
+          rest = b.CreateUDiv(rest, b.getInt64(udims[k]));
+        }
+      }
+      if (rank == 0) {
+        LaneMath lanes(b, 1);
+        ElementalEmitter::WidthScope scalar(emitter, 1);
+        store(0, lanes.Uniform(b.getInt64(0)), emitter.Emit(update, Index{}), 1);
+        return std::vector<llvm::Value*>{};
+      }
+      vector_loop(b.getInt64(0), b.getInt64(plan.row_length), [&](llvm::Value* j, LaneMath& lanes) {
+        Index uindex, oindex;
+        for (int k = 0; k < rank - 1; ++k) {
+          uindex.dims.push_back(lanes.Uniform(outer[k]));
+          oindex.dims.push_back(lanes.Uniform(b.CreateAdd(outer[k], starts[k])));
+        }
+        uindex.dims.push_back(lanes.LaneRamp(j));
+        oindex.dims.push_back(lanes.LaneRamp(b.CreateAdd(j, starts[rank - 1])));
+        return std::make_pair(uindex, LinearIndex(lanes, oindex, odims));
+      });
+      return std::vector<llvm::Value*>{};
+    }, "update");
   } else if (plan.mode == KernelPlan::Mode::kFlat) {
     vector_loop(begin, end, [&](llvm::Value* i, LaneMath& lanes) {
       Index index;

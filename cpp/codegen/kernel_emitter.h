@@ -20,6 +20,7 @@ struct KernelPlan {
     kRows,  // units are rows of the output's last dimension (or one output element)
     kLinear1D,  // a rank-1 output walked by element, through the per-dimension index
     kHorizontal,  // several outputs of different shapes, one segment of units each
+    kUpdate,      // an in-place dynamic-update-slice: units are rows of the update
   };
   Mode mode = Mode::kRows;
   int64_t units = 0;       // iteration units in total
@@ -39,11 +40,15 @@ struct KernelPlan {
 };
 
 // Chooses the plan for `fusion` with at most `max_width` lanes (1 for the GPU).
-KernelPlan PlanKernel(const Instruction* fusion, int max_width);
+// `in_place`: its output buffer is its updated operand's (a dynamic-update-slice writes
+// only the update).
+KernelPlan PlanKernel(const Instruction* fusion, int max_width, bool in_place = false);
 
-// Emits the kernel into `module` under `name` and returns it.
+// Emits the kernel into `module` under `name` and returns it. `may_alias`: an output may
+// share its buffer with an operand (no noalias promises; every output of a group of lanes
+// is computed before any is stored).
 llvm::Function* EmitKernel(llvm::Module& module, const Instruction* fusion, const KernelPlan& plan,
-                           const std::string& name);
+                           const std::string& name, bool may_alias = false);
 
 // A private global holding a constant's bytes, 64-byte aligned (created once per module).
 llvm::GlobalVariable* ConstantGlobal(llvm::Module& module, const Instruction* constant);

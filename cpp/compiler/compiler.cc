@@ -83,7 +83,7 @@ std::unique_ptr<Compilation> Compile(const Module& traced, const CompileOptions&
   result->seconds_passes = Since(start);
 
   start = std::chrono::steady_clock::now();
-  BufferAssignment buffers(*module->entry());
+  BufferAssignment buffers(*module);
   result->buffer_assignment = buffers.ToString();
   cpu::CpuOptions cpu_options;
   cpu_options.opt_level = options.opt_level;
@@ -108,7 +108,7 @@ std::unique_ptr<Compilation> Compile(const Module& traced, const CompileOptions&
   std::vector<Shape> outputs;
   for (int i = 0; i < buffers.num_outputs(); ++i) outputs.push_back(buffers.output_shape(i));
   result->executable = std::make_shared<Executable>(program.entry, program.code, params, outputs,
-                                                    buffers.temp_bytes(), program.kernels);
+                                                    buffers.temp_bytes(), program.kernels, program.loops);
   result->seconds_codegen = Since(start);
   result->optimized = std::move(module);
   return result;

@@ -162,7 +162,12 @@ FusionDecision FusionMergerPass::ShouldMerge(const Instruction* producer) const 
 bool FusionMergerPass::Run(Module& module) {
   if (!profile_.enabled || !profile_.fusion_merger) return false;
   bool changed = false;
-  Computation* comp = module.entry();
+  for (Computation* comp : module.ControlFlowComputations()) changed = RunOn(comp) || changed;
+  return changed;
+}
+
+bool FusionMergerPass::RunOn(Computation* comp) {
+  bool changed = false;
   std::vector<Instruction*> order = comp->MakePostOrder();
   std::unordered_set<const Instruction*> removed;
   for (Instruction* producer : order) {

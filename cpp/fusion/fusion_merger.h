@@ -18,6 +18,7 @@ class FusionMergerPass : public Pass {
   FusionDecision ShouldMerge(const Instruction* producer) const;
 
  private:
+  bool RunOn(Computation* comp);
   FusionProfile profile_;
   FusionLog* log_;
   CostModel cost_;

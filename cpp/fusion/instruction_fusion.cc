@@ -240,7 +240,12 @@ FusionDecision InstructionFusionPass::ShouldFuse(const Instruction* producer,
 bool InstructionFusionPass::Run(Module& module) {
   if (!profile_.enabled) return false;
   bool changed = false;
-  Computation* comp = module.entry();
+  for (Computation* comp : module.ControlFlowComputations()) changed = RunOn(comp) || changed;
+  return changed;
+}
+
+bool InstructionFusionPass::RunOn(Computation* comp) {
+  bool changed = false;
   std::vector<Instruction*> order = comp->MakePostOrder();
   std::unordered_map<const Instruction*, size_t> position;
   for (size_t i = 0; i < order.size(); ++i) position[order[i]] = i;
@@ -248,7 +253,16 @@ bool InstructionFusionPass::Run(Module& module) {
   for (size_t idx = order.size(); idx-- > 0;) {
     Instruction* consumer = order[idx];
     // Fusing removes instructions: only look at ones still in the computation.
-    if (removed.count(consumer) || !comp->Contains(consumer) || !IsFusibleConsumer(consumer)) continue;
+    if (removed.count(consumer) || !comp->Contains(consumer)) continue;
+    if (!IsFusibleConsumer(consumer)) {
+      // A kernel of its own (a dot): say so for each of its producers, for explain.
+      if (log_ && consumer->opcode() == Opcode::kDot) {
+        for (Instruction* op : consumer->operands()) {
+          if (NeedsKernel(op) || op->opcode() == Opcode::kFusion) log_->Record(std::string(name()), op, consumer, ShouldFuse(op, consumer));
+        }
+      }
+      continue;
+    }
     while (true) {
       // Producers latest in the post order first.
       std::vector<Instruction*> producers;

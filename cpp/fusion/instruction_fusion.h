@@ -29,6 +29,7 @@ class InstructionFusionPass : public Pass {
   static constexpr int64_t kRowFusionMaxRow = 1 << 16;
 
  private:
+  bool RunOn(Computation* comp);
   // The fusionjit profile's row fusion of a reduction into the kernel that reads it back
   // along its rows; an empty rule when it does not apply.
   FusionDecision RowFusion(const Instruction* producer, const Instruction* consumer) const;

@@ -7,9 +7,9 @@ namespace fj {
 
 bool KernelWrapperPass::Run(Module& module) {
   bool changed = false;
-  for (Computation* c : module.MakeComputationPostOrder()) {
-    // Kernels live in the entry and in loop bodies, never in combiners or fused bodies.
-    if (c->IsFusionComputation() || c != module.entry()) continue;
+  // Kernels live in the entry, loop conditions and bodies and branches, never in combiners
+  // or fused bodies.
+  for (Computation* c : module.ControlFlowComputations()) {
     for (Instruction* instr : c->MakePostOrder()) {
       if (NeedsKernel(instr)) {
         WrapInFusion(instr);

@@ -230,9 +230,11 @@ bool MultiOutputFusionPass::FuseProducerConsumer(Computation* comp) {
 
 bool MultiOutputFusionPass::Run(Module& module) {
   if (!profile_.enabled || !profile_.multi_output) return false;
-  Computation* comp = module.entry();
-  bool changed = FuseSiblings(comp);
-  changed = FuseProducerConsumer(comp) || changed;
+  bool changed = false;
+  for (Computation* comp : module.ControlFlowComputations()) {
+    changed = FuseSiblings(comp) || changed;
+    changed = FuseProducerConsumer(comp) || changed;
+  }
   return changed;
 }
 

@@ -53,6 +53,8 @@ struct InstructionAttrs {
   std::string custom_call_target;
   std::string custom_call_config;  // opaque configuration of a custom call
   std::shared_ptr<const Literal> literal;  // constant
+  // while: the unroll factor the user asked for (0: none given; the compiler may choose).
+  int64_t unroll = 0;
 
   // Equality of everything but metadata (used by CSE).
   bool operator==(const InstructionAttrs& o) const;

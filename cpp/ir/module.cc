@@ -60,6 +60,22 @@ std::vector<Computation*> Module::MakeComputationPostOrder() const {
   return order;
 }
 
+std::vector<Computation*> Module::ControlFlowComputations() const {
+  std::vector<Computation*> order;
+  std::unordered_set<Computation*> visited;
+  std::function<void(Computation*)> visit = [&](Computation* c) {
+    if (!visited.insert(c).second) return;
+    for (Instruction* instr : c->MakePostOrder()) {
+      if (instr->opcode() == Opcode::kWhile || instr->opcode() == Opcode::kConditional) {
+        for (Computation* callee : instr->called_computations()) visit(callee);
+      }
+    }
+    order.push_back(c);
+  };
+  if (entry_) visit(entry_);
+  return order;
+}
+
 void Module::RemoveUnreachableComputations() {
   if (!entry_) return;
   std::unordered_set<Computation*> reachable;

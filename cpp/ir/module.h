@@ -30,6 +30,10 @@ class Module {
 
   // Callees before callers; the entry last.
   std::vector<Computation*> MakeComputationPostOrder() const;
+  // The computations that run as program code: the entry and, recursively, the conditions
+  // and bodies of its while loops and the branches of its conditionals (callees first, the
+  // entry last). Fused computations and reduction combiners are not among them.
+  std::vector<Computation*> ControlFlowComputations() const;
   std::vector<Computation*> computations() const;
   Computation* FindComputation(const std::string& name) const;
 

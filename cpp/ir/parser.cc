@@ -406,6 +406,8 @@ class Parser {
       attrs.direction = *dir;
     } else if (key == "index") {
       attrs.index = ParseInt();
+    } else if (key == "unroll") {
+      attrs.unroll = ParseInt();
     } else if (key == "lhs_batch_dims") {
       attrs.dot.lhs_batch = ParseIntList();
     } else if (key == "rhs_batch_dims") {

@@ -19,7 +19,8 @@
 // argmax, argmin: dimensions; concatenate: dimensions={d}; slice: slice={[b:e:s], ...};
 // dynamic-slice: dynamic_slice_sizes; pad: padding=lo_hi_in x ...; compare: direction;
 // get-tuple-element: index; dot: lhs/rhs batch and contracting dims; fusion: kind, calls;
-// reduce and call: to_apply; while: condition, body; conditional: branch_computations;
+// reduce and call: to_apply; while: condition, body (and unroll, the factor the user asked
+// for); conditional: branch_computations;
 // custom-call: custom_call_target, custom_call_config. Any instruction: source="file:line".
 #include <sstream>
 
@@ -122,6 +123,7 @@ std::string Instruction::AttributesToString() const {
       break;
     case Opcode::kWhile:
       os << ", condition=%" << called_.at(0)->name() << ", body=%" << called_.at(1)->name();
+      if (a.unroll != 0) os << ", unroll=" << a.unroll;
       break;
     case Opcode::kConditional:
       os << ", branch_computations=" << ComputationList(called_);

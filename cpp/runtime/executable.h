@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -24,16 +25,29 @@ struct KernelInfo {
   int64_t grain = 1;   // the thread pool hands out units in multiples of this
   int64_t bytes_read = 0;
   int64_t bytes_written = 0;
+  std::string loop;    // the innermost loop it runs in ("" outside loops)
+};
+
+// A loop of the program, for launch counts: its iterations are counted in an arena slot.
+struct LoopInfo {
+  std::string name;    // the while instruction
+  std::string parent;  // the enclosing loop ("" at the top level)
+  int64_t counter_offset = 0;
 };
 
 class Executable {
  public:
   Executable(FjEntryFn entry, std::shared_ptr<void> code, std::vector<Shape> parameters,
-             std::vector<Shape> outputs, int64_t temp_bytes, std::vector<KernelInfo> kernels);
+             std::vector<Shape> outputs, int64_t temp_bytes, std::vector<KernelInfo> kernels,
+             std::vector<LoopInfo> loops = {});
 
   const std::vector<Shape>& parameter_shapes() const { return parameters_; }
   const std::vector<Shape>& output_shapes() const { return outputs_; }
   const std::vector<KernelInfo>& kernels() const { return kernels_; }
+  const std::vector<LoopInfo>& loops() const { return loops_; }
+  // Iterations each loop ran in the most recent call (in loops() order; loops nested in
+  // others count all their runs).
+  std::vector<int64_t> last_loop_iterations() const;
   int64_t temp_bytes() const { return temp_bytes_; }
 
   // Runs the program: params[i] points at parameter i's elements (row-major). Allocates
@@ -49,6 +63,10 @@ class Executable {
   std::vector<Shape> outputs_;
   int64_t temp_bytes_;
   std::vector<KernelInfo> kernels_;
+  std::vector<LoopInfo> loops_;
+  mutable std::mutex stats_mu_;
+  mutable std::vector<int64_t> last_iterations_;
+  void RecordLoopCounts(const char* temp) const;
   // A reusable scratch arena; a concurrent call that finds it busy allocates its own.
   mutable std::atomic<bool> arena_busy_{false};
   mutable std::shared_ptr<Buffer> arena_;

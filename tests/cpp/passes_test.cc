@@ -303,7 +303,7 @@ ENTRY %main (x: f32[1024]) -> (f32[1024], f32[1024]) {
 }
 )");
   KernelWrapperPass().Run(*m);
-  BufferAssignment buffers(*m->entry());
+  BufferAssignment buffers(*m);
   // %a and %b are temporaries with disjoint lifetimes... %b overlaps %a (read while
   // written), %c can reuse %a's slot: two temp slots of 4 KiB.
   EXPECT_EQ(buffers.temp_bytes(), 2 * 4096) << buffers.ToString();
@@ -311,7 +311,7 @@ ENTRY %main (x: f32[1024]) -> (f32[1024], f32[1024]) {
   EXPECT_EQ(buffers.Get(d).kind, BufferKind::kOutput);
   // Returning a parameter needs a copy into the output buffer.
   ASSERT_EQ(buffers.output_copies().size(), 1u);
-  EXPECT_EQ(buffers.output_copies()[0].output, 1);
+  EXPECT_EQ(buffers.output_copies()[0].target.index, 1);
   EXPECT_EQ(buffers.output_copies()[0].source.kind, BufferKind::kParameter);
 }
 

@@ -30,25 +30,106 @@ class ProgramEmitter {
     llvm::BasicBlock* entry_bb = llvm::BasicBlock::Create(ctx_, "entry", fn_);
     Builder b(entry_bb);
     b_ = &b;
-    std::vector<KernelInfo> kernels;
-    int kernel_number = 0;
-    for (const Instruction* instr : buffers_.schedule()) {
-      if (instr->opcode() == Opcode::kFusion) {
-        kernels.push_back(EmitKernelCall(instr, kernel_number++));
-      } else if (instr->opcode() == Opcode::kCustomCall) {
-        kernels.push_back(EmitCustomCall(instr));
-      }
-    }
-    for (const BufferAssignment::OutputCopy& copy : buffers_.output_copies()) {
-      llvm::Value* dst = LoadPointer(fn_->getArg(1), copy.output);
-      llvm::Value* src = SlicePointer(copy.source);
-      b.CreateMemCpy(dst, llvm::MaybeAlign(16), src, llvm::MaybeAlign(16), copy.source.size);
-    }
+    EmitComputation(entry);
+    EmitCopies(buffers_.output_copies());
     b.CreateRetVoid();
-    return kernels;
+    return std::move(kernels_);
   }
 
+  const std::vector<LoopInfo>& loops() const { return loops_; }
+
  private:
+  // The computation's instructions in schedule order: kernel calls and control flow.
+  void EmitComputation(const Computation& c) {
+    for (const Instruction* instr : buffers_.schedule(&c)) {
+      switch (instr->opcode()) {
+        case Opcode::kFusion:
+          kernels_.push_back(EmitKernelCall(instr, static_cast<int>(kernels_.size())));
+          kernels_.back().loop = loop_name_;
+          break;
+        case Opcode::kCustomCall:
+          kernels_.push_back(EmitCustomCall(instr));
+          kernels_.back().loop = loop_name_;
+          break;
+        case Opcode::kWhile:
+          EmitWhile(instr);
+          break;
+        case Opcode::kConditional:
+          EmitConditional(instr);
+          break;
+        default:
+          break;
+      }
+    }
+  }
+
+  void EmitCopies(const std::vector<BufferCopy>& copies) {
+    for (const BufferCopy& copy : copies) {
+      if (copy.source.size == 0) continue;
+      b_->CreateMemCpy(SlicePointer(copy.target), llvm::MaybeAlign(16), SlicePointer(copy.source),
+                       llvm::MaybeAlign(16), copy.source.size);
+    }
+  }
+
+  // A native loop: the state copied in, then the condition's kernels and a test of its
+  // result, the body's kernels and the copies that complete the next state.
+  void EmitWhile(const Instruction* loop) {
+    Builder& b = *b_;
+    const BufferAssignment::LoopPlan& plan = buffers_.loop(loop);
+    EmitCopies(plan.before);
+    loops_.push_back({loop->name(), loop_name_, plan.counter_offset});
+    std::string saved = loop_name_;
+    loop_name_ = loop->name();
+    llvm::BasicBlock* pre = b.GetInsertBlock();
+    llvm::BasicBlock* header = llvm::BasicBlock::Create(ctx_, "while.header." + loop->name(), fn_);
+    llvm::BasicBlock* body = llvm::BasicBlock::Create(ctx_, "while.body." + loop->name(), fn_);
+    llvm::BasicBlock* exit = llvm::BasicBlock::Create(ctx_, "while.exit." + loop->name(), fn_);
+    b.CreateBr(header);
+    b.SetInsertPoint(header);
+    llvm::PHINode* iterations = b.CreatePHI(b.getInt64Ty(), 2, "iterations");
+    iterations->addIncoming(b.getInt64(0), pre);
+    const Computation* cond = loop->while_condition();
+    EmitComputation(*cond);
+    llvm::Value* pred = b.CreateLoad(b.getInt8Ty(), SlicePointer(buffers_.Get(cond->root())));
+    b.CreateCondBr(b.CreateICmpNE(pred, b.getInt8(0)), body, exit);
+    b.SetInsertPoint(body);
+    EmitComputation(*loop->while_body());
+    EmitCopies(plan.after_body);
+    llvm::Value* next = b.CreateAdd(iterations, b.getInt64(1));
+    iterations->addIncoming(next, b.GetInsertBlock());
+    b.CreateBr(header);
+    b.SetInsertPoint(exit);
+    // Iterations of this loop in this call (runs of an inner loop add up).
+    llvm::Value* counter = b.CreateConstGEP1_64(b.getInt8Ty(), fn_->getArg(2), plan.counter_offset);
+    b.CreateStore(b.CreateAdd(b.CreateLoad(b.getInt64Ty(), counter), iterations), counter);
+    loop_name_ = saved;
+  }
+
+  // A switch on the selector (clamped by the front end) over the branches.
+  void EmitConditional(const Instruction* cond) {
+    Builder& b = *b_;
+    const Instruction* selector = cond->operand(0);
+    const BufferSlice& s = buffers_.Get(selector);
+    llvm::Type* t = selector->dtype() == DType::kPred ? b.getInt8Ty() : b.getInt32Ty();
+    llvm::Value* index = b.CreateLoad(t, SlicePointer(s));
+    if (selector->dtype() == DType::kPred) index = b.CreateZExt(b.CreateICmpNE(index, b.getInt8(0)), b.getInt32Ty());
+    llvm::BasicBlock* merge = llvm::BasicBlock::Create(ctx_, "cond.merge." + cond->name(), fn_);
+    int n = static_cast<int>(cond->called_computations().size());
+    std::vector<llvm::BasicBlock*> blocks;
+    for (int k = 0; k < n; ++k) {
+      blocks.push_back(llvm::BasicBlock::Create(ctx_, "cond.branch" + std::to_string(k) + "." + cond->name(), fn_));
+    }
+    llvm::SwitchInst* sw = b.CreateSwitch(index, blocks.back(), n);
+    for (int k = 0; k + 1 < n; ++k) sw->addCase(b.getInt32(k), blocks[k]);
+    for (int k = 0; k < n; ++k) {
+      b.SetInsertPoint(blocks[k]);
+      EmitComputation(*cond->called_computations()[k]);
+      EmitCopies(buffers_.branch_copies(cond, k));
+      b.CreateBr(merge);
+    }
+    b.SetInsertPoint(merge);
+  }
+
   llvm::Value* LoadPointer(llvm::Value* table, int64_t i) {
     return b_->CreateLoad(ptr_, b_->CreateConstGEP1_64(ptr_, table, i));
   }
@@ -123,9 +204,10 @@ class ProgramEmitter {
   }
 
   KernelInfo EmitKernelCall(const Instruction* fusion, int number) {
-    codegen::KernelPlan plan = codegen::PlanKernel(fusion, options_.vector_width);
+    bool in_place = buffers_.WritesInPlace(fusion);
+    codegen::KernelPlan plan = codegen::PlanKernel(fusion, options_.vector_width, in_place);
     std::string name = "kernel." + std::to_string(number) + "." + fusion->name();
-    llvm::Function* kernel = codegen::EmitKernel(module_, fusion, plan, name);
+    llvm::Function* kernel = codegen::EmitKernel(module_, fusion, plan, name, in_place);
 
     KernelInfo info;
     info.name = name;
@@ -165,6 +247,9 @@ class ProgramEmitter {
   llvm::PointerType* ptr_;
   llvm::Function* fn_ = nullptr;
   Builder* b_ = nullptr;
+  std::vector<KernelInfo> kernels_;
+  std::vector<LoopInfo> loops_;
+  std::string loop_name_;  // the loop whose body is being emitted
 };
 
 }  // namespace
@@ -175,7 +260,9 @@ CpuProgram CompileCpuProgram(const Module& module, const BufferAssignment& buffe
   auto context = std::make_unique<llvm::LLVMContext>();
   auto llvm_module = std::make_unique<llvm::Module>(module.name(), *context);
   CpuProgram program;
-  program.kernels = ProgramEmitter(*llvm_module, buffers, options).Emit(*module.entry());
+  ProgramEmitter emitter(*llvm_module, buffers, options);
+  program.kernels = emitter.Emit(*module.entry());
+  program.loops = emitter.loops();
   bool want_ir = options.keep_llvm_ir || GetDebugFlags().debug_level >= 3;
   std::string ir, assembly;
   auto [entry, code] = jit.Add(std::move(llvm_module), std::move(context), "fj_main",

@@ -31,6 +31,7 @@ struct CpuProgram {
   FjEntryFn entry = nullptr;
   std::shared_ptr<void> code;  // owns the JIT'd code
   std::vector<KernelInfo> kernels;
+  std::vector<LoopInfo> loops;
   std::string llvm_ir;   // optimised LLVM IR, when requested
   std::string assembly;  // native assembly, when requested
 };

@@ -59,9 +59,19 @@ def lower_program(program: core.Program, name: str) -> Any:
     mb = _core.ModuleBuilder(name)
     comp = mb.entry
     ctx = LoweringContext(mb, comp)
+    args = [comp.parameter(i, dt.ir_name(v.aval.dtype), list(v.aval.shape), f"arg{i}")
+            for i, v in enumerate(program.invars)]
+    outs = lower_eqns(ctx, program, args)
+    comp.set_root(comp.add("tuple", outs))
+    return mb.build()
+
+
+def lower_eqns(ctx: LoweringContext, program: core.Program, args) -> list:
+    """Lowers ``program``'s equations into ``ctx.computation``, its inputs bound to the
+    instructions ``args`` (its constants become constants); returns its outputs."""
     env: dict[int, Any] = {}
-    for i, v in enumerate(program.invars):
-        env[id(v)] = comp.parameter(i, dt.ir_name(v.aval.dtype), list(v.aval.shape), f"arg{i}")
+    for v, a in zip(program.invars, args):
+        env[id(v)] = a
     for v, value in zip(program.constvars, program.consts):
         env[id(v)] = ctx.constant(np.asarray(value, dtype=v.aval.dtype))
 
@@ -70,6 +80,7 @@ def lower_program(program: core.Program, name: str) -> Any:
             return ctx.scalar(x.value, x.aval.dtype)
         return env[id(x)]
 
+    saved_source = ctx.source
     for eqn in program.eqns:
         rule = _RULES.get(eqn.prim)
         if rule is None:
@@ -85,9 +96,24 @@ def lower_program(program: core.Program, name: str) -> Any:
         for v, instr in zip(eqn.outvars, outs):
             _check_shape(eqn, v.aval, instr)
             env[id(v)] = instr
-    ctx.source = ""
-    comp.set_root(comp.add("tuple", [read(v) for v in program.outvars]))
-    return mb.build()
+    ctx.source = saved_source
+    return [read(v) for v in program.outvars]
+
+
+def lower_subcomputation(ctx: LoweringContext, program: core.Program, name: str,
+                         wrap=None):
+    """A nested computation (a loop body or condition, a branch) computing ``program``
+    from one tuple parameter holding its inputs. ``wrap(sub_ctx, param_elements)`` may
+    replace the plain lowering: it returns the root's operands. Returns the computation."""
+    comp = ctx.module_builder.add_computation(name)
+    avals = [v.aval for v in program.invars]
+    param = comp.tuple_parameter(0, [(dt.ir_name(a.dtype), list(a.shape)) for a in avals], "p")
+    sub = LoweringContext(ctx.module_builder, comp, ctx.source)
+    sub._combiners = ctx._combiners  # one combiner computation per (op, dtype) per module
+    elements = [sub.op("get-tuple-element", [param], index=i) for i in range(len(avals))]
+    outs = wrap(sub, elements) if wrap else lower_eqns(sub, program, elements)
+    comp.set_root(sub.op("tuple", outs) if isinstance(outs, list) else outs)
+    return comp
 
 
 def _check_shape(eqn: core.Eqn, aval: core.ShapedArray, instr) -> None:

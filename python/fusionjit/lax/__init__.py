@@ -1,5 +1,7 @@
 """fusionjit.lax: strict primitives, as ``jax.lax``."""
 
+from fusionjit._src.lax.control_flow import (  # noqa: F401
+    cond, fori_loop, map, scan, switch, while_loop)
 from fusionjit._src.lax.lax import (  # noqa: F401
     abs, add, argmax, argmin, atan2, bitcast_convert_type, bitwise_and, bitwise_not,
     bitwise_or, bitwise_xor, broadcast, broadcast_in_dim, broadcasted_iota, ceil, clamp,

@@ -1,0 +1,300 @@
+"""Loops and branches (lax.scan, fori_loop, while_loop, cond, switch, map): results against
+NumPy reference loops and against JAX where installed, pytrees, reverse, lengths 0 and 1,
+nested control flow, closures over traced values, eager use, and the errors misuse gets."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fusionjit
+import fusionjit.numpy as fnp
+from fusionjit import lax
+
+from conftest import HAVE_JAX, assert_close, requires_jax
+
+RNG = np.random.default_rng(0)
+
+
+def _leaves(tree):
+    return fusionjit.tree_util.tree_leaves(tree)
+
+
+def assert_trees_close(got, want, rtol=1e-5, atol=1e-6):
+    g, w = _leaves(got), _leaves(want)
+    assert len(g) == len(w)
+    for a, b in zip(g, w):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=rtol, atol=atol)
+
+
+# --- scan ----------------------------------------------------------------------------------
+
+def np_scan(f, init, xs, length=None, reverse=False):
+    """The reference: a Python loop over NumPy values."""
+    n = length if xs is None else len(_leaves(xs)[0])
+    carry, ys = init, []
+    steps = range(n - 1, -1, -1) if reverse else range(n)
+    for t in steps:
+        x = None if xs is None else fusionjit.tree_util.tree_map(lambda a: a[t], xs)
+        carry, y = f(carry, x)
+        ys.append(y)
+    if reverse:
+        ys = ys[::-1]
+    if not ys:
+        return carry, None
+    stacked = fusionjit.tree_util.tree_map(lambda *v: np.stack(v), *ys)
+    return carry, stacked
+
+
+def physics_step(carry, x):
+    a, b = carry
+    a = a * np.float32(0.9) + x["x"]
+    b = b + np.cos(x["y"]) * a.sum()
+    return (a, b), {"s": a + b, "t": x["x"] * 2}
+
+
+def fj_step(carry, x):
+    a, b = carry
+    a = a * 0.9 + x["x"]
+    b = b + fnp.cos(x["y"]) * a.sum()
+    return (a, b), {"s": a + b, "t": x["x"] * 2}
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("length", [0, 1, 7])
+def test_scan_over_pytrees_matches_a_python_loop(length, reverse):
+    xs = {"x": RNG.random((length, 3), np.float32), "y": RNG.random(length).astype(np.float32)}
+    init = (np.zeros(3, np.float32), np.float32(0.5))
+    got = fusionjit.jit(lambda c, xs: lax.scan(fj_step, c, xs, reverse=reverse))(init, xs)
+    want_carry, want_ys = np_scan(physics_step, init, xs, reverse=reverse)
+    assert_trees_close(got[0], want_carry)
+    if length:
+        assert_trees_close(got[1], want_ys)
+    else:
+        assert got[1]["s"].shape == (0, 3) and got[1]["t"].shape == (0, 3)
+
+
+@pytest.mark.parametrize("unroll", [1, 2, 3, 5, 7, 8, True, 0])
+def test_scan_results_do_not_depend_on_unroll(unroll):
+    xs = RNG.random((7, 4), np.float32)
+
+    def f(c, x):
+        c = fnp.sin(c) + x
+        return c, c.sum()
+
+    got = fusionjit.jit(lambda xs: lax.scan(f, fnp.zeros(4), xs, unroll=unroll))(xs)
+    want = np_scan(lambda c, x: (np.sin(c) + x, (np.sin(c) + x).sum()), np.zeros(4, np.float32), xs)
+    assert_trees_close(got, want)
+
+
+def test_scan_without_xs_uses_length():
+    got = fusionjit.jit(lambda c: lax.scan(lambda c, _: (c + 1.0, c * c), c, None, length=4))(
+        np.float32(1.5))
+    assert_trees_close(got, (np.float32(5.5), np.array([1.5, 2.5, 3.5, 4.5], np.float32) ** 2))
+
+
+def test_scan_closes_over_traced_and_concrete_values():
+    w = np.arange(3, dtype=np.float32)
+
+    @fusionjit.jit
+    def f(xs, scale):
+        return lax.scan(lambda c, x: (c + scale * x * w, c.sum()), fnp.zeros(3), xs)
+
+    xs = RNG.random((5, 3), np.float32)
+    carry, ys = f(xs, np.float32(2))
+    want = np_scan(lambda c, x: (c + 2 * x * w, c.sum()), np.zeros(3, np.float32), xs)
+    assert_trees_close((carry, ys), want)
+
+
+def test_scan_with_random_keys_split_in_the_loop():
+    def body(key, _):
+        key, sub = fusionjit.random.split(key)
+        return key, fusionjit.random.uniform(sub, (3,))
+
+    got = fusionjit.jit(lambda k: lax.scan(body, k, None, length=4))(fusionjit.random.PRNGKey(0))
+    key, want = fusionjit.random.PRNGKey(0), []
+    for _ in range(4):
+        key, sub = fusionjit.random.split(key)
+        want.append(np.asarray(fusionjit.random.uniform(sub, (3,))))
+    np.testing.assert_array_equal(np.asarray(got[1]), np.stack(want))
+    np.testing.assert_array_equal(np.asarray(got[0]), np.asarray(key))
+
+
+def test_scan_runs_eagerly_outside_jit_compiled_once():
+    from fusionjit._src.dispatch import stats
+    xs = np.arange(4, dtype=np.float32)
+
+    def f(c, x):
+        return c + x, c
+
+    carry, ys = lax.scan(f, 0.0, xs)
+    assert float(carry) == 6.0
+    np.testing.assert_array_equal(np.asarray(ys), [0, 0, 1, 3])
+    stats.reset()
+    for _ in range(3):
+        lax.scan(f, 0.0, xs)
+    assert stats.compiles == 0
+
+
+def test_map_applies_a_function_to_each_slice():
+    xs = RNG.random((5, 3), np.float32)
+    got = fusionjit.jit(lambda xs: lax.map(lambda x: x.sum() * 2, xs))(xs)
+    np.testing.assert_allclose(np.asarray(got), xs.sum(1) * 2, rtol=1e-6)
+
+
+# --- fori_loop and while_loop ----------------------------------------------------------------
+
+def test_fori_loop_with_concrete_and_traced_bounds():
+    x = np.ones(4, np.float32)
+    want = x.copy()
+    for i in range(7):
+        want = want * np.float32(1.1) + i
+    got = fusionjit.jit(lambda x: lax.fori_loop(0, 7, lambda i, v: v * 1.1 + i, x))(x)
+    assert_close(got, want, rtol=1e-6)
+    got = fusionjit.jit(lambda x, n: lax.fori_loop(0, n, lambda i, v: v * 1.1 + i, x))(x, 7)
+    assert_close(got, want, rtol=1e-6)
+    assert_close(fusionjit.jit(lambda x: lax.fori_loop(5, 2, lambda i, v: v + 1, x))(x), x)
+
+
+def test_while_loop_runs_until_the_condition_fails():
+    def cond(c):
+        return c[0] < 100.0
+
+    def body(c):
+        return c[0] * 2 + c[1], c[1] + 1.0
+
+    got = fusionjit.jit(lambda x: lax.while_loop(cond, body, (x, 1.0)))(np.float32(1))
+    c = (1.0, 1.0)
+    while c[0] < 100:
+        c = (c[0] * 2 + c[1], c[1] + 1)
+    assert_trees_close(got, c)
+    # Zero iterations.
+    got = fusionjit.jit(lambda x: lax.while_loop(cond, body, (x, 1.0)))(np.float32(500))
+    assert_trees_close(got, (500.0, 1.0))
+
+
+# --- cond and switch -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("pred", [True, False, 1, 0, 2.5])
+def test_cond_picks_a_branch(pred):
+    x = np.arange(3, dtype=np.float32)
+    got = fusionjit.jit(lambda p, x: lax.cond(p, lambda a: a * 2, lambda a: a - 1, x))(pred, x)
+    assert_close(got, x * 2 if pred else x - 1)
+
+
+@pytest.mark.parametrize("index", [-3, 0, 1, 2, 9])
+def test_switch_clamps_the_index(index):
+    x = np.arange(3, dtype=np.float32)
+    branches = [lambda a: a * 2, lambda a: a - 1, lambda a: fnp.sin(a)]
+    got = fusionjit.jit(lambda i, x: lax.switch(i, branches, x))(np.int32(index), x)
+    want = [x * 2, x - 1, np.sin(x)][min(max(index, 0), 2)]
+    assert_close(got, want, rtol=1e-6)
+
+
+def test_cond_inside_a_loop_and_a_loop_inside_cond():
+    def f(x):
+        return lax.fori_loop(0, 6, lambda i, v: lax.cond(i % 2 == 0, lambda a: a + 1.0,
+                                                         lambda a: a * 2.0, v), x)
+    v = 1.0
+    for i in range(6):
+        v = v + 1 if i % 2 == 0 else v * 2
+    assert float(fusionjit.jit(f)(np.float32(1))) == v
+
+    def g(p, x):
+        return lax.cond(p, lambda a: lax.fori_loop(0, 4, lambda i, v: v * 2, a), lambda a: a, x)
+    assert_close(fusionjit.jit(g)(True, np.ones(3, np.float32)), np.full(3, 16, np.float32))
+    assert_close(fusionjit.jit(g)(False, np.ones(3, np.float32)), np.ones(3, np.float32))
+
+
+def test_nested_loops():
+    def f(x):
+        def outer(c, xi):
+            inner = lax.fori_loop(0, 3, lambda j, v: v + xi * j, c)
+            return inner, inner.sum()
+        return lax.scan(outer, x, np.arange(4, dtype=np.float32))
+
+    c, ys = np.ones(2, np.float32), []
+    for xi in range(4):
+        for j in range(3):
+            c = c + xi * j
+        ys.append(c.sum())
+    assert_trees_close(fusionjit.jit(f)(np.ones(2, np.float32)), (c, np.array(ys, np.float32)))
+
+
+# --- against JAX -----------------------------------------------------------------------------
+
+@requires_jax
+@pytest.mark.parametrize("unroll", [1, 3])
+def test_loops_agree_with_jax(unroll):
+    import jax
+    import jax.numpy as jnp
+
+    def program(L, np_):
+        def f(x, y, p):
+            def body(c, xs):
+                a, b = c
+                a = a * 0.9 + xs[0]
+                b = L.cond(b > 2.0, lambda v: v * 0.5, lambda v: v + np_.sin(xs[1]), b)
+                return (a, b), a.sum() + b
+            (a, b), ys = L.scan(body, (np_.zeros(3), 0.0), (x, y), unroll=unroll)
+            w = L.while_loop(lambda c: c < 50.0, lambda c: c * 1.5 + 1.0, b + 1.0)
+            s = L.switch(p, [lambda v: v, lambda v: -v, lambda v: v * v], a)
+            return a, b, ys, w, s
+        return f
+
+    x = RNG.random((9, 3), np.float32)
+    y = RNG.random(9).astype(np.float32) * 3
+    for p in (0, 1, 2):
+        got = fusionjit.jit(program(lax, fnp))(x, y, np.int32(p))
+        want = jax.jit(program(jax.lax, jnp))(x, y, np.int32(p))
+        assert_trees_close(got, want, rtol=2e-5, atol=2e-5)
+
+
+# --- errors ----------------------------------------------------------------------------------
+
+def test_a_carry_that_changes_dtype_or_shape_is_an_error_naming_the_line():
+    with pytest.raises(TypeError, match=r"test_loops.py:\d+.*carry component 0.*f32\[\].*f32\[2\]"):
+        fusionjit.jit(lambda x: lax.scan(lambda c, x: (c + x, c), 0.0, x))(
+            np.ones((3, 2), np.float32))
+    with pytest.raises(TypeError, match="i32.*f32|f32.*i32"):
+        fusionjit.jit(lambda x: lax.fori_loop(0, 3, lambda i, v: v * 1.5, x))(np.int32(1))
+    with pytest.raises(TypeError, match="same structure"):
+        fusionjit.jit(lambda x: lax.while_loop(lambda c: c[0] < 3, lambda c: c[0] + 1, (x, x)))(
+            np.float32(0))
+
+
+def test_branches_with_different_outputs_are_an_error():
+    with pytest.raises(TypeError, match=r"test_loops.py:\d+.*branches must return the same"):
+        fusionjit.jit(lambda p, x: lax.cond(p, lambda a: a, lambda a: a.sum(), x))(
+            True, np.ones(3, np.float32))
+    with pytest.raises(TypeError, match="branches must return the same"):
+        fusionjit.jit(lambda i, x: lax.switch(i, [lambda a: a, lambda a: (a, a)], x))(
+            np.int32(0), np.ones(3, np.float32))
+
+
+def test_bad_predicates_are_errors():
+    with pytest.raises(TypeError, match=r"test_loops.py:\d+.*predicate must be a scalar"):
+        fusionjit.jit(lambda p, x: lax.cond(p, lambda a: a, lambda a: -a, x))(
+            np.array([True, False]), np.ones(3, np.float32))
+    with pytest.raises(TypeError, match="cond_fun must return a boolean scalar"):
+        fusionjit.jit(lambda x: lax.while_loop(lambda c: c, lambda c: c - 1, x))(
+            np.float32(3))
+    with pytest.raises(TypeError, match="index must be an integer scalar"):
+        fusionjit.jit(lambda i, x: lax.switch(i, [lambda a: a], x))(np.float32(0), np.ones(2))
+
+
+def test_scan_argument_errors():
+    xs = np.ones((3, 2), np.float32)
+    with pytest.raises(ValueError, match="length=4 but xs have leading axes"):
+        lax.scan(lambda c, x: (c, x), 0.0, xs, length=4)
+    with pytest.raises(ValueError, match="give xs or length"):
+        lax.scan(lambda c, x: (c, x), 0.0)
+    with pytest.raises(ValueError, match="unroll must be >= 0"):
+        lax.scan(lambda c, x: (c, x), 0.0, xs, unroll=-1)
+    with pytest.raises(TypeError, match="must return a pair"):
+        fusionjit.jit(lambda xs: lax.scan(lambda c, x: c, 0.0, xs))(xs)
+    with pytest.raises(ValueError, match="different leading axes"):
+        lax.scan(lambda c, x: (c, x), 0.0, (xs, np.ones(4)))
+
+
+assert HAVE_JAX or True  # JAX comparisons run where JAX is installed (CI installs it)
