@@ -4,6 +4,8 @@ nested control flow, closures over traced values, eager use, and the errors misu
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -298,3 +300,59 @@ def test_scan_argument_errors():
 
 
 assert HAVE_JAX or True  # JAX comparisons run where JAX is installed (CI installs it)
+
+
+# --- structure: unrolling, launch counts -----------------------------------------------------
+
+def _scan_program(unroll):
+    def f(xs):
+        return lax.scan(lambda c, x: (fnp.sin(c) * 0.5 + x, c.sum()), fnp.zeros(4), xs,
+                        unroll=unroll)
+    return f
+
+
+def test_unroll_leaves_the_traced_program_unchanged_and_grows_the_ir():
+    xs = RNG.random((10, 4), np.float32)
+    programs = {u: str(fusionjit.make_ir(_scan_program(u))(xs)) for u in (1, 3, 10)}
+    strip = [re.sub(r"unroll=\d+", "", p) for p in programs.values()]
+    assert strip[0] == strip[1] == strip[2]
+    sizes = {}
+    for u in (1, 3, 10):
+        text = fusionjit.jit(_scan_program(u)).lower(xs).as_text("optimized")
+        sizes[u] = len(text.splitlines())
+        has_loop = " while(" in text
+        assert has_loop == (u != 10), u   # fully unrolled: no loop left
+    assert sizes[1] < sizes[3]
+
+
+def test_launch_counts_per_call_and_per_iteration():
+    xs = RNG.random((10, 4), np.float32)
+    one = fusionjit.testing.launch_counts(_scan_program(1), fusion="xla")(xs)
+    (loop,) = one["loops"]
+    assert loop["iterations"] == 10 and loop["launches_per_iteration"] >= 1
+    assert one["per_call"] == loop["iterations"] * loop["launches_per_iteration"] + (
+        one["per_call"] - loop["iterations"] * loop["launches_per_iteration"])
+    five = fusionjit.testing.launch_counts(_scan_program(5), fusion="xla")(xs)
+    assert five["loops"][0]["iterations"] == 2
+    assert five["per_call"] < one["per_call"]   # the paper's effect of unrolling
+    full = fusionjit.testing.launch_counts(_scan_program(True), fusion="xla")(xs)
+    assert full["loops"] == []
+
+
+def test_launch_counts_of_nested_and_data_dependent_loops():
+    def g(x):
+        def outer(c, xi):
+            inner = lax.fori_loop(0, 3, lambda j, v: v + xi * j, c)
+            return inner, inner.sum()
+        return lax.scan(outer, x, np.arange(4, dtype=np.float32))
+
+    counts = fusionjit.testing.launch_counts(g, fusion="xla")(np.ones(2, np.float32))
+    outer, inner = counts["loops"]
+    assert outer["iterations"] == 4 and inner["iterations"] == 12
+    assert inner["parent"] == outer["name"]
+    # The outer loop's launches per iteration include its inner loop's three iterations.
+    assert outer["launches_per_iteration"] >= 3 * inner["launches_per_iteration"]
+    w = fusionjit.testing.launch_counts(
+        lambda x: lax.while_loop(lambda c: c < 100.0, lambda c: c * 2.0, x), fusion="xla")(
+            np.float32(1))
+    assert w["loops"][0]["iterations"] == 7   # 1, 2, ..., 64, 128

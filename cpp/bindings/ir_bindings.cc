@@ -122,7 +122,7 @@ struct ModuleHandle {
 py::dict KernelDict(const KernelInfo& k) {
   return py::dict("name"_a = k.name, "fusion"_a = k.fusion, "kind"_a = k.kind, "units"_a = k.units,
                   "width"_a = k.width, "parallel"_a = k.parallel, "grain"_a = k.grain, "bytes_read"_a = k.bytes_read,
-                  "bytes_written"_a = k.bytes_written);
+                  "bytes_written"_a = k.bytes_written, "loop"_a = k.loop);
 }
 
 // The kernels of a kernelized module as plain data, for explain: each kernel's ops, and
@@ -374,7 +374,13 @@ void DefineIr(py::module_& m) {
         for (const Shape& s : e.output_shapes()) out.append(ShapeTuple(s));
         return out;
       })
-      .def_property_readonly("temp_bytes", &Executable::temp_bytes);
+      .def_property_readonly("temp_bytes", &Executable::temp_bytes)
+      .def_property_readonly("loops", [](const Executable& e) {
+        py::list out;
+        for (const LoopInfo& l : e.loops()) out.append(py::dict("name"_a = l.name, "parent"_a = l.parent));
+        return out;
+      })
+      .def("last_loop_iterations", &Executable::last_loop_iterations);
 
   py::class_<Compilation>(m, "Compilation")
       .def_property_readonly("executable", [](const Compilation& c) { return c.executable; })

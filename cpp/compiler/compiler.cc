@@ -15,6 +15,7 @@
 #include "passes/dce.h"
 #include "passes/simplify.h"
 #include "passes/tree_reduction.h"
+#include "passes/while_loop.h"
 #include "runtime/custom_calls.h"
 #include "support/error.h"
 #include "support/flags.h"
@@ -40,7 +41,24 @@ std::vector<PassRecord> RunOptimizationPasses(Module& module, const CompileOptio
     simplify.AddPass<DcePass>();
   }
   simplify.Run(module);
-  return simplify.records();
+  std::vector<PassRecord> records = simplify.records();
+  if (options.simplify) {
+    // Loops: trip counts, forwarding and dead carries, the user's unroll factors; then
+    // simplification again over what unrolling and forwarding exposed.
+    Pipeline loops("loops");
+    loops.AddPass<WhileTripCountPass>();
+    loops.AddPass<WhileLoopSimplifyPass>();
+    loops.AddPass<WhileLoopUnrollPass>();
+    loops.AddPass<WhileTripCountPass>();
+    loops.AddPass<SimplifyPass>();
+    loops.AddPass<ConstantFoldingPass>();
+    loops.AddPass<CsePass>();
+    loops.AddPass<DcePass>();
+    loops.set_fixed_point(8);
+    loops.Run(module);
+    for (const PassRecord& r : loops.records()) records.push_back(r);
+  }
+  return records;
 }
 
 std::unique_ptr<Compilation> Compile(const Module& traced, const CompileOptions& options) {

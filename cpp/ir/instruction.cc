@@ -12,7 +12,8 @@ bool InstructionAttrs::operator==(const InstructionAttrs& o) const {
   if (!(dimensions == o.dimensions && slice == o.slice && dot == o.dot &&
         padding == o.padding && direction == o.direction && index == o.index &&
         fusion_kind == o.fusion_kind && custom_call_target == o.custom_call_target &&
-        custom_call_config == o.custom_call_config && unroll == o.unroll)) {
+        custom_call_config == o.custom_call_config && unroll == o.unroll &&
+        trip_count == o.trip_count)) {
     return false;
   }
   if (static_cast<bool>(literal) != static_cast<bool>(o.literal)) return false;

@@ -53,8 +53,10 @@ struct InstructionAttrs {
   std::string custom_call_target;
   std::string custom_call_config;  // opaque configuration of a custom call
   std::shared_ptr<const Literal> literal;  // constant
-  // while: the unroll factor the user asked for (0: none given; the compiler may choose).
+  // while: the unroll factor the user asked for (0: none given; the compiler may choose),
+  // and the known number of iterations (-1: unknown; set by the trip-count pass).
   int64_t unroll = 0;
+  int64_t trip_count = -1;
 
   // Equality of everything but metadata (used by CSE).
   bool operator==(const InstructionAttrs& o) const;

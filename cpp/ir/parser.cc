@@ -408,6 +408,8 @@ class Parser {
       attrs.index = ParseInt();
     } else if (key == "unroll") {
       attrs.unroll = ParseInt();
+    } else if (key == "trip_count") {
+      attrs.trip_count = ParseInt();
     } else if (key == "lhs_batch_dims") {
       attrs.dot.lhs_batch = ParseIntList();
     } else if (key == "rhs_batch_dims") {

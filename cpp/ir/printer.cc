@@ -124,6 +124,7 @@ std::string Instruction::AttributesToString() const {
     case Opcode::kWhile:
       os << ", condition=%" << called_.at(0)->name() << ", body=%" << called_.at(1)->name();
       if (a.unroll != 0) os << ", unroll=" << a.unroll;
+      if (a.trip_count >= 0) os << ", trip_count=" << a.trip_count;
       break;
     case Opcode::kConditional:
       os << ", branch_computations=" << ComputationList(called_);

@@ -1,3 +1,3 @@
 """Helpers for tests and notebooks."""
 
-from fusionjit._src.explain import count_kernels  # noqa: F401
+from fusionjit._src.explain import count_kernels, launch_counts  # noqa: F401

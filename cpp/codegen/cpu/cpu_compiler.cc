@@ -33,6 +33,11 @@ class ProgramEmitter {
     EmitComputation(entry);
     EmitCopies(buffers_.output_copies());
     b.CreateRetVoid();
+    // Every loop's iteration counter starts at zero in each call.
+    b.SetInsertPoint(entry_bb, entry_bb->getFirstInsertionPt());
+    for (const LoopInfo& loop : loops_) {
+      b.CreateStore(b.getInt64(0), b.CreateConstGEP1_64(b.getInt8Ty(), fn_->getArg(2), loop.counter_offset));
+    }
     return std::move(kernels_);
   }
 
@@ -72,14 +77,17 @@ class ProgramEmitter {
   }
 
   // A native loop: the state copied in, then the condition's kernels and a test of its
-  // result, the body's kernels and the copies that complete the next state.
+  // result (a counter for counted loops), the body's kernels and the copies that complete
+  // the next state.
   void EmitWhile(const Instruction* loop) {
     Builder& b = *b_;
     const BufferAssignment::LoopPlan& plan = buffers_.loop(loop);
     EmitCopies(plan.before);
-    loops_.push_back({loop->name(), loop_name_, plan.counter_offset});
+    // Names are unique within a computation: a nested loop is named with its enclosing one.
+    std::string name = loop_name_.empty() ? loop->name() : loop_name_ + "/" + loop->name();
+    loops_.push_back({name, loop_name_, plan.counter_offset});
     std::string saved = loop_name_;
-    loop_name_ = loop->name();
+    loop_name_ = name;
     llvm::BasicBlock* pre = b.GetInsertBlock();
     llvm::BasicBlock* header = llvm::BasicBlock::Create(ctx_, "while.header." + loop->name(), fn_);
     llvm::BasicBlock* body = llvm::BasicBlock::Create(ctx_, "while.body." + loop->name(), fn_);
@@ -88,10 +96,16 @@ class ProgramEmitter {
     b.SetInsertPoint(header);
     llvm::PHINode* iterations = b.CreatePHI(b.getInt64Ty(), 2, "iterations");
     iterations->addIncoming(b.getInt64(0), pre);
-    const Computation* cond = loop->while_condition();
-    EmitComputation(*cond);
-    llvm::Value* pred = b.CreateLoad(b.getInt8Ty(), SlicePointer(buffers_.Get(cond->root())));
-    b.CreateCondBr(b.CreateICmpNE(pred, b.getInt8(0)), body, exit);
+    int64_t trip_count = loop->attrs().trip_count;
+    if (trip_count >= 0) {
+      // A counted loop (scan, fori_loop): its condition's kernels need not run.
+      b.CreateCondBr(b.CreateICmpSLT(iterations, b.getInt64(trip_count)), body, exit);
+    } else {
+      const Computation* cond = loop->while_condition();
+      EmitComputation(*cond);
+      llvm::Value* pred = b.CreateLoad(b.getInt8Ty(), SlicePointer(buffers_.Get(cond->root())));
+      b.CreateCondBr(b.CreateICmpNE(pred, b.getInt8(0)), body, exit);
+    }
     b.SetInsertPoint(body);
     EmitComputation(*loop->while_body());
     EmitCopies(plan.after_body);

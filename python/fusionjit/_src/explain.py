@@ -213,3 +213,47 @@ def count_kernels(fun: Callable, *, fusion: str | None = None, static_argnums=No
 
 
 _ = errors
+
+
+def launch_counts(fun: Callable, *, fusion: str | None = None, static_argnums=None,
+                  static_argnames=None) -> Callable:
+    """``launch_counts(f, fusion=...)(*args)``: the kernel launches of one call of ``f``, as
+    the executable recorded them (the paper's metric): ``{"per_call": n, "kernels": k,
+    "loops": [{"name", "parent", "iterations", "launches_per_iteration"}]}``. ``kernels``
+    is the number of distinct kernels compiled; a loop's launches per iteration count the
+    kernels of its body and of the loops nested in it."""
+    from fusionjit._src.api import Jitted
+
+    def counted(*args, **kwargs) -> dict:
+        jitted = Jitted(fun, static_argnums, static_argnames, fusion)
+        compiled = jitted.lower(*args, **kwargs).compile()
+        compiled(*args, **kwargs)
+        exe = compiled._entry.compilation.executable
+        kernels = exe.kernels
+        loops = exe.loops
+        iterations = dict(zip([lp["name"] for lp in loops], exe.last_loop_iterations()))
+        parent = {lp["name"]: lp["parent"] for lp in loops}
+
+        def runs(loop: str) -> int:
+            return 1 if not loop else iterations.get(loop, 0)
+
+        per_call = sum(runs(k["loop"]) for k in kernels)
+        out_loops = []
+        for lp in loops:
+            name = lp["name"]
+            inside = [k for k in kernels if _within(k["loop"], name, parent)]
+            launches = sum(runs(k["loop"]) for k in inside)
+            n = iterations.get(name, 0)
+            out_loops.append({"name": name, "parent": lp["parent"], "iterations": n,
+                              "launches_per_iteration": launches / n if n else 0.0})
+        return {"per_call": per_call, "kernels": len(kernels), "loops": out_loops}
+
+    return counted
+
+
+def _within(loop: str, outer: str, parent: dict) -> bool:
+    while loop:
+        if loop == outer:
+            return True
+        loop = parent.get(loop, "")
+    return False

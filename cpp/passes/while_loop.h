@@ -1,0 +1,46 @@
+// Loop passes (before fusion): trip counts, simplification and unrolling of while loops.
+#pragma once
+
+#include "passes/pass.h"
+
+namespace fj {
+
+// Records the trip count of counted loops (lax.scan, fori_loop) on the while instruction
+// (trip_count=), so that codegen runs them as counted loops without evaluating their
+// condition, and later passes know how often a body runs.
+class WhileTripCountPass : public Pass {
+ public:
+  std::string_view name() const override { return "while-trip-count"; }
+  bool Run(Module& module) override;
+};
+
+// Simplifies loops: an element the body passes on unchanged is read from its initial value
+// after the loop (tuple forwarding); elements nothing reads after the loop and that no
+// other element, nor the condition, depends on are removed (dead carries); a loop that
+// runs zero times is replaced by its initial state, one that runs once by its body.
+class WhileLoopSimplifyPass : public Pass {
+ public:
+  std::string_view name() const override { return "while-simplify"; }
+  bool Run(Module& module) override;
+};
+
+// Unrolls counted loops by the factor the user asked for (unroll=k on the while): each
+// iteration runs k copies of the body, the trips that do not fill a whole iteration run
+// after the loop, and a loop unrolled by its trip count (or more) disappears. With
+// `choose` (the fusionjit profile), a loop without a factor from the user gets one from the
+// cost model: small bodies, whose iterations cost mostly loop overhead, are unrolled.
+class WhileLoopUnrollPass : public Pass {
+ public:
+  explicit WhileLoopUnrollPass(bool choose = false) : choose_(choose) {}
+  std::string_view name() const override { return "while-unroll"; }
+  bool Run(Module& module) override;
+
+  // The factor the cost model picks for a body of `work` estimated microseconds per
+  // iteration and `trip_count` iterations (1: leave the loop as it is).
+  static int64_t ChooseFactor(double body_us, int64_t trip_count);
+
+ private:
+  bool choose_;
+};
+
+}  // namespace fj
