@@ -17,6 +17,9 @@ double Elements(const Shape& s) {
 }
 
 // How many elements of operand `i` one evaluation of `user` reads.
+// The lanes of the CPU's vector groups the estimates assume (AVX2/AVX-512: 8-16).
+constexpr double kCpuLanes = 8;
+
 double ReadsPerEvaluation(const Instruction* user, int i) {
   switch (user->opcode()) {
     case Opcode::kReduce: {
@@ -32,6 +35,10 @@ double ReadsPerEvaluation(const Instruction* user, int i) {
       for (int64_t d : user->attrs().dot.lhs_contracting) k *= user->operand(0)->shape().dim(d);
       return k;
     }
+    case Opcode::kBroadcast:
+      // A scalar (or tiny) operand is the same for every lane of a vector group: computed
+      // once per group of kCpuLanes elements, not per element.
+      return user->operand(0)->shape().NumElements() <= 1 ? 1.0 / kCpuLanes : 1.0;
     default:
       return 1.0;
   }
@@ -152,18 +159,35 @@ std::unordered_map<const Instruction*, double> Evaluations(const Computation& fu
     if (x == root) {
       e = root->opcode() == Opcode::kTuple ? 0 : Elements(root->shape());
     }
+    // Users that read x at their own index (elementwise ops of its shape, the root tuple)
+    // share one evaluation per index (the emitter caches values by index): the most any of
+    // them needs. Users that read it elsewhere (broadcasts, slices, reductions) add theirs.
+    double same_index = 0;
     for (const Instruction* u : x->users()) {
       double per = 0;
+      // A reduction of everything over the kernel's own index space (a whole loop's lanes,
+      // a reduction with side outputs) evaluates x where the kernel's outputs do.
+      bool full_reduction_of_kernel_space =
+          u->opcode() == Opcode::kReduce && x->shape().IsArray() && x->shape().SameDims(kernel) &&
+          static_cast<int>(u->dimensions().size()) == x->shape().rank() && x->shape().rank() > 0;
+      bool at_own_index = u->opcode() == Opcode::kTuple || full_reduction_of_kernel_space ||
+                          (IsElementwise(u->opcode()) && u->shape().IsArray() && x->shape().IsArray() &&
+                           u->shape().SameDims(x->shape()));
       for (int i = 0; i < u->operand_count(); ++i) {
         if (u->operand(i) != x) continue;
         if (u->opcode() == Opcode::kTuple) {
-          per += Elements(x->shape());
+          per = std::max(per, Elements(x->shape()));
         } else {
           per += evals[u] * ReadsPerEvaluation(u, i);
         }
       }
-      e += per;
+      if (at_own_index) {
+        same_index = std::max(same_index, per);
+      } else {
+        e += per;
+      }
     }
+    e += same_index;
     if (IsPerRowReduction(x, kernel)) e = std::min(e, Elements(x->shape()));  // once per row
     if (IsKeptRowValue(x, kernel)) e = std::min(e, Elements(x->shape()));     // once per element
     evals[x] = e;
@@ -186,6 +210,8 @@ KernelCost EstimateKernel(const Instruction* instr) {
   if (instr->opcode() == Opcode::kFusion) {
     std::unordered_map<const Instruction*, double> evals = Evaluations(*instr->fused_computation());
     for (const auto& [i, e] : evals) c.flops += e * ElementCost(*i);
+    // A whole-loop kernel's computation is one step: every lane runs every step.
+    if (instr->fusion_kind() == FusionKind::kWholeLoop) c.flops *= static_cast<double>(std::max<int64_t>(instr->attrs().trip_count, 1));
   } else {
     double per = 1;
     if (instr->operand_count() > 0) per = ReadsPerEvaluation(instr, 0);
@@ -198,13 +224,32 @@ double CostModel::TimeUs(const KernelCost& c) const {
   return launch_us + std::max(c.bytes() / bytes_per_us, c.flops / flops_per_us);
 }
 
+namespace {
+
+// Loops whose trip count is not known are assumed to run this often.
+constexpr double kUnknownTripCount = 10;
+
+void AddComputation(const Computation& c, double runs, const CostModel& model, ProgramCost& cost) {
+  for (const Instruction* i : c.MakePostOrder()) {
+    if (i->opcode() == Opcode::kFusion || i->opcode() == Opcode::kCustomCall) {
+      cost.kernels += 1;
+      cost.us += runs * model.TimeUs(EstimateKernel(i));
+    } else if (i->opcode() == Opcode::kWhile) {
+      int64_t trips = i->attrs().trip_count;
+      double n = trips >= 0 ? static_cast<double>(trips) : kUnknownTripCount;
+      if (trips < 0) AddComputation(*i->while_condition(), runs * (n + 1), model, cost);
+      AddComputation(*i->while_body(), runs * n, model, cost);
+    } else if (i->opcode() == Opcode::kConditional) {
+      for (const Computation* branch : i->called_computations()) AddComputation(*branch, runs, model, cost);
+    }
+  }
+}
+
+}  // namespace
+
 ProgramCost EstimateProgram(const Module& module, const CostModel& model) {
   ProgramCost cost;
-  for (const Instruction* i : module.entry()->MakePostOrder()) {
-    if (i->opcode() != Opcode::kFusion && i->opcode() != Opcode::kCustomCall) continue;
-    cost.kernels += 1;
-    cost.us += model.TimeUs(EstimateKernel(i));
-  }
+  AddComputation(*module.entry(), 1.0, model, cost);
   return cost;
 }
 

@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 
 #include "bindings/array.h"
+#include "analysis/cost_model.h"
 #include "compiler/compiler.h"
 #include "fusion/profile.h"
 #include "ir/builder.h"
@@ -129,7 +130,17 @@ py::dict KernelDict(const KernelInfo& k) {
 // for each input the value it comes from (another kernel's op, a parameter, a constant)
 // and the ops inside the kernel that read it.
 py::list KernelGraph(const Module& module) {
-  const Computation& entry = *module.entry();
+  // The loop (while instruction) each control-flow computation runs in.
+  std::unordered_map<const Computation*, const Instruction*> loop_of;
+  for (const Computation* c : module.ControlFlowComputations()) {
+    for (const Instruction* i : c->MakePostOrder()) {
+      if (i->opcode() != Opcode::kWhile && i->opcode() != Opcode::kConditional) continue;
+      for (const Computation* callee : i->called_computations()) {
+        loop_of[callee] = i->opcode() == Opcode::kWhile ? i : (loop_of.count(c) ? loop_of.at(c) : nullptr);
+      }
+    }
+  }
+  CostModel model;
   auto source_of = [](const Instruction* v) -> std::pair<const Instruction*, int64_t> {
     int64_t index = -1;
     while (true) {
@@ -153,7 +164,10 @@ py::list KernelGraph(const Module& module) {
     return root->name();
   };
   py::list out;
-  for (const Instruction* k : entry.MakePostOrder()) {
+  for (const Computation* computation : module.ControlFlowComputations()) {
+  const Instruction* loop = loop_of.count(computation) ? loop_of.at(computation) : nullptr;
+  std::string loop_name = loop ? loop->name() : "";
+  for (const Instruction* k : computation->MakePostOrder()) {
     if (k->opcode() == Opcode::kCustomCall) {
       // An opaque kernel: one op, its operands read from memory.
       py::list ops, inputs, outputs;
@@ -170,8 +184,10 @@ py::list KernelGraph(const Module& module) {
                                "readers"_a = readers, "bytes"_a = k->operand(n)->shape().ByteSize()));
       }
       outputs.append(k->name());
+      KernelCost cost = EstimateKernel(k);
       out.append(py::dict("name"_a = k->name(), "kind"_a = "custom-call", "ops"_a = ops, "inputs"_a = inputs,
-                          "outputs"_a = outputs, "bytes_written"_a = k->shape().ByteSize()));
+                          "outputs"_a = outputs, "bytes_written"_a = k->shape().ByteSize(), "loop"_a = loop_name,
+                          "estimated_us"_a = model.TimeUs(cost), "flops"_a = cost.flops, "bytes"_a = cost.bytes()));
       continue;
     }
     if (k->opcode() != Opcode::kFusion) continue;
@@ -201,9 +217,12 @@ py::list KernelGraph(const Module& module) {
     } else {
       outputs.append(root->name());
     }
+    KernelCost cost = EstimateKernel(k);
     out.append(py::dict("name"_a = k->name(), "kind"_a = std::string(FusionKindName(k->fusion_kind())),
                         "ops"_a = ops, "inputs"_a = inputs, "outputs"_a = outputs,
-                        "bytes_written"_a = k->shape().ByteSize()));
+                        "bytes_written"_a = k->shape().ByteSize(), "loop"_a = loop_name,
+                        "estimated_us"_a = model.TimeUs(cost), "flops"_a = cost.flops, "bytes"_a = cost.bytes()));
+  }
   }
   return out;
 }

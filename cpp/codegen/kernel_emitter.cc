@@ -6,6 +6,7 @@
 
 #include "analysis/cost_model.h"
 #include "codegen/elemental.h"
+#include "codegen/whole_loop_emitter.h"
 #include "ir/computation.h"
 #include "support/error.h"
 
@@ -120,6 +121,8 @@ bool IsRowReduction(const Instruction* i) {
   return false;
 }
 
+}  // namespace
+
 llvm::Value* StoreValue(Builder& b, DType t, llvm::Value* v) {
   return t == DType::kPred ? b.CreateZExt(v, v->getType()->isVectorTy()
                                                  ? WithWidth(b.getInt8Ty(), llvm::cast<llvm::FixedVectorType>(v->getType())->getNumElements())
@@ -127,7 +130,34 @@ llvm::Value* StoreValue(Builder& b, DType t, llvm::Value* v) {
                            : v;
 }
 
-}  // namespace
+Val LoadElements(Builder& b, llvm::Value* base, DType t, const IndexDim& linear, int width) {
+  llvm::Type* storage = StorageType(b.getContext(), t);
+  LaneMath lanes(b, width);
+  llvm::Value* v;
+  bool varying = width > 1 && !linear.uniform();
+  if (!varying) {
+    v = b.CreateLoad(storage, b.CreateGEP(storage, base, linear.base));
+  } else if (!linear.vec && linear.stride == 1) {
+    llvm::Type* vt = WithWidth(storage, width);
+    v = b.CreateAlignedLoad(vt, b.CreateGEP(storage, base, linear.base), llvm::Align(DTypeBytes(t)));
+  } else {
+    llvm::Value* addrs = b.CreateGEP(storage, base, lanes.Materialize(linear));
+    v = b.CreateMaskedGather(WithWidth(storage, width), addrs, llvm::Align(DTypeBytes(t)));
+  }
+  if (t == DType::kPred) v = b.CreateICmpNE(v, llvm::Constant::getNullValue(v->getType()));
+  return {v, varying};
+}
+
+void StoreElements(Builder& b, llvm::Value* base, DType t, const IndexDim& linear, const Val& v, int width) {
+  llvm::Type* storage = StorageType(b.getContext(), t);
+  llvm::Value* addr = b.CreateGEP(storage, base, linear.base);
+  if (width == 1) {
+    b.CreateStore(StoreValue(b, t, v.v), addr);
+  } else {
+    llvm::Value* vec = LaneMath(b, width).Widen(v);
+    b.CreateAlignedStore(StoreValue(b, t, vec), addr, llvm::Align(DTypeBytes(t)));
+  }
+}
 
 // The reduction a kernel with side outputs is built around (see KernelPlan::side_hero): a
 // reduction of the operand's last dimensions, and roots that each have its output's shape
@@ -152,6 +182,13 @@ KernelPlan PlanKernel(const Instruction* fusion, int max_width, bool in_place) {
   const Computation& c = *fusion->fused_computation();
   std::vector<const Instruction*> roots = KernelRoots(c);
   KernelPlan plan;
+  if (fusion->fusion_kind() == FusionKind::kWholeLoop) {
+    plan.mode = KernelPlan::Mode::kWholeLoop;
+    plan.units = WholeLoopLanes(fusion);
+    plan.width = plan.units >= max_width ? max_width : 1;
+    plan.num_outputs = static_cast<int>(fusion->shape().tuple_shapes().size());
+    return plan;
+  }
   if (in_place && roots.size() == 1 && roots[0]->opcode() == Opcode::kDynamicUpdateSlice) {
     const Shape& update = roots[0]->operand(1)->shape();
     plan.mode = KernelPlan::Mode::kUpdate;
@@ -230,6 +267,7 @@ llvm::GlobalVariable* ConstantGlobal(llvm::Module& module, const Instruction* co
 
 llvm::Function* EmitKernel(llvm::Module& module, const Instruction* fusion, const KernelPlan& plan,
                            const std::string& name, bool may_alias) {
+  if (plan.mode == KernelPlan::Mode::kWholeLoop) return EmitWholeLoopKernel(module, fusion, plan.width, name);
   llvm::LLVMContext& ctx = module.getContext();
   const Computation& comp = *fusion->fused_computation();
   std::vector<const Instruction*> roots = KernelRoots(comp);
@@ -260,22 +298,7 @@ llvm::Function* EmitKernel(llvm::Module& module, const Instruction* fusion, cons
   Builder b(llvm::BasicBlock::Create(ctx, "entry", body));
 
   auto load = [&](llvm::Value* base, DType t, const IndexDim& linear, int width) -> Val {
-    llvm::Type* storage = StorageType(ctx, t);
-    LaneMath lanes(b, width);
-    llvm::Value* v;
-    bool varying = width > 1 && !linear.uniform();
-    if (!varying) {
-      v = b.CreateLoad(storage, b.CreateGEP(storage, base, linear.base));
-    } else if (!linear.vec && linear.stride == 1) {
-      llvm::Type* vt = WithWidth(storage, width);
-      v = b.CreateAlignedLoad(vt, b.CreateGEP(storage, base, linear.base),
-                              llvm::Align(DTypeBytes(t)));
-    } else {
-      llvm::Value* addrs = b.CreateGEP(storage, base, lanes.Materialize(linear));
-      v = b.CreateMaskedGather(WithWidth(storage, width), addrs, llvm::Align(DTypeBytes(t)));
-    }
-    if (t == DType::kPred) v = b.CreateICmpNE(v, llvm::Constant::getNullValue(v->getType()));
-    return {v, varying};
+    return LoadElements(b, base, t, linear, width);
   };
   auto reader = [&](const Instruction* source, const Index& index, int width) -> Val {
     LaneMath lanes(b, width);
@@ -289,15 +312,7 @@ llvm::Function* EmitKernel(llvm::Module& module, const Instruction* fusion, cons
 
   // Stores output k's value `v` (`width` lanes) at `linear`, whose lanes are consecutive.
   auto store = [&](int k, const IndexDim& linear, const Val& v, int width) {
-    DType t = roots[k]->dtype();
-    llvm::Type* storage = StorageType(ctx, t);
-    llvm::Value* addr = b.CreateGEP(storage, buffers[k], linear.base);
-    if (width == 1) {
-      b.CreateStore(StoreValue(b, t, v.v), addr);
-    } else {
-      llvm::Value* vec = LaneMath(b, width).Widen(v);
-      b.CreateAlignedStore(StoreValue(b, t, vec), addr, llvm::Align(DTypeBytes(t)));
-    }
+    StoreElements(b, buffers[k], roots[k]->dtype(), linear, v, width);
   };
 
   // Stores every root's value at `index` (whose linear form is `linear`); side outputs are

@@ -21,6 +21,7 @@ struct KernelPlan {
     kLinear1D,  // a rank-1 output walked by element, through the per-dimension index
     kHorizontal,  // several outputs of different shapes, one segment of units each
     kUpdate,      // an in-place dynamic-update-slice: units are rows of the update
+    kWholeLoop,   // a whole loop as one kernel (whole_loop_emitter.h): units are lanes
   };
   Mode mode = Mode::kRows;
   int64_t units = 0;       // iteration units in total
@@ -49,6 +50,14 @@ KernelPlan PlanKernel(const Instruction* fusion, int max_width, bool in_place = 
 // is computed before any is stored).
 llvm::Function* EmitKernel(llvm::Module& module, const Instruction* fusion, const KernelPlan& plan,
                            const std::string& name, bool may_alias = false);
+
+// Loads the elements of a buffer of `t` at `linear` (`width` lanes): a scalar load for a
+// uniform index, a vector load for consecutive lanes, else a gather; pred is stored as i8.
+Val LoadElements(Builder& b, llvm::Value* base, DType t, const IndexDim& linear, int width);
+// Stores `v` at `linear`, whose lanes are consecutive.
+void StoreElements(Builder& b, llvm::Value* base, DType t, const IndexDim& linear, const Val& v, int width);
+// A value of `t` as it is stored (pred widened to i8).
+llvm::Value* StoreValue(Builder& b, DType t, llvm::Value* v);
 
 // A private global holding a constant's bytes, 64-byte aligned (created once per module).
 llvm::GlobalVariable* ConstantGlobal(llvm::Module& module, const Instruction* constant);

@@ -14,7 +14,6 @@
 #include "passes/cse.h"
 #include "passes/dce.h"
 #include "passes/simplify.h"
-#include "passes/tree_reduction.h"
 #include "passes/while_loop.h"
 #include "runtime/custom_calls.h"
 #include "support/error.h"
@@ -71,12 +70,6 @@ std::unique_ptr<Compilation> Compile(const Module& traced, const CompileOptions&
     DebugPrint(2, module->name() + " as traced", module->ToString());
   }
   result->passes = RunOptimizationPasses(*module, options);
-
-  // Work split for the CPU's threads, under every profile alike.
-  Pipeline layout("layout");
-  layout.AddPass<TreeReductionPass>();
-  layout.Run(*module);
-  for (const PassRecord& r : layout.records()) result->passes.push_back(r);
 
   FusionProfile profile = GetFusionProfile(options.fusion_profile);
   std::unique_ptr<Module> unrepaired;

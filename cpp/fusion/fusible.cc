@@ -126,7 +126,8 @@ bool IsFusibleConsumer(const Instruction* instr) {
     case Opcode::kDot:
       return false;
     case Opcode::kFusion:
-      return instr->fusion_kind() != FusionKind::kOutput;
+      // Dot kernels and whole-loop kernels are final.
+      return instr->fusion_kind() != FusionKind::kOutput && instr->fusion_kind() != FusionKind::kWholeLoop;
     default:
       return instr->shape().IsArray();
   }

@@ -8,12 +8,28 @@
 #include "fusion/instruction_fusion.h"
 #include "fusion/kernel_wrapper.h"
 #include "fusion/multi_output_fusion.h"
+#include "fusion/whole_loop_fusion.h"
 #include "passes/cse.h"
 #include "passes/dce.h"
+#include "passes/simplify.h"
+#include "passes/tree_reduction.h"
+#include "passes/while_loop.h"
 
 namespace fj {
 
 void AddFusionPasses(Pipeline& pipeline, const FusionProfile& profile, FusionLog* log) {
+  if (profile.whole_loop) {
+    pipeline.AddPass<WholeLoopFusionPass>(profile, log);
+    // Loops that still run step by step and that the user gave no unroll factor: the cost
+    // model's factor.
+    pipeline.AddPass<WhileLoopUnrollPass>(/*choose=*/true);
+    pipeline.AddPass<WhileTripCountPass>();
+    pipeline.AddPass<SimplifyPass>();
+    pipeline.AddPass<DcePass>();
+  }
+  // The CPU's work split for reductions with few outputs (block counts depend only on
+  // shapes); not inside whole-loop kernels, which reduce per block of lanes themselves.
+  pipeline.AddPass<TreeReductionPass>();
   if (profile.enabled) {
     // Repeated until nothing changes, as XLA's HloPassFix around its fusion passes.
     Pipeline& fix = pipeline.AddPass<Pipeline>("fusion-fixed-point");

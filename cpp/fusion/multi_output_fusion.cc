@@ -13,7 +13,9 @@ namespace {
 std::string Name(const Instruction* i) { return "%" + ValueOp(i)->name(); }
 
 bool IsKernel(const Instruction* i) {
-  if (i->opcode() == Opcode::kFusion) return i->fusion_kind() != FusionKind::kOutput;
+  if (i->opcode() == Opcode::kFusion) {
+    return i->fusion_kind() != FusionKind::kOutput && i->fusion_kind() != FusionKind::kWholeLoop;
+  }
   return NeedsKernel(i) && IsFusibleConsumer(i) && i->opcode() != Opcode::kDot;
 }
 

@@ -25,6 +25,7 @@ FusionProfile GetFusionProfile(const std::string& name) {
     p.reduction_epilogue = true;
     p.row_fusion = true;
     p.frontend_repair = true;
+    p.whole_loop = true;
     return p;
   }
   if (name == "none") {

@@ -31,6 +31,10 @@ struct FusionProfile {
   double merger_max_bytes_ratio = 1.10;
   bool multi_output = true;
   bool horizontal = true;
+  // Beyond XLA: a counted loop whose steps are elementwise over the same lanes runs as one
+  // kernel that keeps each lane's state in registers for all steps (whole-loop fusion),
+  // and a loop the user gave no unroll factor gets one from the cost model.
+  bool whole_loop = false;
   // Before fusion: forward slices of concatenates to the concatenated operands (the
   // paper's limitation 1: the frontend's concatenate defeats fusion).
   bool frontend_repair = false;

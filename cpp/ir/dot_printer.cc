@@ -61,19 +61,25 @@ const Instruction* ValueNode(const Instruction* i) {
   return i;
 }
 
+// A fused parameter bound to an operand of its fusion (a whole-loop step's counter is not).
+bool IsBoundParameter(const Computation& c, const Instruction* i) {
+  return c.IsFusionComputation() && i->opcode() == Opcode::kParameter &&
+         i->parameter_number() < c.fusion_instruction()->operand_count();
+}
+
 void EmitComputation(std::ostringstream& os, const Computation& c, int depth) {
   std::string indent(2 * depth, ' ');
   for (const Instruction* i : c.MakePostOrder()) {
     // A fused parameter is drawn as an edge from the fusion's operand instead.
-    if (c.IsFusionComputation() && i->opcode() == Opcode::kParameter) continue;
+    if (IsBoundParameter(c, i)) continue;
     EmitInstruction(os, i, depth);
   }
   for (const Instruction* i : c.MakePostOrder()) {
     if (i->opcode() == Opcode::kFusion) continue;  // edges come from the fused body
-    if (c.IsFusionComputation() && i->opcode() == Opcode::kParameter) continue;
+    if (IsBoundParameter(c, i)) continue;
     for (const Instruction* op : i->operands()) {
       const Instruction* src = op;
-      if (c.IsFusionComputation() && op->opcode() == Opcode::kParameter) {
+      if (IsBoundParameter(c, op)) {
         src = c.fusion_instruction()->operand(op->parameter_number());
       }
       os << indent << NodeId(ValueNode(src)) << " -> " << NodeId(i) << ";\n";

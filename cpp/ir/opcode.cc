@@ -57,12 +57,13 @@ std::string_view FusionKindName(FusionKind k) {
     case FusionKind::kLoop: return "kLoop";
     case FusionKind::kInput: return "kInput";
     case FusionKind::kOutput: return "kOutput";
+    case FusionKind::kWholeLoop: return "kWholeLoop";
   }
   return "?";
 }
 
 std::optional<FusionKind> ParseFusionKind(std::string_view s) {
-  for (FusionKind k : {FusionKind::kLoop, FusionKind::kInput, FusionKind::kOutput}) {
+  for (FusionKind k : {FusionKind::kLoop, FusionKind::kInput, FusionKind::kOutput, FusionKind::kWholeLoop}) {
     if (FusionKindName(k) == s) return k;
   }
   return std::nullopt;

@@ -29,7 +29,8 @@ std::optional<ComparisonDirection> ParseComparisonDirection(std::string_view s);
 
 // Fusion kinds as in XLA: loop (one thread per output element), input (a reduction is the
 // hero), output (a dot with fused consumers).
-enum class FusionKind : uint8_t { kLoop, kInput, kOutput };
+// kWholeLoop: a counted loop as one kernel (whole-loop fusion); see WholeLoopLayout.
+enum class FusionKind : uint8_t { kLoop, kInput, kOutput, kWholeLoop };
 std::string_view FusionKindName(FusionKind k);  // "kLoop", ...
 std::optional<FusionKind> ParseFusionKind(std::string_view s);
 

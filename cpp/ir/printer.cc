@@ -120,6 +120,9 @@ std::string Instruction::AttributesToString() const {
       break;
     case Opcode::kFusion:
       os << ", kind=" << FusionKindName(a.fusion_kind) << ", calls=%" << called_.at(0)->name();
+      if (a.fusion_kind == FusionKind::kWholeLoop) {
+        os << ", trip_count=" << a.trip_count << ", index=" << a.index << ", dimensions=" << DimsToString(a.dimensions);
+      }
       break;
     case Opcode::kWhile:
       os << ", condition=%" << called_.at(0)->name() << ", body=%" << called_.at(1)->name();

@@ -1,6 +1,8 @@
 // Shape rules for every opcode (see shape_inference.h).
 #include "ir/shape_inference.h"
 
+#include "ir/whole_loop.h"
+
 #include <algorithm>
 #include <set>
 
@@ -460,6 +462,22 @@ Shape InferShape(Opcode op, const std::vector<const Shape*>& operands,
     case Opcode::kCall:
     case Opcode::kFusion: {
       CheckCalledCount(op, called, 1);
+      if (op == Opcode::kFusion && a.fusion_kind == FusionKind::kWholeLoop) {
+        // The step computation takes the operands and, last, the counter (see whole_loop.h).
+        const Computation* step = called[0];
+        if (step->num_parameters() != static_cast<int>(operands.size()) + 1) {
+          ThrowInvalidArgument("whole-loop fusion: ", operands.size(), " operands for a step of ",
+                               step->num_parameters(), " parameters (the last is the counter)");
+        }
+        for (size_t i = 0; i < operands.size(); ++i) {
+          if (step->parameter(static_cast<int>(i))->shape() != *operands[i]) {
+            ThrowInvalidArgument("whole-loop fusion: operand ", i, " is ", operands[i]->ToString(), " but the step takes ",
+                                 step->parameter(static_cast<int>(i))->shape().ToString());
+          }
+        }
+        result = WholeLoopShape(a, *step);
+        break;
+      }
       CheckParametersMatch(op, called[0], operands, 0);
       result = ComputationResult(called[0]);
       break;

@@ -5,7 +5,9 @@
 
 
 #include "codegen/cpu/jit.h"
+#include "analysis/cost_model.h"
 #include "codegen/kernel_emitter.h"
+#include "ir/whole_loop.h"
 #include "llvm/Analysis/TargetTransformInfo.h"
 #include "llvm/TargetParser/Host.h"
 #include "support/error.h"
@@ -236,12 +238,13 @@ class ProgramEmitter {
     llvm::Value* table = BufferTable(fusion, plan.num_outputs);
     int64_t elements = fusion->shape().IsTuple() ? fusion->shape().tuple_shape(0).NumElements()
                                                  : fusion->shape().NumElements();
-    // Reductions do more work per output element than their output size suggests, also
-    // over values the kernel makes itself (an iota, random bits, a broadcast scalar).
+    // The kernel's work: the most element evaluations any of its ops makes. Reductions do
+    // more per output element than their output size suggests, also over values the kernel
+    // makes itself (an iota, random bits); an operand read through a slice counts only the
+    // slice (a scan's step reads one row of its xs).
     int64_t work = elements;
-    for (const Instruction* op : fusion->operands()) work = std::max(work, op->shape().NumElements());
-    for (const Instruction* i : fusion->fused_computation()->MakePostOrder()) {
-      if (i->shape().IsArray()) work = std::max(work, i->shape().NumElements());
+    for (const auto& [i, evals] : Evaluations(*fusion->fused_computation())) {
+      work = std::max(work, static_cast<int64_t>(evals));
     }
     info.parallel = work >= options_.parallel_min_elements && plan.units > 1;
     int64_t work_per_unit = std::max<int64_t>(1, work / std::max<int64_t>(plan.units, 1));
@@ -249,6 +252,13 @@ class ProgramEmitter {
     // Units that are elements go to threads in whole vectors: a chunk that starts or ends
     // mid-vector runs its elements on the scalar tail loop.
     if (plan.mode != codegen::KernelPlan::Mode::kRows) grain = (grain + plan.width - 1) / plan.width * plan.width;
+    if (plan.mode == codegen::KernelPlan::Mode::kWholeLoop) {
+      // Each lane runs every step: all the work is in the units. With per-step reductions,
+      // threads take whole blocks of lanes (each block's partial sums are its own).
+      WholeLoopLayout layout = GetWholeLoopLayout(fusion->attrs(), *fusion->fused_computation());
+      info.parallel = plan.units > 1 && plan.units * std::max<int64_t>(layout.trip_count, 1) >= options_.parallel_min_elements;
+      grain = layout.reductions > 0 ? layout.block_lanes : plan.width;
+    }
     info.grain = grain;
     CallKernel(kernel, table, plan.units, info.parallel, grain);
     return info;

@@ -1,0 +1,199 @@
+// Whole-loop kernel emission (see whole_loop_emitter.h).
+#include "codegen/whole_loop_emitter.h"
+
+#include "codegen/elemental.h"
+#include "codegen/kernel_emitter.h"
+#include "ir/computation.h"
+#include "ir/whole_loop.h"
+#include "support/error.h"
+
+namespace fj::codegen {
+
+int64_t WholeLoopLanes(const Instruction* fusion) {
+  WholeLoopLayout l = GetWholeLoopLayout(fusion->attrs(), *fusion->fused_computation());
+  int64_t n = 1;
+  for (int64_t d : l.lanes) n *= d;
+  return n;
+}
+
+llvm::Function* EmitWholeLoopKernel(llvm::Module& module, const Instruction* fusion, int width,
+                                    const std::string& name) {
+  llvm::LLVMContext& ctx = module.getContext();
+  const Computation& step = *fusion->fused_computation();
+  const Instruction* root = step.root();
+  WholeLoopLayout l = GetWholeLoopLayout(fusion->attrs(), step);
+  const int states = l.carries + l.uniform_carries;
+  const int num_outputs = static_cast<int>(fusion->shape().tuple_shapes().size());
+  const int counter_param = step.num_parameters() - 1;
+  const int64_t lanes_n = WholeLoopLanes(fusion);
+  const int64_t steps = l.trip_count;
+
+  llvm::Type* ptr = llvm::PointerType::getUnqual(ctx);
+  llvm::Type* i64 = llvm::Type::getInt64Ty(ctx);
+  auto* type = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, i64, i64}, false);
+  llvm::Function* fn = llvm::Function::Create(type, llvm::GlobalValue::ExternalLinkage, name, module);
+  fn->addFnAttr(llvm::Attribute::NoUnwind);
+  Builder b(llvm::BasicBlock::Create(ctx, "entry", fn));
+  std::vector<llvm::Value*> buffers;
+  for (int i = 0; i < num_outputs + fusion->operand_count(); ++i) {
+    buffers.push_back(b.CreateLoad(ptr, b.CreateConstGEP1_64(ptr, fn->getArg(0), i)));
+  }
+  llvm::Value* begin = fn->getArg(1);
+  llvm::Value* end = fn->getArg(2);
+  auto output = [&](int k) { return buffers[k]; };
+  auto operand = [&](int i) { return buffers[num_outputs + i]; };
+
+  // The state of the step being emitted, read by the emitter through its parameters.
+  std::vector<llvm::Value*> current;
+  llvm::Value* counter = nullptr;
+  int lanes_width = 1;
+  // Uniform carries live in small stack arrays during a step, so any index reads them.
+  std::vector<llvm::Value*> uniform_slots;
+  {
+    llvm::IRBuilderBase::InsertPoint ip = b.saveIP();
+    for (int u = 0; u < l.uniform_carries; ++u) {
+      const Shape& s = step.parameter(l.carries + u)->shape();
+      uniform_slots.push_back(b.CreateAlloca(llvm::ArrayType::get(StorageType(ctx, s.dtype()), s.NumElements())));
+    }
+    b.restoreIP(ip);
+  }
+  auto reader = [&](const Instruction* p, const Index& index, int w) -> Val {
+    int number = static_cast<int>(p->parameter_number());
+    LaneMath lanes(b, w);
+    if (number < l.carries) return {current[number], lanes_width > 1};
+    if (number == counter_param) return {counter, false};
+    const std::vector<int64_t>& dims = p->shape().dims();
+    IndexDim linear = dims.empty() ? lanes.Constant(0) : LinearIndex(lanes, index, dims);
+    if (number < states) return LoadElements(b, uniform_slots[number - l.carries], p->dtype(), linear, w);
+    return LoadElements(b, operand(number), p->dtype(), linear, w);
+  };
+
+  int64_t block = l.block_lanes;
+  if (l.reductions > 0) {
+    // This call's blocks of partial results start from the combiner's identity.
+    llvm::Value* first = b.CreateMul(b.CreateUDiv(begin, b.getInt64(block)), b.getInt64(steps));
+    llvm::Value* last = b.CreateMul(b.CreateUDiv(b.CreateAdd(end, b.getInt64(block - 1)), b.getInt64(block)), b.getInt64(steps));
+    for (int r = 0; r < l.reductions; ++r) {
+      const Instruction* reduce = root->operand(states + 2 * l.lane_outputs + 2 * r);
+      ElementalEmitter e(b, reader, 1);
+      llvm::Value* identity = e.Emit(reduce->operand(1), Index{}).v;
+      llvm::Value* buf = output(states + l.lane_outputs + r);
+      DType t = reduce->dtype();
+      e.ForLoop(first, last, 1, {}, [&](llvm::Value* i, const std::vector<llvm::Value*>&) {
+        b.CreateStore(StoreValue(b, t, identity), b.CreateGEP(StorageType(ctx, t), buf, i));
+        return std::vector<llvm::Value*>{};
+      }, "partials.init", {1, false});
+    }
+  }
+
+  // Lanes [lo, hi) in groups of `w`.
+  auto emit_lanes = [&](llvm::Value* lo, llvm::Value* hi, int w) {
+    ElementalEmitter emitter(b, reader, w, w);
+    emitter.ForLoop(lo, hi, w, {}, [&](llvm::Value* e, const std::vector<llvm::Value*>&) {
+      LaneMath lanes(b, w);
+      IndexDim lane = l.lanes.empty() ? lanes.Constant(0) : lanes.LaneRamp(e);
+      // The lanes' index: for rank-1 lanes the ramp itself, so that reads of xs rows stay
+      // vector loads (a linear index would be split into dimensions lane by lane).
+      Index at;
+      if (l.lanes.size() == 1) {
+        at.dims = {lane};
+      } else if (!l.lanes.empty()) {
+        at.linear = lane;
+      }
+      std::vector<llvm::Value*> init;
+      for (int c = 0; c < l.carries; ++c) {
+        init.push_back(lanes.Widen(LoadElements(b, operand(c), step.parameter(c)->dtype(), lane, w)));
+      }
+      std::vector<int64_t> uniform_sizes;
+      for (int u = 0; u < l.uniform_carries; ++u) {
+        const Instruction* p = step.parameter(l.carries + u);
+        uniform_sizes.push_back(p->shape().NumElements());
+        for (int64_t j = 0; j < uniform_sizes.back(); ++j) {
+          init.push_back(LoadElements(b, operand(l.carries + u), p->dtype(), lanes.Constant(j), 1).v);
+        }
+      }
+      lanes_width = w;
+      llvm::Value* block_index = b.CreateUDiv(e, b.getInt64(block));
+      std::vector<llvm::Value*> finals = emitter.ForLoop(
+          b.getInt64(0), b.getInt64(steps), 1, init,
+          [&](llvm::Value* t, const std::vector<llvm::Value*>& cur) {
+            current.assign(cur.begin(), cur.begin() + l.carries);
+            const Instruction* cp = step.parameter(counter_param);
+            counter = b.CreateIntCast(b.CreateAdd(t, b.getInt64(l.start)), RegisterType(ctx, cp->dtype()), true);
+            size_t at_cur = l.carries;
+            for (int u = 0; u < l.uniform_carries; ++u) {
+              llvm::Type* storage = StorageType(ctx, step.parameter(l.carries + u)->dtype());
+              for (int64_t j = 0; j < uniform_sizes[u]; ++j) {
+                b.CreateStore(StoreValue(b, step.parameter(l.carries + u)->dtype(), cur[at_cur++]),
+                              b.CreateConstGEP1_64(storage, uniform_slots[u], j));
+              }
+            }
+            std::vector<llvm::Value*> next;
+            for (int c = 0; c < l.carries; ++c) next.push_back(lanes.Widen(emitter.Emit(root->operand(c), at)));
+            for (int u = 0; u < l.uniform_carries; ++u) {
+              const Instruction* value = root->operand(l.carries + u);
+              ElementalEmitter::WidthScope scalar(emitter, 1);
+              LaneMath one(b, 1);
+              const std::vector<int64_t>& dims = value->shape().dims();
+              for (int64_t j = 0; j < uniform_sizes[u]; ++j) {
+                Index idx = dims.empty() ? Index{} : MultiIndex(one, one.Constant(j), dims);
+                next.push_back(emitter.Emit(value, idx).v);
+              }
+            }
+            for (int o = 0; o < l.lane_outputs; ++o) {
+              const Instruction* value = root->operand(states + 2 * o);
+              Val v = emitter.Emit(value, at);
+              llvm::Value* row = b.CreateSExt(emitter.EmitUniform(root->operand(states + 2 * o + 1), Index{}).v, i64);
+              IndexDim where = lanes.Add(lanes.Uniform(b.CreateMul(row, b.getInt64(lanes_n))), lane);
+              StoreElements(b, output(states + o), value->dtype(), where, v, w);
+            }
+            for (int r = 0; r < l.reductions; ++r) {
+              const Instruction* reduce = root->operand(states + 2 * l.lane_outputs + 2 * r);
+              const Computation& combiner = *reduce->to_apply();
+              Val v = emitter.Emit(reduce->operand(0), at);
+              llvm::Value* sum = w > 1 ? emitter.HorizontalCombine(combiner, lanes.Widen(v)) : v.v;
+              llvm::Value* row = b.CreateSExt(emitter.EmitUniform(root->operand(states + 2 * l.lane_outputs + 2 * r + 1), Index{}).v, i64);
+              DType t = reduce->dtype();
+              llvm::Type* storage = StorageType(ctx, t);
+              llvm::Value* addr = b.CreateGEP(storage, output(states + l.lane_outputs + r),
+                                              b.CreateAdd(b.CreateMul(block_index, b.getInt64(steps)), row));
+              Val old = LoadElements(b, output(states + l.lane_outputs + r), t, LaneMath(b, 1).Uniform(
+                                         b.CreateAdd(b.CreateMul(block_index, b.getInt64(steps)), row)), 1);
+              b.CreateStore(StoreValue(b, t, emitter.EmitCombiner(combiner, old.v, sum)), addr);
+            }
+            return next;
+          }, "step", {1, false});
+      for (int c = 0; c < l.carries; ++c) {
+        StoreElements(b, output(c), root->operand(c)->dtype(), lane, {finals[c], w > 1}, w);
+      }
+      if (l.uniform_carries > 0) {
+        // Every group computed the same uniform state; the one holding lane 0 stores it.
+        llvm::BasicBlock* store_bb = llvm::BasicBlock::Create(ctx, "uniform.store", fn);
+        llvm::BasicBlock* done_bb = llvm::BasicBlock::Create(ctx, "uniform.done", fn);
+        b.CreateCondBr(b.CreateICmpEQ(e, b.getInt64(0)), store_bb, done_bb);
+        b.SetInsertPoint(store_bb);
+        size_t at_final = l.carries;
+        for (int u = 0; u < l.uniform_carries; ++u) {
+          DType t = root->operand(l.carries + u)->dtype();
+          for (int64_t j = 0; j < uniform_sizes[u]; ++j) {
+            StoreElements(b, output(l.carries + u), t, LaneMath(b, 1).Constant(j), {finals[at_final++], false}, 1);
+          }
+        }
+        b.CreateBr(done_bb);
+        b.SetInsertPoint(done_bb);
+      }
+      return std::vector<llvm::Value*>{};
+    }, "lanes", {1, false});
+  };
+  int w = lanes_n >= width ? width : 1;
+  llvm::Value* vec_end = begin;
+  if (w > 1) {
+    vec_end = b.CreateAdd(begin, b.CreateMul(b.CreateUDiv(b.CreateSub(end, begin), b.getInt64(w)), b.getInt64(w)));
+    emit_lanes(begin, vec_end, w);
+  }
+  emit_lanes(vec_end, end, 1);
+  b.CreateRetVoid();
+  return fn;
+}
+
+}  // namespace fj::codegen

@@ -1,0 +1,348 @@
+// Whole-loop fusion (see whole_loop_fusion.h).
+#include "fusion/whole_loop_fusion.h"
+
+#include <algorithm>
+#include <limits>
+#include <optional>
+#include <unordered_set>
+
+#include "analysis/loop_analysis.h"
+#include "ir/builder.h"
+#include "ir/clone.h"
+#include "ir/whole_loop.h"
+#include "support/error.h"
+
+namespace fj {
+namespace {
+
+// Carries that are not lanes are recomputed by every block of lanes: only small ones.
+constexpr int64_t kMaxUniformElements = 16;
+
+struct Output {
+  int element;
+  Instruction* value;  // the lanes' value (S), or the reduce of them
+  Instruction* row;    // where it goes in the stacked output
+};
+
+struct Match {
+  CountedLoop counted;
+  std::vector<int> lane, uniform, invariant;
+  std::vector<Output> lane_outputs, reductions;
+  std::vector<int64_t> lanes;
+  std::string why_not;
+};
+
+std::string Name(const Instruction* i) { return "%" + i->name(); }
+
+bool IsParamElement(const Instruction* i, int64_t k) {
+  return i->opcode() == Opcode::kGetTupleElement && i->tuple_index() == k && i->operand(0)->opcode() == Opcode::kParameter;
+}
+
+// Whether a reduction starts from its combiner's identity: partial results per block of
+// lanes are combined with the same combiner and init.
+bool InitIsIdentity(const Instruction* reduce) {
+  const Instruction* init = reduce->operand(1);
+  if (init->opcode() != Opcode::kConstant) return false;
+  const Literal& lit = init->literal();
+  DType t = init->dtype();
+  double v = lit.GetDouble(0);
+  int bits = DTypeBits(t);
+  int64_t lowest = IsSignedInt(t) ? (bits == 64 ? INT64_MIN : -(int64_t{1} << (bits - 1))) : 0;
+  uint64_t highest = IsSignedInt(t) ? (uint64_t{1} << (bits - 1)) - 1 : bits == 64 ? UINT64_MAX : (uint64_t{1} << bits) - 1;
+  switch (reduce->to_apply()->root()->opcode()) {
+    case Opcode::kAdd:
+    case Opcode::kOr:
+    case Opcode::kXor:
+      return v == 0;
+    case Opcode::kMultiply:
+    case Opcode::kAnd:
+      return IsPred(t) ? v != 0 : v == 1;
+    case Opcode::kMaximum:
+      return IsFloat(t) ? v == -std::numeric_limits<double>::infinity() : lit.GetInt64(0) == lowest;
+    case Opcode::kMinimum:
+      return IsFloat(t) ? v == std::numeric_limits<double>::infinity() : lit.GetUint64(0) == highest;
+    default:
+      return false;
+  }
+}
+
+Match MatchLoop(const Instruction* loop) {
+  Match m;
+  std::optional<CountedLoop> counted = MatchCountedLoop(loop);
+  if (!counted) {
+    m.why_not = "its trip count is not known when it starts (a while_loop, not a scan or fori_loop)";
+    return m;
+  }
+  m.counted = *counted;
+  if (counted->trip_count < 2) {
+    m.why_not = "it runs fewer than two steps";
+    return m;
+  }
+  const Computation* body = loop->while_body();
+  const Instruction* root = body->root();
+  if (root->opcode() != Opcode::kTuple || loop->operand(0)->opcode() != Opcode::kTuple) {
+    m.why_not = "its state is not a tuple of arrays";
+    return m;
+  }
+  for (const Instruction* i : body->MakePostOrder()) {
+    Opcode op = i->opcode();
+    if (op == Opcode::kWhile || op == Opcode::kConditional || op == Opcode::kCustomCall || op == Opcode::kCall) {
+      m.why_not = "its body holds " + std::string(OpcodeName(op)) + " " + Name(i);
+      return m;
+    }
+  }
+  int n = root->operand_count();
+  std::vector<int> carries;
+  std::unordered_set<const Instruction*> output_parts;  // output DUSes and their updates
+  for (int k = 0; k < n; ++k) {
+    if (k == counted->counter) continue;
+    Instruction* r = root->operand(k);
+    if (IsParamElement(r, k)) {
+      m.invariant.push_back(k);
+      continue;
+    }
+    if (r->opcode() == Opcode::kDynamicUpdateSlice && IsParamElement(r->operand(0), k)) {
+      if (r->operand(0)->user_count() != 1) {
+        m.why_not = "its stacked output " + std::to_string(k) + " is read inside the loop";
+        return m;
+      }
+      Instruction* update = r->operand(1);
+      bool zeros = true;
+      for (int s = 3; s < r->operand_count(); ++s) zeros = zeros && IntegerConstant(r->operand(s)) == 0;
+      if (update->opcode() != Opcode::kReshape || !zeros || update->shape().rank() < 1 || update->shape().dim(0) != 1) {
+        m.why_not = "output " + std::to_string(k) + " is not written one row per step";
+        return m;
+      }
+      Instruction* value = update->operand(0);
+      std::vector<int64_t> row_dims(update->shape().dims().begin() + 1, update->shape().dims().end());
+      output_parts.insert(r);
+      output_parts.insert(update);
+      if (value->opcode() == Opcode::kReduce && value->shape().rank() == 0 &&
+          static_cast<int>(value->dimensions().size()) == value->operand(0)->shape().rank()) {
+        m.reductions.push_back({k, value, r->operand(2)});
+      } else if (value->shape().dims() == row_dims) {
+        m.lane_outputs.push_back({k, value, r->operand(2)});
+      } else {
+        m.why_not = "output " + std::to_string(k) + " is not written one row per step";
+        return m;
+      }
+      continue;
+    }
+    carries.push_back(k);
+  }
+  // The lanes: the largest carry or output value.
+  auto consider = [&](const Shape& s) {
+    if (m.lanes.empty() || s.NumElements() > Shape(s.dtype(), m.lanes).NumElements()) m.lanes = s.dims();
+  };
+  for (int k : carries) consider(root->operand(k)->shape());
+  for (const Output& o : m.lane_outputs) consider(o.value->shape());
+  for (const Output& o : m.reductions) consider(o.value->operand(0)->shape());
+  if (carries.empty() && m.lane_outputs.empty() && m.reductions.empty()) {
+    m.why_not = "it computes nothing per step";
+    return m;
+  }
+  for (int k : carries) {
+    const Shape& s = root->operand(k)->shape();
+    if (s.dims() == m.lanes) {
+      m.lane.push_back(k);
+    } else if (s.NumElements() <= kMaxUniformElements) {
+      m.uniform.push_back(k);
+    } else {
+      m.why_not = "carry " + std::to_string(k) + " (" + s.ToString() + ") is neither a lane array (" +
+                  Shape(s.dtype(), m.lanes).ToString() + ") nor small";
+      return m;
+    }
+  }
+  // Which values depend on the lanes, and whether each step is elementwise over them.
+  std::unordered_set<const Instruction*> lane_values;
+  for (const Instruction* i : body->MakePostOrder()) {
+    if (i->opcode() == Opcode::kGetTupleElement && i->operand(0)->opcode() == Opcode::kParameter) {
+      if (std::find(m.lane.begin(), m.lane.end(), i->tuple_index()) != m.lane.end()) lane_values.insert(i);
+      continue;
+    }
+    if (i == root || i->opcode() == Opcode::kParameter) continue;
+    bool lane = false;
+    for (const Instruction* op : i->operands()) lane = lane || lane_values.count(op);
+    if (!lane) continue;
+    bool shaped = i->shape().IsArray() && i->shape().dims() == m.lanes;
+    bool ok = (IsElementwise(i->opcode()) && shaped) || output_parts.count(i) ||
+              ((i->opcode() == Opcode::kReshape || i->opcode() == Opcode::kBroadcast || i->opcode() == Opcode::kCopy) &&
+               shaped && i->operand(0)->shape().dims() == m.lanes);
+    for (const Output& o : m.reductions) ok = ok || (i == o.value && i->operand(0)->shape().dims() == m.lanes);
+    if (!ok) {
+      m.why_not = std::string(OpcodeName(i->opcode())) + " " + Name(i) + " (" + i->shape().ToString() +
+                  ") combines or moves the lanes' values: a step is not elementwise over " +
+                  Shape(i->shape().IsArray() ? i->dtype() : DType::kF32, m.lanes).ToString();
+      return m;
+    }
+    lane_values.insert(i);
+  }
+  for (int k : m.uniform) {
+    if (lane_values.count(root->operand(k))) {
+      m.why_not = "the next value of carry " + std::to_string(k) + " depends on every lane";
+      return m;
+    }
+  }
+  for (const std::vector<Output>* outs : {&m.lane_outputs, &m.reductions}) {
+    for (const Output& o : *outs) {
+      if (lane_values.count(o.row)) {
+        m.why_not = "output " + std::to_string(o.element) + "'s row depends on the lanes";
+        return m;
+      }
+    }
+  }
+  for (const Output& o : m.reductions) {
+    if (!InitIsIdentity(o.value)) {
+      m.why_not = "reduction " + Name(o.value) + " does not start from its combiner's identity";
+      return m;
+    }
+  }
+  return m;
+}
+
+void Fuse(Instruction* loop, const Match& m) {
+  Computation* parent = loop->parent();
+  Module* module = parent->parent();
+  const Instruction* init = loop->operand(0);
+  const Computation* body = loop->while_body();
+  const Instruction* root = body->root();
+  const Instruction* counter_init = init->operand(m.counted.counter);
+
+  Computation* step = module->AddComputation("whole_loop_step");
+  Builder sb(step);
+  int number = 0;
+  std::vector<Instruction*> elems(root->operand_count(), nullptr);
+  std::vector<Instruction*> operands;
+  for (const std::vector<int>* group : {&m.lane, &m.uniform, &m.invariant}) {
+    for (int k : *group) {
+      elems[k] = sb.Parameter(number++, init->operand(k)->shape(), "p" + std::to_string(k));
+      operands.push_back(init->operand(k));
+    }
+  }
+  elems[m.counted.counter] = sb.Parameter(number++, counter_init->shape(), "counter");
+  for (const std::vector<Output>* outs : {&m.lane_outputs, &m.reductions}) {
+    for (const Output& o : *outs) {
+      // Stacked outputs are written by the kernel, never read: a placeholder.
+      const Shape& s = init->operand(o.element)->shape();
+      elems[o.element] = sb.Broadcast(sb.ScalarConstant(s.dtype(), 0), s.dims(), {});
+    }
+  }
+  std::unordered_map<const Instruction*, Instruction*> map;
+  InlineComputation(*body, step, {sb.Tuple(elems)}, &map);
+  std::vector<Instruction*> roots;
+  for (int k : m.lane) roots.push_back(map.at(root->operand(k)));
+  for (int k : m.uniform) roots.push_back(map.at(root->operand(k)));
+  auto row = [&](const Output& o) {
+    Instruction* r = map.at(o.row);
+    return r->dtype() == DType::kS32 ? r : sb.Convert(r, DType::kS32);
+  };
+  for (const Output& o : m.lane_outputs) {
+    roots.push_back(map.at(o.value));
+    roots.push_back(row(o));
+  }
+  for (const Output& o : m.reductions) {
+    roots.push_back(map.at(o.value));
+    roots.push_back(row(o));
+  }
+  step->set_root(sb.Tuple(roots));
+  // The body read its state through get-tuple-element of the tuple built above: read the
+  // elements directly, and drop what only the stacked outputs' placeholders used.
+  for (Instruction* i : step->MakePostOrder()) {
+    if (i->opcode() == Opcode::kGetTupleElement && i->operand(0)->opcode() == Opcode::kTuple) {
+      i->ReplaceAllUsesWith(i->operand(0)->operand(static_cast<int>(i->tuple_index())));
+    }
+  }
+  std::vector<Instruction*> order = step->MakePostOrder();
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    if ((*it)->users().empty() && *it != step->root() && (*it)->opcode() != Opcode::kParameter) step->RemoveInstruction(*it);
+  }
+
+  int64_t lanes = Shape(DType::kF32, m.lanes).NumElements();
+  int64_t block = m.reductions.empty() ? std::max<int64_t>(lanes, 1)
+                                       : std::max<int64_t>(16, ((lanes + 31) / 32 + 15) / 16 * 16);
+  InstructionAttrs attrs;
+  attrs.fusion_kind = FusionKind::kWholeLoop;
+  attrs.trip_count = m.counted.trip_count;
+  attrs.index = m.counted.start;
+  attrs.dimensions = {static_cast<int64_t>(m.lane.size()), static_cast<int64_t>(m.uniform.size()),
+                      static_cast<int64_t>(m.lane_outputs.size()), static_cast<int64_t>(m.reductions.size()), block};
+  Builder pb(parent);
+  Instruction* fusion = pb.Add(Opcode::kFusion, operands, attrs, {step}, nullptr, "whole_loop_fusion");
+  fusion->set_metadata(loop->metadata());
+  step->set_name(module->UniqueComputationName("fused_" + fusion->name()));
+
+  // The loop's results, from the kernel's outputs.
+  std::vector<Instruction*> users = loop->users();
+  for (Instruction* u : users) {
+    FJ_CHECK(u->opcode() == Opcode::kGetTupleElement, "a whole-loop candidate's state is read whole");
+    int k = static_cast<int>(u->tuple_index());
+    Instruction* value = nullptr;
+    int index = 0;
+    auto find = [&](const std::vector<int>& group, int base) {
+      auto it = std::find(group.begin(), group.end(), k);
+      if (it != group.end()) index = base + static_cast<int>(it - group.begin());
+      return it != group.end();
+    };
+    int lane_n = static_cast<int>(m.lane.size()), uni_n = static_cast<int>(m.uniform.size());
+    int out_n = static_cast<int>(m.lane_outputs.size());
+    if (find(m.lane, 0) || find(m.uniform, lane_n)) {
+      value = pb.GetTupleElement(fusion, index);
+    } else if (std::find(m.invariant.begin(), m.invariant.end(), k) != m.invariant.end()) {
+      value = init->operand(k);
+    } else if (k == m.counted.counter) {
+      value = pb.ScalarConstant(u->dtype(), static_cast<double>(m.counted.start + m.counted.trip_count));
+    } else {
+      for (int j = 0; j < out_n && !value; ++j) {
+        if (m.lane_outputs[j].element == k) value = pb.GetTupleElement(fusion, lane_n + uni_n + j);
+      }
+      for (size_t j = 0; j < m.reductions.size() && !value; ++j) {
+        const Instruction* reduce = m.reductions[j].value;
+        if (m.reductions[j].element != k) continue;
+        Instruction* partials = pb.GetTupleElement(fusion, lane_n + uni_n + out_n + static_cast<int>(j));
+        Literal identity = reduce->operand(1)->literal();
+        value = pb.Reduce(partials, pb.Constant(std::move(identity)), {0}, reduce->to_apply());
+      }
+    }
+    FJ_CHECK(value, "whole-loop fusion: no value for state element ", k);
+    if (!u->metadata().empty() && value->metadata().empty()) value->set_metadata(u->metadata());
+    u->ReplaceAllUsesWith(value);
+    parent->RemoveInstruction(u);
+  }
+  parent->RemoveInstruction(loop);
+}
+
+}  // namespace
+
+std::string WholeLoopRefusal(const Instruction* loop) { return MatchLoop(loop).why_not; }
+
+bool WholeLoopFusionPass::Run(Module& module) {
+  if (!profile_.enabled || !profile_.whole_loop) return false;
+  bool changed = false;
+  std::vector<Instruction*> loops;
+  for (Computation* c : module.ControlFlowComputations()) {
+    for (Instruction* i : c->MakePostOrder()) {
+      if (i->opcode() == Opcode::kWhile) loops.push_back(i);
+    }
+  }
+  for (Instruction* loop : loops) {
+    bool whole_state_read = loop->IsRoot();
+    for (const Instruction* u : loop->users()) whole_state_read = whole_state_read || u->opcode() != Opcode::kGetTupleElement;
+    Match m = MatchLoop(loop);
+    if (m.why_not.empty() && whole_state_read) m.why_not = "its state is read as a whole after it";
+    int64_t trips = m.counted.trip_count;
+    if (!m.why_not.empty()) {
+      if (log_) log_->Record("whole-loop-fusion", loop, loop, FusionDecision::No("whole-loop", "loop " + Name(loop) + " runs step by step: " + m.why_not));
+      continue;
+    }
+    std::string reason = "the loop's " + std::to_string(trips) + " steps run in one kernel: each of the " +
+                         DimsToString(m.lanes) + " lanes keeps its " +
+                         std::to_string(m.lane.size()) + " carries in registers for all steps";
+    if (!m.reductions.empty()) reason += ", and " + std::to_string(m.reductions.size()) + " per-step reductions are summed per block of lanes";
+    if (log_) log_->Record("whole-loop-fusion", loop, loop, FusionDecision::Yes("whole-loop", reason));
+    Fuse(loop, m);
+    changed = true;
+  }
+  return changed;
+}
+
+}  // namespace fj

@@ -1,0 +1,46 @@
+// The layout of a whole-loop fusion (FusionKind::kWholeLoop, beyond XLA): a counted loop
+// whose every step is elementwise over one index space, the lanes (of shape S), run as one
+// kernel that keeps each lane's state in registers for all steps.
+//
+// Its fused computation is one step. Parameters: the lane carries (each of shape S), the
+// uniform carries (small arrays the same for every lane, e.g. a PRNG key: every lane block
+// computes their sequence itself), the loop-invariant values (any shape, read from
+// memory), and last the step's counter value (an integer scalar: start + t in step t).
+// Root tuple: the lane carries' and the uniform carries' next values; for each per-lane
+// output (a [T] + S array) its value in this step (S) and the row it goes to (s32[]); for
+// each per-step reduction over the lanes (a [T] array) the reduce of S to a scalar and its
+// row. Attributes: trip_count = T, index = the counter's start, dimensions = {lane carries,
+// uniform carries, lane outputs, reductions, lanes per block}.
+//
+// Operands: the carries' initial values, then the invariants. Outputs: the carries' final
+// values, the per-lane outputs ([T] + S), and for each reduction its partial results per
+// block of lanes ([blocks, T], blocks = ceil(lanes / lanes per block)): a reduce over the
+// blocks, in order, combines them, so the sums do not depend on how threads split lanes.
+#pragma once
+
+#include <vector>
+
+#include "ir/instruction.h"
+
+namespace fj {
+
+struct WholeLoopLayout {
+  int carries = 0;          // lane carries
+  int uniform_carries = 0;
+  int lane_outputs = 0;
+  int reductions = 0;
+  int64_t block_lanes = 1;  // lanes per block (a multiple of 16 when there are reductions)
+  int64_t blocks = 1;
+  int64_t trip_count = 0;
+  int64_t start = 0;
+  int invariants = 0;
+  std::vector<int64_t> lanes;  // S
+};
+
+// The layout of a kWholeLoop fusion instruction, from its attributes and computation.
+WholeLoopLayout GetWholeLoopLayout(const InstructionAttrs& attrs, const Computation& step);
+
+// The outputs of such a fusion (see above).
+Shape WholeLoopShape(const InstructionAttrs& attrs, const Computation& step);
+
+}  // namespace fj

@@ -1,0 +1,135 @@
+"""Whole-loop fusion (the fusionjit profile, beyond XLA): a counted loop whose steps are
+elementwise over its lanes runs as one kernel with each lane's state in registers. Results
+must match the step-by-step loops of the xla profile (bit for bit where no float sum is
+involved), per-step reductions must not depend on the number of threads, and loops that
+cannot run whole must say why."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fusionjit
+import fusionjit.numpy as fnp
+from fusionjit import lax
+
+from test_multi_output import done_of, physics
+from test_reliability import run_script
+
+RNG = np.random.default_rng(7)
+
+
+def rollout(x, x_dot, theta, theta_dot, actions, resets):
+    """CartPole with actions and reset states from pools, the reset count per step."""
+    def step(carry, inp):
+        action, reset = inp
+        new = physics(fnp, *carry, action)
+        done = done_of(new[0], new[2])
+        new = tuple(fnp.where(done, reset[i], v) for i, v in enumerate(new))
+        return new, fnp.sum(done)
+    return lax.scan(step, (x, x_dot, theta, theta_dot), (actions, resets))
+
+
+def cartpole_inputs(n, t):
+    state = [RNG.uniform(-0.05, 0.05, n).astype(np.float32) for _ in range(4)]
+    state[0] *= 40   # carts near the edges: resets start early
+    actions = RNG.random((t, n)) < 0.5
+    resets = RNG.uniform(-0.05, 0.05, (t, 4, n)).astype(np.float32)
+    return (*state, actions, resets)
+
+
+def decisions(f, *args, **kw):
+    return [d for d in fusionjit.explain(f, **kw)(*args).decisions if d["rule"] == "whole-loop"]
+
+
+@pytest.mark.parametrize("n", [2048, 17, 5])
+def test_cartpole_rollout_runs_as_one_kernel_and_matches_the_step_loop(n):
+    args = cartpole_inputs(n, 50)
+    (d,) = decisions(rollout, *args)
+    assert d["fuse"] and "50 steps run in one kernel" in d["reason"]
+    counts = fusionjit.testing.launch_counts(rollout)(*args)
+    assert counts["loops"] == [] and counts["per_call"] == 2   # the loop, and its resets' sum
+    want = fusionjit.jit(rollout, fusion="xla")(*args)
+    got = fusionjit.jit(rollout)(*args)
+    for g, w in zip(fusionjit.tree_util.tree_leaves(got), fusionjit.tree_util.tree_leaves(want)):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    assert np.asarray(got[1]).sum() > 0   # resets happened
+
+
+def test_a_pytree_scan_with_outputs_in_reverse():
+    xs = RNG.random((9, 33), np.float32)
+
+    def f(xs):
+        def step(c, x):
+            a, b = c
+            a = fnp.tanh(a + x)
+            b = b * 0.5 + a
+            return (a, b), (a * 2, b - a)
+        return lax.scan(step, (fnp.zeros(33), fnp.ones(33)), xs, reverse=True)
+
+    assert decisions(f, xs)[0]["fuse"]
+    want = fusionjit.jit(f, fusion="xla")(xs)
+    got = fusionjit.jit(f)(xs)
+    for g, w in zip(fusionjit.tree_util.tree_leaves(got), fusionjit.tree_util.tree_leaves(want)):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+def test_uniform_carries_like_a_prng_key():
+    n = 1000
+
+    def f(key, x):
+        def step(c, _):
+            key, x = c
+            key, sub = fusionjit.random.split(key)
+            u = fusionjit.random.uniform(sub, (n,))
+            x = fnp.where(u < 0.5, x * 0.9, x + u)
+            return (key, x), x.max()
+        return lax.scan(step, (key, x), None, length=40)
+
+    key, x = fusionjit.random.PRNGKey(3), np.ones(n, np.float32)
+    assert decisions(f, key, x)[0]["fuse"]
+    want = fusionjit.jit(f, fusion="xla")(key, x)
+    got = fusionjit.jit(f)(key, x)
+    for g, w in zip(fusionjit.tree_util.tree_leaves(got), fusionjit.tree_util.tree_leaves(want)):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))   # max is exact
+
+
+def test_float_sums_per_step_do_not_depend_on_the_thread_count():
+    code = """
+import numpy as np, fusionjit, fusionjit.numpy as fnp
+from fusionjit import lax
+x = np.random.default_rng(0).standard_normal(100_000).astype(np.float32)
+f = fusionjit.jit(lambda x: lax.scan(lambda c, _: (c * 0.99 + 0.01, (c * c).sum()), x, None,
+                                     length=20))
+c, s = f(x)
+print(np.asarray(s).tobytes().hex()[:64], np.asarray(c).sum())
+"""
+    outs = [run_script(code, env={"FUSIONJIT_NUM_THREADS": t}) for t in ("1", "2", "3")]
+    for p in outs:
+        assert p.returncode == 0, p.stderr[-2000:]
+    assert outs[0].stdout == outs[1].stdout == outs[2].stdout
+
+
+def test_loops_that_cannot_run_whole_say_why_and_stay_correct():
+    x = RNG.random(64).astype(np.float32)
+
+    def normalised(x):   # each step reads every lane's value
+        return lax.scan(lambda c, _: (c / c.sum(), c.sum()), x, None, length=5)
+
+    (d,) = decisions(normalised, x)
+    assert not d["fuse"] and "combines or moves the lanes" in d["reason"]
+    c, s = fusionjit.jit(normalised)(x)
+    want = x.copy()
+    for _ in range(5):
+        want = want / want.sum()
+    np.testing.assert_allclose(np.asarray(c), want, rtol=1e-5)
+
+    def data_dependent(x):
+        return lax.while_loop(lambda c: c.sum() < 100.0, lambda c: c * 2.0, x)
+
+    (d,) = decisions(data_dependent, x)
+    assert not d["fuse"] and "trip count is not known" in d["reason"]
+
+    (d,) = decisions(normalised, x, fusion="fusionjit")
+    assert not d["fuse"]
+    assert decisions(rollout, *cartpole_inputs(16, 4), fusion="xla") == []   # XLA's rules: never
