@@ -38,13 +38,18 @@ IndexDim LinearIndex(LaneMath& lanes, const Index& index, const std::vector<int6
 Index MultiIndex(LaneMath& lanes, const IndexDim& linear, const std::vector<int64_t>& dims) {
   Index index;
   std::vector<int64_t> strides = RowMajorStrides(dims);
+  // The outermost dimension of more than one element needs no remainder (the position is
+  // below the size), so [1, ..., 1, n] keeps the linear position as it is (a ramp of lanes
+  // stays a ramp: vector loads, not gathers).
+  size_t outer = 0;
+  while (outer < dims.size() && dims[outer] == 1) ++outer;
   for (size_t d = 0; d < dims.size(); ++d) {
     if (dims[d] == 1) {
       index.dims.push_back(lanes.Constant(0));
       continue;
     }
-    IndexDim q = dims.size() == 1 ? linear : lanes.DivConst(linear, strides[d]);
-    index.dims.push_back(d == 0 ? q : lanes.RemConst(q, dims[d]));
+    IndexDim q = strides[d] == 1 ? linear : lanes.DivConst(linear, strides[d]);
+    index.dims.push_back(d == outer ? q : lanes.RemConst(q, dims[d]));
   }
   return index;
 }

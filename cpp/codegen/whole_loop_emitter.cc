@@ -1,6 +1,8 @@
 // Whole-loop kernel emission (see whole_loop_emitter.h).
 #include "codegen/whole_loop_emitter.h"
 
+#include <algorithm>
+
 #include "codegen/elemental.h"
 #include "codegen/kernel_emitter.h"
 #include "ir/computation.h"
@@ -8,6 +10,12 @@
 #include "support/error.h"
 
 namespace fj::codegen {
+namespace {
+
+// Lanes a whole-loop kernel steps together: several vectors whose steps interleave.
+constexpr int kGroupLanes = 64;
+
+}  // namespace
 
 int64_t WholeLoopLanes(const Instruction* fusion) {
   WholeLoopLayout l = GetWholeLoopLayout(fusion->attrs(), *fusion->fused_computation());
@@ -86,23 +94,31 @@ llvm::Function* EmitWholeLoopKernel(llvm::Module& module, const Instruction* fus
     }
   }
 
-  // Lanes [lo, hi) in groups of `w`.
-  auto emit_lanes = [&](llvm::Value* lo, llvm::Value* hi, int w) {
+  // Lanes [lo, hi) in steps of `group` vectors of `w` lanes: the vectors of a group run
+  // each step together (independent dependency chains side by side, and neighbouring xs
+  // and ys elements in the same cache lines), sharing the uniform state.
+  auto emit_lanes = [&](llvm::Value* lo, llvm::Value* hi, int w, int group) {
     ElementalEmitter emitter(b, reader, w, w);
-    emitter.ForLoop(lo, hi, w, {}, [&](llvm::Value* e, const std::vector<llvm::Value*>&) {
+    emitter.ForLoop(lo, hi, static_cast<int64_t>(w) * group, {}, [&](llvm::Value* e, const std::vector<llvm::Value*>&) {
       LaneMath lanes(b, w);
-      IndexDim lane = l.lanes.empty() ? lanes.Constant(0) : lanes.LaneRamp(e);
-      // The lanes' index: for rank-1 lanes the ramp itself, so that reads of xs rows stay
-      // vector loads (a linear index would be split into dimensions lane by lane).
-      Index at;
-      if (l.lanes.size() == 1) {
-        at.dims = {lane};
-      } else if (!l.lanes.empty()) {
-        at.linear = lane;
+      // Each member's lanes, as a linear position: lane-shaped values may differ in unit
+      // dimensions ([N], [1, N]); ops that need dimensions derive them, and a row of xs
+      // read at [t, lane] stays a vector load (MultiIndex keeps the ramp).
+      std::vector<IndexDim> lane(group);
+      std::vector<Index> at(group);
+      std::vector<llvm::Value*> block_index(group);
+      for (int g = 0; g < group; ++g) {
+        llvm::Value* first = b.CreateAdd(e, b.getInt64(static_cast<int64_t>(g) * w));
+        lane[g] = l.lanes.empty() ? lanes.Constant(0) : lanes.LaneRamp(first);
+        if (!l.lanes.empty()) at[g].linear = lane[g];
+        block_index[g] = b.CreateUDiv(first, b.getInt64(block));
       }
+      // Carried: each member's lane carries, then the uniform carries' elements.
       std::vector<llvm::Value*> init;
-      for (int c = 0; c < l.carries; ++c) {
-        init.push_back(lanes.Widen(LoadElements(b, operand(c), step.parameter(c)->dtype(), lane, w)));
+      for (int g = 0; g < group; ++g) {
+        for (int c = 0; c < l.carries; ++c) {
+          init.push_back(lanes.Widen(LoadElements(b, operand(c), step.parameter(c)->dtype(), lane[g], w)));
+        }
       }
       std::vector<int64_t> uniform_sizes;
       for (int u = 0; u < l.uniform_carries; ++u) {
@@ -113,23 +129,44 @@ llvm::Function* EmitWholeLoopKernel(llvm::Module& module, const Instruction* fus
         }
       }
       lanes_width = w;
-      llvm::Value* block_index = b.CreateUDiv(e, b.getInt64(block));
+      const size_t uniform_at = static_cast<size_t>(group) * l.carries;
       std::vector<llvm::Value*> finals = emitter.ForLoop(
           b.getInt64(0), b.getInt64(steps), 1, init,
           [&](llvm::Value* t, const std::vector<llvm::Value*>& cur) {
-            current.assign(cur.begin(), cur.begin() + l.carries);
             const Instruction* cp = step.parameter(counter_param);
             counter = b.CreateIntCast(b.CreateAdd(t, b.getInt64(l.start)), RegisterType(ctx, cp->dtype()), true);
-            size_t at_cur = l.carries;
+            size_t at_cur = uniform_at;
             for (int u = 0; u < l.uniform_carries; ++u) {
-              llvm::Type* storage = StorageType(ctx, step.parameter(l.carries + u)->dtype());
+              DType ut = step.parameter(l.carries + u)->dtype();
               for (int64_t j = 0; j < uniform_sizes[u]; ++j) {
-                b.CreateStore(StoreValue(b, step.parameter(l.carries + u)->dtype(), cur[at_cur++]),
-                              b.CreateConstGEP1_64(storage, uniform_slots[u], j));
+                b.CreateStore(StoreValue(b, ut, cur[at_cur++]), b.CreateConstGEP1_64(StorageType(ctx, ut), uniform_slots[u], j));
               }
             }
-            std::vector<llvm::Value*> next;
-            for (int c = 0; c < l.carries; ++c) next.push_back(lanes.Widen(emitter.Emit(root->operand(c), at)));
+            std::vector<llvm::Value*> next(cur.size());
+            for (int g = 0; g < group; ++g) {
+              current.assign(cur.begin() + g * l.carries, cur.begin() + (g + 1) * l.carries);
+              for (int c = 0; c < l.carries; ++c) next[g * l.carries + c] = lanes.Widen(emitter.Emit(root->operand(c), at[g]));
+              for (int o = 0; o < l.lane_outputs; ++o) {
+                const Instruction* value = root->operand(states + 2 * o);
+                Val v = emitter.Emit(value, at[g]);
+                llvm::Value* row = b.CreateSExt(emitter.EmitUniform(root->operand(states + 2 * o + 1), Index{}).v, i64);
+                IndexDim where = lanes.Add(lanes.Uniform(b.CreateMul(row, b.getInt64(lanes_n))), lane[g]);
+                StoreElements(b, output(states + o), value->dtype(), where, v, w);
+              }
+              for (int r = 0; r < l.reductions; ++r) {
+                const Instruction* reduce = root->operand(states + 2 * l.lane_outputs + 2 * r);
+                const Computation& combiner = *reduce->to_apply();
+                Val v = emitter.Emit(reduce->operand(0), at[g]);
+                llvm::Value* sum = w > 1 ? emitter.HorizontalCombine(combiner, lanes.Widen(v)) : v.v;
+                llvm::Value* row = b.CreateSExt(emitter.EmitUniform(root->operand(states + 2 * l.lane_outputs + 2 * r + 1), Index{}).v, i64);
+                DType t_r = reduce->dtype();
+                IndexDim slot = LaneMath(b, 1).Uniform(b.CreateAdd(b.CreateMul(block_index[g], b.getInt64(steps)), row));
+                Val old = LoadElements(b, output(states + l.lane_outputs + r), t_r, slot, 1);
+                StoreElements(b, output(states + l.lane_outputs + r), t_r, slot,
+                              {emitter.EmitCombiner(combiner, old.v, sum), false}, 1);
+              }
+            }
+            size_t next_uniform = uniform_at;
             for (int u = 0; u < l.uniform_carries; ++u) {
               const Instruction* value = root->operand(l.carries + u);
               ElementalEmitter::WidthScope scalar(emitter, 1);
@@ -137,34 +174,15 @@ llvm::Function* EmitWholeLoopKernel(llvm::Module& module, const Instruction* fus
               const std::vector<int64_t>& dims = value->shape().dims();
               for (int64_t j = 0; j < uniform_sizes[u]; ++j) {
                 Index idx = dims.empty() ? Index{} : MultiIndex(one, one.Constant(j), dims);
-                next.push_back(emitter.Emit(value, idx).v);
+                next[next_uniform++] = emitter.Emit(value, idx).v;
               }
-            }
-            for (int o = 0; o < l.lane_outputs; ++o) {
-              const Instruction* value = root->operand(states + 2 * o);
-              Val v = emitter.Emit(value, at);
-              llvm::Value* row = b.CreateSExt(emitter.EmitUniform(root->operand(states + 2 * o + 1), Index{}).v, i64);
-              IndexDim where = lanes.Add(lanes.Uniform(b.CreateMul(row, b.getInt64(lanes_n))), lane);
-              StoreElements(b, output(states + o), value->dtype(), where, v, w);
-            }
-            for (int r = 0; r < l.reductions; ++r) {
-              const Instruction* reduce = root->operand(states + 2 * l.lane_outputs + 2 * r);
-              const Computation& combiner = *reduce->to_apply();
-              Val v = emitter.Emit(reduce->operand(0), at);
-              llvm::Value* sum = w > 1 ? emitter.HorizontalCombine(combiner, lanes.Widen(v)) : v.v;
-              llvm::Value* row = b.CreateSExt(emitter.EmitUniform(root->operand(states + 2 * l.lane_outputs + 2 * r + 1), Index{}).v, i64);
-              DType t = reduce->dtype();
-              llvm::Type* storage = StorageType(ctx, t);
-              llvm::Value* addr = b.CreateGEP(storage, output(states + l.lane_outputs + r),
-                                              b.CreateAdd(b.CreateMul(block_index, b.getInt64(steps)), row));
-              Val old = LoadElements(b, output(states + l.lane_outputs + r), t, LaneMath(b, 1).Uniform(
-                                         b.CreateAdd(b.CreateMul(block_index, b.getInt64(steps)), row)), 1);
-              b.CreateStore(StoreValue(b, t, emitter.EmitCombiner(combiner, old.v, sum)), addr);
             }
             return next;
           }, "step", {1, false});
-      for (int c = 0; c < l.carries; ++c) {
-        StoreElements(b, output(c), root->operand(c)->dtype(), lane, {finals[c], w > 1}, w);
+      for (int g = 0; g < group; ++g) {
+        for (int c = 0; c < l.carries; ++c) {
+          StoreElements(b, output(c), root->operand(c)->dtype(), lane[g], {finals[g * l.carries + c], w > 1}, w);
+        }
       }
       if (l.uniform_carries > 0) {
         // Every group computed the same uniform state; the one holding lane 0 stores it.
@@ -172,7 +190,7 @@ llvm::Function* EmitWholeLoopKernel(llvm::Module& module, const Instruction* fus
         llvm::BasicBlock* done_bb = llvm::BasicBlock::Create(ctx, "uniform.done", fn);
         b.CreateCondBr(b.CreateICmpEQ(e, b.getInt64(0)), store_bb, done_bb);
         b.SetInsertPoint(store_bb);
-        size_t at_final = l.carries;
+        size_t at_final = uniform_at;
         for (int u = 0; u < l.uniform_carries; ++u) {
           DType t = root->operand(l.carries + u)->dtype();
           for (int64_t j = 0; j < uniform_sizes[u]; ++j) {
@@ -185,13 +203,22 @@ llvm::Function* EmitWholeLoopKernel(llvm::Module& module, const Instruction* fus
       return std::vector<llvm::Value*>{};
     }, "lanes", {1, false});
   };
+  // Groups of vectors while whole groups fit, then single vectors, then single lanes.
   int w = lanes_n >= width ? width : 1;
-  llvm::Value* vec_end = begin;
-  if (w > 1) {
-    vec_end = b.CreateAdd(begin, b.CreateMul(b.CreateUDiv(b.CreateSub(end, begin), b.getInt64(w)), b.getInt64(w)));
-    emit_lanes(begin, vec_end, w);
+  int group = w > 1 ? std::max(1, kGroupLanes / w) : 1;
+  llvm::Value* lo = begin;
+  if (w > 1 && group > 1) {
+    int64_t span = static_cast<int64_t>(w) * group;
+    llvm::Value* group_end = b.CreateAdd(begin, b.CreateMul(b.CreateUDiv(b.CreateSub(end, begin), b.getInt64(span)), b.getInt64(span)));
+    emit_lanes(begin, group_end, w, group);
+    lo = group_end;
   }
-  emit_lanes(vec_end, end, 1);
+  llvm::Value* vec_end = lo;
+  if (w > 1) {
+    vec_end = b.CreateAdd(lo, b.CreateMul(b.CreateUDiv(b.CreateSub(end, lo), b.getInt64(w)), b.getInt64(w)));
+    emit_lanes(lo, vec_end, w, 1);
+  }
+  emit_lanes(vec_end, end, 1, 1);
   b.CreateRetVoid();
   return fn;
 }

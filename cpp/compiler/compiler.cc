@@ -9,6 +9,7 @@
 #include "fusion/profile.h"
 #include "ir/dot_printer.h"
 #include "ir/verifier.h"
+#include "passes/carry_split.h"
 #include "passes/concat_forwarding.h"
 #include "passes/constant_folding.h"
 #include "passes/cse.h"
@@ -76,10 +77,13 @@ std::unique_ptr<Compilation> Compile(const Module& traced, const CompileOptions&
   if (profile.frontend_repair) {
     unrepaired = module->Clone();  // what XLA's rules would see, for the plan selection
     Pipeline repair("frontend-repair");
+    repair.AddPass<LoopCarrySplitPass>();
     repair.AddPass<SliceOfConcatForwardingPass>();
+    repair.AddPass<SliceSinkingPass>();
     repair.AddPass<SimplifyPass>();
+    repair.AddPass<CsePass>();
     repair.AddPass<DcePass>();
-    repair.set_fixed_point(4);
+    repair.set_fixed_point(8);
     repair.Run(*module);
     for (const PassRecord& r : repair.records()) result->passes.push_back(r);
   }

@@ -34,6 +34,14 @@ struct Match {
 
 std::string Name(const Instruction* i) { return "%" + i->name(); }
 
+// Shapes that hold the same lanes: equal dimensions once those of size one are dropped.
+bool SameLanes(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+  std::vector<int64_t> x, y;
+  for (int64_t d : a) if (d != 1) x.push_back(d);
+  for (int64_t d : b) if (d != 1) y.push_back(d);
+  return x == y;
+}
+
 bool IsParamElement(const Instruction* i, int64_t k) {
   return i->opcode() == Opcode::kGetTupleElement && i->tuple_index() == k && i->operand(0)->opcode() == Opcode::kParameter;
 }
@@ -143,7 +151,7 @@ Match MatchLoop(const Instruction* loop) {
   }
   for (int k : carries) {
     const Shape& s = root->operand(k)->shape();
-    if (s.dims() == m.lanes) {
+    if (SameLanes(s.dims(), m.lanes)) {
       m.lane.push_back(k);
     } else if (s.NumElements() <= kMaxUniformElements) {
       m.uniform.push_back(k);
@@ -164,11 +172,11 @@ Match MatchLoop(const Instruction* loop) {
     bool lane = false;
     for (const Instruction* op : i->operands()) lane = lane || lane_values.count(op);
     if (!lane) continue;
-    bool shaped = i->shape().IsArray() && i->shape().dims() == m.lanes;
+    bool shaped = i->shape().IsArray() && SameLanes(i->shape().dims(), m.lanes);
     bool ok = (IsElementwise(i->opcode()) && shaped) || output_parts.count(i) ||
               ((i->opcode() == Opcode::kReshape || i->opcode() == Opcode::kBroadcast || i->opcode() == Opcode::kCopy) &&
-               shaped && i->operand(0)->shape().dims() == m.lanes);
-    for (const Output& o : m.reductions) ok = ok || (i == o.value && i->operand(0)->shape().dims() == m.lanes);
+               shaped && SameLanes(i->operand(0)->shape().dims(), m.lanes));
+    for (const Output& o : m.reductions) ok = ok || (i == o.value && SameLanes(i->operand(0)->shape().dims(), m.lanes));
     if (!ok) {
       m.why_not = std::string(OpcodeName(i->opcode())) + " " + Name(i) + " (" + i->shape().ToString() +
                   ") combines or moves the lanes' values: a step is not elementwise over " +

@@ -1,0 +1,287 @@
+// Loop carry splitting and slice sinking (see carry_split.h).
+#include "passes/carry_split.h"
+
+#include <algorithm>
+#include <map>
+
+#include "ir/builder.h"
+#include "ir/clone.h"
+#include "support/error.h"
+
+namespace fj {
+namespace {
+
+std::vector<int64_t> Rest(const Shape& s) { return {s.dims().begin() + 1, s.dims().end()}; }
+
+// A slice of exactly one row of the leading dimension (full in the others, stride 1).
+bool IsRowSlice(const Instruction* i) {
+  if (i->opcode() != Opcode::kSlice) return false;
+  const SliceConfig& s = i->attrs().slice;
+  const Shape& in = i->operand(0)->shape();
+  if (s.limits[0] - s.starts[0] != 1 || s.strides[0] != 1) return false;
+  for (int d = 1; d < in.rank(); ++d) {
+    if (s.starts[d] != 0 || s.limits[d] != in.dim(d) || s.strides[d] != 1) return false;
+  }
+  return true;
+}
+
+// Whether every read of state element k in `c` (a loop condition or body) is a row slice.
+bool ReadOnlyByRows(const Computation& c, int64_t k) {
+  for (const Instruction* i : c.MakePostOrder()) {
+    if (i->opcode() == Opcode::kParameter) {
+      for (const Instruction* u : i->users()) {
+        if (u->opcode() != Opcode::kGetTupleElement) return false;  // the state read whole
+      }
+    }
+    if (i->opcode() != Opcode::kGetTupleElement || i->tuple_index() != k ||
+        i->operand(0)->opcode() != Opcode::kParameter) {
+      continue;
+    }
+    for (const Instruction* u : i->users()) {
+      if (!IsRowSlice(u)) return false;
+    }
+  }
+  return true;
+}
+
+Instruction* Row(Builder& b, Instruction* x, int64_t j) {
+  const Shape& s = x->shape();
+  InstructionAttrs a;
+  a.slice.starts.assign(s.rank(), 0);
+  a.slice.limits = s.dims();
+  a.slice.strides.assign(s.rank(), 1);
+  a.slice.starts[0] = j;
+  a.slice.limits[0] = j + 1;
+  Instruction* slice = b.Add(Opcode::kSlice, {x}, a);
+  slice->set_metadata(x->metadata());
+  Instruction* row = b.Reshape(slice, Rest(s));
+  row->set_metadata(x->metadata());
+  return row;
+}
+
+Instruction* Pack(Builder& b, const std::vector<Instruction*>& rows) {
+  std::vector<Instruction*> pieces;
+  for (Instruction* r : rows) {
+    std::vector<int64_t> dims = {1};
+    dims.insert(dims.end(), r->shape().dims().begin(), r->shape().dims().end());
+    pieces.push_back(b.Reshape(r, dims));
+  }
+  InstructionAttrs a;
+  a.dimensions = {0};
+  return b.Add(Opcode::kConcatenate, pieces, a);
+}
+
+// A copy of loop computation `c` taking the split state; the old state is rebuilt from it
+// (split elements packed again, for the slices that read them to forward).
+Computation* Split(const Computation& c, const std::vector<int64_t>& rows, bool split_root) {
+  const Instruction* param = c.parameter(0);
+  std::vector<Shape> shapes;
+  for (size_t k = 0; k < rows.size(); ++k) {
+    const Shape& s = param->shape().tuple_shape(static_cast<int>(k));
+    for (int64_t j = 0; j < rows[k]; ++j) shapes.push_back(Shape(s.dtype(), Rest(s)));
+    if (rows[k] == 0) shapes.push_back(s);
+  }
+  Computation* out = c.parent()->AddComputation(c.name());
+  Builder b(out);
+  Instruction* p = b.Parameter(0, Shape::Tuple(shapes), "p");
+  std::vector<Instruction*> old;
+  int64_t next = 0;
+  for (size_t k = 0; k < rows.size(); ++k) {
+    if (rows[k] == 0) {
+      old.push_back(b.GetTupleElement(p, next++));
+      continue;
+    }
+    std::vector<Instruction*> parts;
+    for (int64_t j = 0; j < rows[k]; ++j) parts.push_back(b.GetTupleElement(p, next++));
+    old.push_back(Pack(b, parts));
+  }
+  Instruction* root = InlineComputation(c, out, {b.Tuple(old)});
+  if (split_root) {
+    std::vector<Instruction*> elems;
+    for (size_t k = 0; k < rows.size(); ++k) {
+      Instruction* v = root->operand(static_cast<int>(k));
+      if (rows[k] == 0) {
+        elems.push_back(v);
+      } else {
+        for (int64_t j = 0; j < rows[k]; ++j) elems.push_back(Row(b, v, j));
+      }
+    }
+    root = b.Tuple(elems);
+  }
+  out->set_root(root);
+  return out;
+}
+
+bool SplitLoop(Instruction* loop) {
+  const Instruction* init = loop->operand(0);
+  const Computation* body = loop->while_body();
+  const Instruction* root = body->root();
+  if (init->opcode() != Opcode::kTuple || root->opcode() != Opcode::kTuple) return false;
+  for (const Instruction* u : loop->users()) {
+    if (u->opcode() != Opcode::kGetTupleElement) return false;
+  }
+  int n = init->operand_count();
+  std::vector<int64_t> rows(n, 0);
+  bool any = false;
+  for (int k = 0; k < n; ++k) {
+    const Shape& s = init->operand(k)->shape();
+    if (s.rank() < 1 || s.dim(0) < 2 || s.dim(0) > LoopCarrySplitPass::kMaxRows) continue;
+    const Instruction* r = root->operand(k);
+    bool passed_on = r->opcode() == Opcode::kGetTupleElement && r->tuple_index() == k;
+    if (passed_on || !ReadOnlyByRows(*body, k) || !ReadOnlyByRows(*loop->while_condition(), k)) continue;
+    rows[k] = s.dim(0);
+    any = true;
+  }
+  if (!any) return false;
+  Computation* parent = loop->parent();
+  Builder b(parent);
+  std::vector<Instruction*> state;
+  for (int k = 0; k < n; ++k) {
+    Instruction* v = init->operand(k);
+    if (rows[k] == 0) {
+      state.push_back(v);
+    } else {
+      for (int64_t j = 0; j < rows[k]; ++j) state.push_back(Row(b, v, j));
+    }
+  }
+  Computation* cond = Split(*loop->while_condition(), rows, false);
+  Computation* new_body = Split(*body, rows, true);
+  Instruction* split = b.Add(Opcode::kWhile, {b.Tuple(state)}, loop->attrs(), {cond, new_body});
+  split->set_metadata(loop->metadata());
+  // The loop's result, packed again where it is read.
+  std::vector<int64_t> first(n);
+  for (int k = 0, next = 0; k < n; ++k) {
+    first[k] = next;
+    next += rows[k] == 0 ? 1 : rows[k];
+  }
+  std::vector<Instruction*> users = loop->users();
+  for (Instruction* u : users) {
+    int64_t k = u->tuple_index();
+    Instruction* value;
+    if (rows[k] == 0) {
+      value = b.GetTupleElement(split, first[k]);
+    } else {
+      std::vector<Instruction*> parts;
+      for (int64_t j = 0; j < rows[k]; ++j) parts.push_back(b.GetTupleElement(split, first[k] + j));
+      value = Pack(b, parts);
+    }
+    value->set_metadata(u->metadata());
+    u->ReplaceAllUsesWith(value);
+    parent->RemoveInstruction(u);
+  }
+  parent->RemoveInstruction(loop);
+  return true;
+}
+
+// The slice of `x`'s operand `op` (same shape as x) that `slice` takes of x.
+Instruction* SliceLike(Builder& b, const Instruction* slice, Instruction* op) {
+  return b.Add(Opcode::kSlice, {op}, slice->attrs());
+}
+
+// slice(x) rewritten into x's producer, or null.
+Instruction* Sink(Instruction* slice) {
+  Instruction* x = slice->operand(0);
+  Computation* c = slice->parent();
+  Builder b(c);
+  const SliceConfig& s = slice->attrs().slice;
+  bool unit_strides = std::all_of(s.strides.begin(), s.strides.end(), [](int64_t v) { return v == 1; });
+  if (IsElementwise(x->opcode())) {
+    std::vector<Instruction*> ops;
+    for (Instruction* op : x->operands()) {
+      if (!op->shape().SameDims(x->shape())) return nullptr;
+      ops.push_back(SliceLike(b, slice, op));
+    }
+    Shape shape = slice->shape().WithDType(x->dtype());
+    return b.Add(x->opcode(), ops, x->attrs(), x->called_computations(), &shape);
+  }
+  if (x->opcode() == Opcode::kBroadcast) {
+    Instruction* y = x->operand(0);
+    const std::vector<int64_t>& map = x->dimensions();
+    InstructionAttrs a;
+    for (size_t j = 0; j < map.size(); ++j) {
+      a.slice.starts.push_back(s.starts[map[j]]);
+      a.slice.limits.push_back(s.limits[map[j]]);
+      a.slice.strides.push_back(s.strides[map[j]]);
+    }
+    bool whole = true;
+    for (size_t j = 0; j < map.size(); ++j) {
+      whole = whole && a.slice.starts[j] == 0 && a.slice.limits[j] == y->shape().dim(static_cast<int>(j)) &&
+              a.slice.strides[j] == 1;
+    }
+    Instruction* operand = whole ? y : b.Add(Opcode::kSlice, {y}, a);
+    return b.Broadcast(operand, slice->shape().dims(), map);
+  }
+  if (x->opcode() == Opcode::kReshape) {
+    // Only reshapes that insert or drop unit dimensions: the others keep their order.
+    Instruction* y = x->operand(0);
+    std::vector<int> xs, ys;  // the non-unit dimensions of each
+    for (int d = 0; d < x->shape().rank(); ++d) if (x->shape().dim(d) != 1) xs.push_back(d);
+    for (int d = 0; d < y->shape().rank(); ++d) if (y->shape().dim(d) != 1) ys.push_back(d);
+    if (xs.size() != ys.size()) return nullptr;
+    for (size_t j = 0; j < xs.size(); ++j) {
+      if (x->shape().dim(xs[j]) != y->shape().dim(ys[j])) return nullptr;
+    }
+    InstructionAttrs a;
+    a.slice.starts.assign(y->shape().rank(), 0);
+    a.slice.limits = y->shape().dims();
+    a.slice.strides.assign(y->shape().rank(), 1);
+    for (int d = 0; d < x->shape().rank(); ++d) {
+      if (x->shape().dim(d) != 1) continue;
+      if (s.limits[d] - s.starts[d] != 1) return nullptr;  // a unit dimension sliced empty
+    }
+    for (size_t j = 0; j < xs.size(); ++j) {
+      a.slice.starts[ys[j]] = s.starts[xs[j]];
+      a.slice.limits[ys[j]] = s.limits[xs[j]];
+      a.slice.strides[ys[j]] = s.strides[xs[j]];
+    }
+    return b.Reshape(b.Add(Opcode::kSlice, {y}, a), slice->shape().dims());
+  }
+  if (x->opcode() == Opcode::kDynamicSlice && unit_strides) {
+    // The slice moves the dynamic slice's start by constants.
+    std::vector<Instruction*> ops = {x->operand(0)};
+    for (int d = 0; d < x->shape().rank(); ++d) {
+      Instruction* start = x->operand(1 + d);
+      if (s.starts[d] != 0) start = b.Binary(Opcode::kAdd, start, b.ScalarConstant(start->dtype(), static_cast<double>(s.starts[d])));
+      ops.push_back(start);
+    }
+    InstructionAttrs a;
+    a.dimensions = slice->shape().dims();
+    return b.Add(Opcode::kDynamicSlice, ops, a);
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+bool LoopCarrySplitPass::Run(Module& module) {
+  bool changed = false;
+  for (Computation* c : module.ControlFlowComputations()) {
+    for (Instruction* i : c->MakePostOrder()) {
+      if (i->opcode() == Opcode::kWhile) changed = SplitLoop(i) || changed;
+    }
+  }
+  return changed;
+}
+
+bool SliceSinkingPass::Run(Module& module) {
+  bool changed = false;
+  for (Computation* c : module.ControlFlowComputations()) {
+    for (Instruction* slice : c->MakePostOrder()) {
+      if (slice->opcode() != Opcode::kSlice || !c->Contains(slice)) continue;
+      const Instruction* x = slice->operand(0);
+      // Only where the producer goes away: every user of it is a slice.
+      bool all_slices = !x->users().empty() && !x->IsRoot();
+      for (const Instruction* u : x->users()) all_slices = all_slices && u->opcode() == Opcode::kSlice;
+      if (!all_slices) continue;
+      Instruction* sunk = Sink(slice);
+      if (!sunk) continue;
+      sunk->set_metadata(slice->metadata());
+      slice->ReplaceAllUsesWith(sunk);
+      c->RemoveInstruction(slice);
+      changed = true;
+    }
+  }
+  return changed;
+}
+
+}  // namespace fj
