@@ -43,13 +43,12 @@ std::vector<PassRecord> RunOptimizationPasses(Module& module, const CompileOptio
   simplify.Run(module);
   std::vector<PassRecord> records = simplify.records();
   if (options.simplify) {
-    // Loops: trip counts, forwarding and dead carries, the user's unroll factors; then
-    // simplification again over what unrolling and forwarding exposed.
+    // Loops: trip counts, forwarding and dead carries; then simplification again over what
+    // forwarding exposed. (Unrolling belongs to each fusion plan: a loop that runs as one
+    // kernel is not unrolled.)
     Pipeline loops("loops");
     loops.AddPass<WhileTripCountPass>();
     loops.AddPass<WhileLoopSimplifyPass>();
-    loops.AddPass<WhileLoopUnrollPass>();
-    loops.AddPass<WhileTripCountPass>();
     loops.AddPass<SimplifyPass>();
     loops.AddPass<ConstantFoldingPass>();
     loops.AddPass<CsePass>();

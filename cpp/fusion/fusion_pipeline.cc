@@ -9,6 +9,7 @@
 #include "fusion/kernel_wrapper.h"
 #include "fusion/multi_output_fusion.h"
 #include "fusion/whole_loop_fusion.h"
+#include "passes/constant_folding.h"
 #include "passes/cse.h"
 #include "passes/dce.h"
 #include "passes/simplify.h"
@@ -18,15 +19,15 @@
 namespace fj {
 
 void AddFusionPasses(Pipeline& pipeline, const FusionProfile& profile, FusionLog* log) {
-  if (profile.whole_loop) {
-    pipeline.AddPass<WholeLoopFusionPass>(profile, log);
-    // Loops that still run step by step and that the user gave no unroll factor: the cost
-    // model's factor.
-    pipeline.AddPass<WhileLoopUnrollPass>(/*choose=*/true);
-    pipeline.AddPass<WhileTripCountPass>();
-    pipeline.AddPass<SimplifyPass>();
-    pipeline.AddPass<DcePass>();
-  }
+  // Loops whole-loop fusion takes run as one kernel whatever unroll factor the user gave;
+  // the others are unrolled by the user's factor or (fusionjit profile) the cost model's.
+  if (profile.whole_loop) pipeline.AddPass<WholeLoopFusionPass>(profile, log);
+  pipeline.AddPass<WhileLoopUnrollPass>(/*choose=*/profile.whole_loop);
+  pipeline.AddPass<WhileTripCountPass>();
+  pipeline.AddPass<SimplifyPass>();
+  pipeline.AddPass<ConstantFoldingPass>();
+  pipeline.AddPass<CsePass>();
+  pipeline.AddPass<DcePass>();
   // The CPU's work split for reductions with few outputs (block counts depend only on
   // shapes); not inside whole-loop kernels, which reduce per block of lanes themselves.
   pipeline.AddPass<TreeReductionPass>();
