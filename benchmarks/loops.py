@@ -49,8 +49,9 @@ def overhead_rows(steps, repeats, found):
         return lambda x: xp_lax.scan(lambda c, xi: (c * 0.5 + xi, None), 0.0, x)[0]
 
     rows = []
-    for name, fn in [("fusionjit (whole loop)", fusionjit.jit(body(lax))),
-                     ("fusionjit, xla profile (step loop)", fusionjit.jit(body(lax), fusion="xla"))]:
+    variants = [("fusionjit (whole loop)", fusionjit.jit(body(lax))),
+                ("fusionjit, xla profile (step loop)", fusionjit.jit(body(lax), fusion="xla"))]
+    for name, fn in variants:
         _, t, _ = timed(fn, (xs,), repeats)
         rows.append({"impl": name, "ns_per_iteration": t / steps * 1e9})
     if "jax" in found:
@@ -117,7 +118,8 @@ def main(argv=None):
           f"C++ {hand_resets}")
 
     def best(impl, variant=None):
-        cands = [r for r in rows if r["impl"] == impl and (variant is None or r["variant"] == variant)
+        cands = [r for r in rows
+                 if r["impl"] == impl and (variant is None or r["variant"] == variant)
                  and (impl != "fusionjit" or r["profile"] == "fusionjit" or variant is None)]
         return min(cands, key=lambda r: r["ms"]) if cands else None
 
@@ -139,9 +141,9 @@ def main(argv=None):
     over_step = next(r for r in over if "step loop" in r["impl"])
     if "jax" in found:
         over_jax = next(r for r in over if r["impl"] == "jax")
-        print(f"  per-iteration overhead: fusionjit {over_fj['ns_per_iteration']:.1f} ns (step loop "
-              f"{over_step['ns_per_iteration']:.1f} ns) vs JAX {over_jax['ns_per_iteration']:.1f} ns "
-              f"(goal <= JAX)")
+        print(f"  per-iteration overhead: fusionjit {over_fj['ns_per_iteration']:.1f} ns "
+              f"(step loop {over_step['ns_per_iteration']:.1f} ns) "
+              f"vs JAX {over_jax['ns_per_iteration']:.1f} ns (goal <= JAX)")
 
 
 if __name__ == "__main__":
