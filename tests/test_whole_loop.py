@@ -168,3 +168,29 @@ def test_a_concat_packed_carry_is_split_and_runs_as_the_separate_one_does():
     # Under XLA's rules the concatenate stays (the paper's boundary): a step-by-step loop.
     xla = fusionjit.testing.launch_counts(packed_rollout, fusion="xla")(state, actions, resets)
     assert xla["loops"] and xla["loops"][0]["launches_per_iteration"] >= 2
+
+
+# Slice sinking (the fusionjit profile's frontend repair) moves a slice into the producer
+# of what it slices. Found by the large fuzzer tier: a broadcast's stretched unit dimension
+# was sliced like the output's, and a dynamic slice's start was shifted before its clamp.
+@pytest.mark.parametrize("profile", ["xla", "fusionjit"])
+def test_slice_of_a_broadcast_of_a_unit_dimension(profile):
+    x = np.arange(9, dtype=np.float32).reshape(1, 9)
+    got = fusionjit.jit(lambda x: fnp.broadcast_to(x, (2, 9))[:, 7:9], fusion=profile)(x)
+    np.testing.assert_array_equal(np.asarray(got), np.broadcast_to(x, (2, 9))[:, 7:9])
+
+
+@pytest.mark.parametrize("profile", ["xla", "fusionjit"])
+@pytest.mark.parametrize("start", [-2, 0, 1, 2, 5, 20])
+def test_slice_of_a_dynamic_slice_clamps_the_start_first(profile, start):
+    x = np.arange(10, dtype=np.int32)
+
+    def reference(x, k, size):
+        k = min(max(k, 0), x.shape[0] - size)
+        return x[k:k + size]
+
+    f = fusionjit.jit(lambda x, k: lax.dynamic_slice(x, (k,), (8,))[7:8], fusion=profile)
+    np.testing.assert_array_equal(np.asarray(f(x, np.int32(start))), reference(x, start, 8)[7:8])
+    g = fusionjit.jit(lambda x, k: lax.dynamic_slice(x[2:9], (k,), (4,))[1:3], fusion=profile)
+    want = reference(x[2:9], start, 4)[1:3]
+    np.testing.assert_array_equal(np.asarray(g(x, np.int32(start))), want)

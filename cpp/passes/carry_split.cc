@@ -199,6 +199,13 @@ Instruction* Sink(Instruction* slice) {
     const std::vector<int64_t>& map = x->dimensions();
     InstructionAttrs a;
     for (size_t j = 0; j < map.size(); ++j) {
+      if (y->shape().dim(static_cast<int>(j)) != x->shape().dim(map[j])) {
+        // A unit dimension stretched by the broadcast: its one element serves every index.
+        a.slice.starts.push_back(0);
+        a.slice.limits.push_back(1);
+        a.slice.strides.push_back(1);
+        continue;
+      }
       a.slice.starts.push_back(s.starts[map[j]]);
       a.slice.limits.push_back(s.limits[map[j]]);
       a.slice.strides.push_back(s.strides[map[j]]);
@@ -237,11 +244,18 @@ Instruction* Sink(Instruction* slice) {
     return b.Reshape(b.Add(Opcode::kSlice, {y}, a), slice->shape().dims());
   }
   if (x->opcode() == Opcode::kDynamicSlice && unit_strides) {
-    // The slice moves the dynamic slice's start by constants.
+    // The slice moves the dynamic slice's start by constants. The start is clamped first as
+    // the dynamic slice clamps it (into [0, dim - size]), so that the smaller window is
+    // where the slice took it from; shifted, it needs no clamping again.
     std::vector<Instruction*> ops = {x->operand(0)};
     for (int d = 0; d < x->shape().rank(); ++d) {
       Instruction* start = x->operand(1 + d);
-      if (s.starts[d] != 0) start = b.Binary(Opcode::kAdd, start, b.ScalarConstant(start->dtype(), static_cast<double>(s.starts[d])));
+      if (s.starts[d] != 0) {
+        DType t = start->dtype();
+        double most = static_cast<double>(x->operand(0)->shape().dim(d) - x->shape().dim(d));
+        start = b.Add(Opcode::kClamp, {b.ScalarConstant(t, 0), start, b.ScalarConstant(t, most)}, {});
+        start = b.Binary(Opcode::kAdd, start, b.ScalarConstant(t, static_cast<double>(s.starts[d])));
+      }
       ops.push_back(start);
     }
     InstructionAttrs a;
