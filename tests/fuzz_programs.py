@@ -4,23 +4,32 @@ A seed (``numpy.random.Generator``) gives a random program: a DAG of 8-30 nodes 
 random input arrays (rank 0-3, dims 1-9; float32 mostly, also int32 and bool) made of
 elementwise ops, NumPy broadcasting, broadcast_to/expand_dims, reductions, concatenate/stack,
 slices (negative steps too), reshape, transpose and astype, returning 1-3 of its nodes.
+That is the small tier (the default): every node has at most 2048 elements. The large tier
+(``--tier large``, tests/fuzz_large.py, whose docstring says what it generates and how its
+tolerances scale with the reduction lengths) reaches what users run on large arrays:
+nodes of up to 2M elements past the thread-pool and tree-reduction thresholds (65536),
+softmax / layer-norm shaped row kernels with 16-70001-element rows, float64 (x64 on),
+uint32, dot/matmul, lax.pad and dynamic slices at traced start indices.
 
 A program is a list of node specs. Each node is one Python expression over earlier nodes
 (``v0``, ``v1``, ...) written against a module ``xp`` and the dtypes ``F`` (float), ``I``
-(int32) and ``B`` (bool), so the same specs are interpreted with ``fusionjit.numpy`` under
-``fusionjit.jit`` and with plain NumPy; ``Program.source()`` prints them as a runnable
-function. Values are kept tame (inputs in [-2, 2] or [-4, 4], clip before exp, log and sqrt
-of abs, bounded products and sums, divisors kept away from 0), and a program whose NumPy
-float32 results are ill-conditioned (they differ from a float64 evaluation, or a floor,
-comparison or float->int/bool conversion lies within rounding distance of its jump) gets new
-input values; if it stays ill-conditioned it is marked ``fragile`` and only the fusion
-profiles are compared with each other, not with NumPy.
+(int32), ``B`` (bool) and ``U`` (uint32; large tier) and ``L`` (fusionjit.lax, or
+fuzz_large.NumpyLax for NumPy; large tier), so the same specs are interpreted with
+``fusionjit.numpy`` under ``fusionjit.jit`` and with plain NumPy; ``Program.source()`` prints
+them as a runnable function. Values are kept tame (inputs in [-2, 2] or [-4, 4], clip before
+exp, log and sqrt of abs, bounded products and sums, divisors kept away from 0), and a
+program whose NumPy float32 results are ill-conditioned (they differ from a float64
+evaluation, or a floor, comparison or float->int/bool conversion lies within rounding
+distance of its jump) gets new input values; if it stays ill-conditioned it is marked
+``fragile`` and only the fusion profiles are compared with each other, not with NumPy.
 
 ``check_program`` runs a program under the fusion profiles none, xla, xla+concat and
-fusionjit, compares every result with NumPy (rtol = atol = 1e-4 for floats, exact for int and
-bool) and with profile none, checks that explain gives a reason for every kernel boundary,
-and checks the kernel counts: fusionjit <= xla <= none (fusionjit may make more kernels only
-where it kept its own plan as estimated faster than XLA's rules').
+fusionjit, twice each (a second call of the cached executable must give bitwise the same
+results: the thread pool's split must not change them), compares every result with NumPy
+(small tier: rtol = atol = 1e-4 for floats, exact for int and bool; large tier: see
+tests/fuzz_large.py) and with profile none, checks that explain gives a reason for every
+kernel boundary, and checks the kernel counts: fusionjit <= xla <= none (fusionjit may make
+more kernels only where it kept its own plan as estimated faster than XLA's rules').
 
 A failing program is shrunk (``shrink``) to the fewest ops that still fail the same way:
 outputs dropped, nodes bypassed, the graph cut (a node's value becomes an input), inputs
@@ -31,15 +40,25 @@ a segfault or a hang is reported like any other failure; prints progress and sto
 first failure with its reproducer)::
 
     python3 tests/fuzz_programs.py --start 0 --count 1000000 [--jobs 2]
+        [--tier small|large] [--threads 2,3,4]
         [--profiles none,xla,xla+concat,fusionjit] [--keep-going] [--time-limit SECONDS]
         [--shrink] [--none-opt-level 0]
     python3 tests/fuzz_programs.py --show SEED                      # print a program
     python3 tests/fuzz_programs.py --start SEED --count 1 --shrink  # minimise a failure
+    python3 tests/fuzz_programs.py --tier large --stats --count 200  # what programs reach
+
+``--threads`` gives the worker processes FUSIONJIT_NUM_THREADS, one value per batch in turn
+(default: inherited; 2,3,4 with --tier large); a failure report names the value. Hours of
+the large tier (about 6 programs/s with --jobs 2 on two cores)::
+
+    python3 tests/fuzz_programs.py --tier large --start 0 --count 1000000 --jobs 2 \\
+        --keep-going --time-limit 14400 --shrink
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 import sys
@@ -49,7 +68,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+if __name__ == "__main__":
+    # tests/fuzz_large.py imports this module by name: let it find this copy.
+    sys.modules.setdefault("fuzz_programs", sys.modules[__name__])
+
 PROFILES = ("none", "xla", "xla+concat", "fusionjit")
+TIERS = ("small", "large")
 # LLVM optimisation level for the reference profile "none" (one kernel per op): at the
 # default level 2 it costs half of all compile time; at 0 it is 4x cheaper, and comparing
 # unoptimised reference code with optimised fused code is the stronger differential test.
@@ -67,8 +91,9 @@ MAX_SIZE = 2048     # elements per node
 MAX_RANK = 4
 
 F32, I32, BOOL = np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.bool_)
-_DT_NAME = {F32: "F", I32: "I", BOOL: "B"}
-_DT_SHORT = {F32: "f32", I32: "i32", BOOL: "bool"}
+U32 = np.dtype(np.uint32)     # the large tier's
+_DT_NAME = {F32: "F", I32: "I", BOOL: "B", U32: "U"}
+_DT_SHORT = {F32: "f32", I32: "i32", BOOL: "bool", U32: "u32"}
 
 
 # --- programs ----------------------------------------------------------------------------
@@ -97,9 +122,19 @@ class Program:
     note: str = ""          # "shrunk" once shrink() has changed it
     _codes: list = field(default=None, repr=False)
 
+    # The tier's hooks (tests/fuzz_large.py's LargeProgram overrides them).
+    tier = "small"
+    float_dtype = np.float32    # what the specs' F stands for under fusionjit
+    numpy_lax = None            # the NumPy stand-in for fusionjit.lax (the specs' L)
+
     @property
     def input_ids(self):
         return [i for i, n in enumerate(self.nodes) if n.op == "input"]
+
+    def derive(self, **changes) -> "Program":
+        """A copy with some fields changed (nodes, outputs, data, fragile, note); what was
+        computed from the old ones is dropped."""
+        return dataclasses.replace(self, _codes=None, **changes)
 
     def codes(self):
         if self._codes is None:
@@ -110,10 +145,12 @@ class Program:
         return self._codes
 
     # -- interpretation ---------------------------------------------------------------
-    def interpret(self, xp, args, float_dtype=np.float32, record=None):
-        """Evaluates the program with module ``xp`` (numpy or fusionjit.numpy) on ``args``;
-        ``record``, a list, receives every node's value."""
-        env = {"xp": xp, "F": float_dtype, "I": np.int32, "B": np.bool_}
+    def interpret(self, xp, args, float_dtype=np.float32, record=None, lax=None):
+        """Evaluates the program with module ``xp`` (numpy or fusionjit.numpy) and ``lax``
+        (fusionjit.lax or ``numpy_lax``) on ``args``; ``record``, a list, receives every
+        node's value."""
+        env = {"xp": xp, "F": float_dtype, "I": np.int32, "B": np.bool_, "U": np.uint32,
+               "L": lax}
         codes = self.codes()
         ins = iter(args)
         vals = []
@@ -128,59 +165,110 @@ class Program:
             record.extend(vals)
         return tuple(vals[o] for o in self.outputs)
 
-    def numpy(self, float_dtype=np.float32, record=None):
+    def numpy(self, float_dtype=np.float32, record=None, xp=np):
         args = [a.astype(float_dtype) if a.dtype == F32 else a for a in self.data]
         with np.errstate(all="ignore"):
-            out = self.interpret(np, args, float_dtype, record)
+            out = self.interpret(xp, args, float_dtype, record, self.numpy_lax)
         return tuple(np.asarray(o) for o in out)
 
     def function(self):
         """A Python function of the inputs computing the program with fusionjit.numpy."""
+        import fusionjit.lax as flax
         import fusionjit.numpy as fnp
 
         def program(*args):
-            return self.interpret(fnp, args)
+            return self.interpret(fnp, args, self.float_dtype, lax=flax)
         program.__name__ = f"program_{self.seed}".replace("-", "_").replace(".", "_")
         program.__qualname__ = program.__name__
         return program
 
+    def jit_args(self):
+        """The inputs as fusionjit arrays (under ``config()``)."""
+        import fusionjit.numpy as fnp
+        return [fnp.asarray(a.astype(self.float_dtype) if a.dtype == F32 else a)
+                for a in self.data]
+
+    def config(self):
+        """A context manager setting the fusionjit options the program runs under."""
+        import contextlib
+        return contextlib.nullcontext()
+
+    # -- checking hooks ---------------------------------------------------------------
+    def condition(self) -> bool:
+        """Whether the program is fragile (see ``conditioning``) for its current inputs."""
+        return conditioning(self)[0]
+
+    def reference(self):
+        """Per output, what ``compare`` takes as NumPy's result."""
+        return self.numpy(np.float32)
+
+    def compare(self, i, got, want, what, against="numpy"):
+        """None, or how output ``i`` of a profile (``got``) differs from ``want``: an item of
+        ``reference()`` (``against`` "numpy") or profile none's output ("none")."""
+        return _compare(got, want, what)
+
+    def simpler(self, k):
+        """Simpler values for input ``k``, simplest first (for the shrinker)."""
+        return _simpler(self.data[k])
+
+    def meta(self) -> dict:
+        """What save_program stores besides the nodes and the data."""
+        return {}
+
     # -- printing ---------------------------------------------------------------------
+    def dt_short(self, dtype) -> str:
+        return _DT_SHORT[dtype]
+
+    def data_source(self, k: int, a, with_data: bool) -> str:
+        """The expression that makes input ``k`` in a printed reproducer."""
+        if with_data:
+            return f"np.array({a.tolist()!r}, dtype={_DT_NAME[a.dtype]})"
+        return (f"fuzz_programs.generate({self.seed!r}).data[{k}]"
+                f"  # {_DT_SHORT[a.dtype]}{list(a.shape)}")
+
+    def source_head(self) -> list:
+        """The reproducer's lines before the inputs."""
+        return ["import numpy as np", "import fusionjit", "import fusionjit.numpy as fnp",
+                "F, I, B = np.float32, np.int32, np.bool_", ""]
+
     def source(self, with_data: bool | None = None) -> str:
         """The program as runnable Python (with its inputs when they are small)."""
         ins = self.input_ids
         names = [f"v{i}" for i in range(len(self.nodes))]
-        lines = [f"def program({', '.join(names[i] for i in ins)}, xp=fnp):"]
+        lax = self.numpy_lax is not None or any("L." in n.expr for n in self.nodes)
+        lines = [f"def program({', '.join(names[i] for i in ins)}, xp=fnp"
+                 f"{', L=lax' if lax else ''}):"]
         for i, n in enumerate(self.nodes):
             if n.op == "input":
                 continue
             expr = n.render(names)
             lines.append(f"    {names[i]} = {expr}".ljust(60)
-                         + f"  # {_DT_SHORT[n.dtype]}{list(n.shape)}")
+                         + f"  # {self.dt_short(n.dtype)}{list(n.shape)}")
         lines.append(f"    return ({''.join(names[o] + ', ' for o in self.outputs)})")
-        head = ["import numpy as np", "import fusionjit", "import fusionjit.numpy as fnp",
-                "F, I, B = np.float32, np.int32, np.bool_", ""]
+        head = self.source_head()
         total = sum(a.size for a in self.data)
         if with_data is None:       # a shrunk program's inputs are not the seed's
             with_data = total <= 64 or self.note == "shrunk"
         args = []
-        for k, (i, a) in enumerate(zip(ins, self.data)):
+        for k, a in enumerate(self.data):
             name = f"a{k}"
             args.append(name)
-            if with_data:
-                head.append(f"{name} = np.array({a.tolist()!r}, dtype={_DT_NAME[a.dtype]})")
-            else:
-                head.append(f"{name} = fuzz_programs.generate({self.seed!r}).data[{k}]"
-                            f"  # {_DT_SHORT[a.dtype]}{list(a.shape)}")
-        if not with_data:
-            head.insert(0, "import fuzz_programs  # tests/fuzz_programs.py")
-        tail = ["", f"args = ({''.join(a + ', ' for a in args)})",
-                "expected = [np.asarray(r) for r in program(*args, xp=np)]",
+            head.append(f"{name} = {self.data_source(k, a, with_data)}")
+        mods = sorted({line.split(".generate(")[0].split()[-1] for line in head
+                       if ".generate(" in line})
+        head[:0] = [f"import {m}  # tests/{m}.py" for m in mods]
+        tail = ["", f"args = ({''.join(a + ', ' for a in args)})"] + self.source_tail(lax)
+        return "\n".join(head + [""] + lines + tail)
+
+    def source_tail(self, lax: bool) -> list:
+        """The reproducer's lines after ``args = (...)``."""
+        return ["expected = [np.asarray(r) for r in program(*args, xp=np"
+                f"{', L=NumpyLax' if lax else ''})]",
                 "for p in ('none', 'xla', 'xla+concat', 'fusionjit'):",
                 "    got = fusionjit.jit(program, fusion=p)(*args)",
                 "    print(p, fusionjit.testing.count_kernels(program, fusion=p)(*args), "
                 "[np.asarray(g).tolist() for g in got])",
                 "print('numpy', [e.tolist() for e in expected])"]
-        return "\n".join(head + [""] + lines + tail)
 
     def __str__(self) -> str:
         return self.source()
@@ -221,6 +309,7 @@ class Generator:
     KINDS = {"unary": 20, "binary": 20, "where": 6, "compare": 3, "broadcast_to": 3,
              "expand_dims": 3, "reduce": 11, "concatenate": 4, "stack": 2, "slice": 6,
              "reshape": 5, "transpose": 4, "astype": 3, "clip": 2}
+    max_size, max_rank = MAX_SIZE, MAX_RANK
 
     def __init__(self, rng: np.random.Generator, seed=None):
         self.rng = rng
@@ -301,7 +390,7 @@ class Generator:
 
         def ok(i):
             s = _bshape(sx, self.shape(i))
-            return s is not None and _size(s) <= MAX_SIZE and len(s) <= MAX_RANK
+            return s is not None and _size(s) <= self.max_size and len(s) <= self.max_rank
 
         cands = [i for i in range(len(self.nodes)) if ok(i)]
         if not isinstance(x, tuple) and len(cands) > 1 and self.chance(0.8):
@@ -602,10 +691,22 @@ class Generator:
             self.vals.append(self.data[-1])
             self.used.append(False)
 
+    def resample(self, data) -> list:
+        """New values for the inputs (of an ill-conditioned program)."""
+        return [self.input_data(a.shape, a.dtype) for a in data]
+
+    def n_ops(self) -> int:
+        return 8 + self.r(23)
+
+    def finish(self, outputs) -> Program:
+        prog = Program(self.seed, self.nodes, outputs, self.data)
+        _condition(prog, self)
+        return prog
+
     def build(self) -> Program:
         self.make_inputs()
         n_in = len(self.nodes)
-        target = 8 + self.r(23)
+        target = self.n_ops()
         kinds = list(self.KINDS)
         weights = np.array([self.KINDS[k] for k in kinds], float)
         weights /= weights.sum()
@@ -613,13 +714,14 @@ class Generator:
         while len(self.nodes) - n_in < target and tries < 2000:
             tries += 1
             kind = kinds[int(self.rng.choice(len(kinds), p=weights))]
-            n_before = len(self.nodes)
+            n_before, data_before = len(self.nodes), len(self.data)
             try:
                 getattr(self, "gen_" + kind)()
             except _Reject:
                 # Keep what a failed kind added (astype nodes) only if it is used later.
                 del self.nodes[n_before:]
                 del self.vals[n_before:]
+                del self.data[data_before:]
                 self.used = self._users()
         n = len(self.nodes)
         users = [0] * n
@@ -654,9 +756,7 @@ class Generator:
                     continue
             outputs.append(o)
         self.rng.shuffle(outputs)
-        prog = Program(self.seed, self.nodes, outputs, self.data)
-        _condition(prog, self)
-        return prog
+        return self.finish(outputs)
 
 
 def _margins(prog: Program, vals) -> float:
@@ -699,17 +799,23 @@ def conditioning(prog: Program):
 
 def _condition(prog: Program, gen: Generator, tries: int = 5):
     for attempt in range(tries):
-        fragile, _ = conditioning(prog)
+        fragile = prog.condition()
         if not fragile:
             prog.fragile = False
             return
         if attempt + 1 < tries:
-            prog.data = [gen.input_data(a.shape, a.dtype) for a in prog.data]
+            prog.data = gen.resample(prog.data)
     prog.fragile = True
 
 
-def generate(seed) -> Program:
-    """The program of ``seed`` (an int, or a tuple of ints)."""
+def generate(seed, tier: str = "small") -> Program:
+    """The program of ``seed`` (an int, or a tuple of ints) in ``tier`` ("small", or "large":
+    tests/fuzz_large.py)."""
+    if tier == "large":
+        import fuzz_large
+        return fuzz_large.generate(seed)
+    if tier != "small":
+        raise ValueError(f"unknown tier {tier!r}; tiers: {', '.join(TIERS)}")
     rng = np.random.default_rng(seed if isinstance(seed, int) else list(seed))
     return Generator(rng, seed).build()
 
@@ -718,7 +824,7 @@ def generate(seed) -> Program:
 
 @dataclass
 class Failure:
-    kind: str        # "mismatch", "exception", "kernels", "unexplained"
+    kind: str        # "mismatch", "exception", "nondeterministic", "kernels", "unexplained"
     profile: str
     detail: str
     prog: Program = None
@@ -733,13 +839,14 @@ class Failure:
         p = self.prog
         lines = [f"FUZZ FAILURE seed={p.seed!r}: {self.kind} in profile '{self.profile}'",
                  self.detail, "",
-                 f"program (seed {p.seed!r}; inputs "
-                 f"{[(_DT_SHORT[a.dtype], a.shape) for a in p.data]}; outputs {p.outputs}"
-                 f"{'; fragile' if p.fragile else ''}):", "",
+                 f"program (seed {p.seed!r}{'' if p.tier == 'small' else ', ' + p.tier + ' tier'}"
+                 f"; inputs {[(p.dt_short(a.dtype), a.shape) for a in p.data]}; outputs "
+                 f"{p.outputs}{'; fragile' if p.fragile else ''}):", "",
                  p.source(), ""]
         for prof, text in self.explains.items():
             lines += [f"fusionjit.explain(program, fusion={prof!r})(*args):", text, ""]
-        lines.append(f"reproduce: cd tests && python3 fuzz_programs.py --start {p.seed!r} "
+        tier = "" if p.tier == "small" else f"--tier {p.tier} "
+        lines.append(f"reproduce: cd tests && python3 fuzz_programs.py {tier}--start {p.seed!r} "
                      f"--count 1" if isinstance(p.seed, int) else "")
         return "\n".join(lines)
 
@@ -763,39 +870,44 @@ def _compare(got, want, what):
     return None
 
 
-def _explain(fn, profile, args) -> str:
+def _explain(fn, profile, args, prog=None) -> str:
+    import contextlib
+
     import fusionjit
     try:
-        return str(fusionjit.explain(fn, fusion=profile)(*args))
+        with prog.config() if prog is not None else contextlib.nullcontext():
+            return str(fusionjit.explain(fn, fusion=profile)(*args))
     except Exception as e:  # noqa: BLE001
         return f"(explain failed: {type(e).__name__}: {e})"
 
 
 def run_profiles(prog: Program, profiles=PROFILES):
     """{profile: (outputs as NumPy arrays, kernel count, the plan-selection decision or
-    None, the kernel boundaries explain has no reason for) or the exception}."""
+    None, the kernel boundaries explain has no reason for, the outputs of a second call)
+    or the exception}."""
     import fusionjit
-    import fusionjit.numpy as fnp
     fn = prog.function()
-    args = [fnp.asarray(a) for a in prog.data]
     res = {}
-    for p in profiles:
-        level = fusionjit.config.fusionjit_opt_level
-        try:
-            if p == "none" and NONE_OPT_LEVEL not in ("", None):
-                fusionjit.config.update("fusionjit_opt_level", int(NONE_OPT_LEVEL))
-            jf = fusionjit.jit(fn, fusion=p)
-            out = jf(*args)
-            out = tuple(np.asarray(o) for o in out)
-            ex = fusionjit.explain(jf)(*args)  # the compilation above, from jf's cache
-            plan = next((d for d in ex.decisions if d["rule"] == "plan-selection"), None)
-            unexplained = [str(b) for b in ex.boundaries if b.rule == "no-decision"]
-            res[p] = (out, ex.num_kernels, plan, unexplained)
-        except Exception as e:  # noqa: BLE001
-            res[p] = e
-        finally:
-            if fusionjit.config.fusionjit_opt_level != level:
-                fusionjit.config.update("fusionjit_opt_level", level)
+    with prog.config():
+        args = prog.jit_args()
+        for p in profiles:
+            level = fusionjit.config.fusionjit_opt_level
+            try:
+                if p == "none" and NONE_OPT_LEVEL not in ("", None):
+                    fusionjit.config.update("fusionjit_opt_level", int(NONE_OPT_LEVEL))
+                jf = fusionjit.jit(fn, fusion=p)
+                out = jf(*args)
+                out = tuple(np.asarray(o) for o in out)
+                again = tuple(np.asarray(o) for o in jf(*args))     # the cached executable
+                ex = fusionjit.explain(jf)(*args)  # the compilation above, from jf's cache
+                plan = next((d for d in ex.decisions if d["rule"] == "plan-selection"), None)
+                unexplained = [str(b) for b in ex.boundaries if b.rule == "no-decision"]
+                res[p] = (out, ex.num_kernels, plan, unexplained, again)
+            except Exception as e:  # noqa: BLE001
+                res[p] = e
+            finally:
+                if fusionjit.config.fusionjit_opt_level != level:
+                    fusionjit.config.update("fusionjit_opt_level", level)
     return fn, args, res
 
 
@@ -820,7 +932,16 @@ def check_program(prog: Program, profiles=PROFILES, explain: bool = True):
             fail = Failure("exception", p, f"{type(e).__name__}: {e}\n{tb}")
             break
     if fail is None:
-        want = None if prog.fragile else prog.numpy(np.float32)
+        for p in profiles:
+            for i, (a, b) in enumerate(zip(res[p][0], res[p][4])):
+                if a.shape != b.shape or not np.array_equal(a, b, equal_nan=a.dtype.kind == "f"):
+                    fail = Failure("nondeterministic", p, f"result {i} (v{prog.outputs[i]}) "
+                                   f"differs between two calls with the same arguments")
+                    break
+            if fail:
+                break
+    if fail is None:
+        want = None if prog.fragile else prog.reference()
         ref = "none" if "none" in profiles else None
         for p in profiles:
             out = res[p][0]
@@ -831,10 +952,11 @@ def check_program(prog: Program, profiles=PROFILES, explain: bool = True):
             for i, o in enumerate(out):
                 msg = None
                 if want is not None:
-                    msg = _compare(o, want[i], f"result {i} (v{prog.outputs[i]}) vs NumPy")
+                    msg = prog.compare(i, o, want[i], f"result {i} (v{prog.outputs[i]}) vs NumPy")
                 if msg is None and ref is not None and p != ref:
-                    msg = _compare(o, res[ref][0][i],
-                                   f"result {i} (v{prog.outputs[i]}) vs profile 'none'")
+                    msg = prog.compare(i, o, res[ref][0][i],
+                                       f"result {i} (v{prog.outputs[i]}) vs profile 'none'",
+                                       "none")
                 if msg is not None:
                     fail = Failure("mismatch", p, msg)
                     break
@@ -862,7 +984,7 @@ def check_program(prog: Program, profiles=PROFILES, explain: bool = True):
     fail.prog = prog
     if explain:
         for p in [fail.profile] + list(fail.explains):
-            fail.explains[p] = _explain(fn, p, args)
+            fail.explains[p] = _explain(fn, p, args, prog)
     return fail
 
 
@@ -883,8 +1005,7 @@ def _dce(prog: Program) -> Program:
         n = prog.nodes[old]
         nodes.append(Node(n.op, [new_id[a] for a in n.args], n.expr, n.shape, n.dtype, n.bound,
                           n.disc))
-    return Program(prog.seed, nodes, [new_id[o] for o in prog.outputs], data, prog.fragile,
-                   prog.note)
+    return prog.derive(nodes=nodes, outputs=[new_id[o] for o in prog.outputs], data=data)
 
 
 def _replace(prog: Program, old: int, new: int) -> Program:
@@ -892,7 +1013,7 @@ def _replace(prog: Program, old: int, new: int) -> Program:
     nodes = [Node(n.op, [new if a == old else a for a in n.args], n.expr, n.shape, n.dtype,
                   n.bound, n.disc) for n in prog.nodes]
     outputs = [new if o == old else o for o in prog.outputs]
-    return _dce(Program(prog.seed, nodes, outputs, list(prog.data), prog.fragile))
+    return _dce(prog.derive(nodes=nodes, outputs=outputs, data=list(prog.data), note=""))
 
 
 def _cut(prog: Program, i: int) -> Program:
@@ -909,12 +1030,12 @@ def _cut(prog: Program, i: int) -> Program:
         if node.op == "input":
             data.append(old_inputs[k] if k in old_inputs else
                         np.asarray(vals[i], dtype=n.dtype).copy())
-    return _dce(Program(prog.seed, nodes, list(prog.outputs), data, prog.fragile))
+    return _dce(prog.derive(nodes=nodes, outputs=list(prog.outputs), data=data, note=""))
 
 
 def _refresh(prog: Program) -> Program:
-    prog.fragile, _ = conditioning(prog)
     prog._codes = None
+    prog.fragile = prog.condition()
     return prog
 
 
@@ -944,7 +1065,7 @@ def shrink(prog: Program, fails, log=None) -> Program:
             options = [[o] for o in dict.fromkeys(outs)]
             options += [outs[:k] + outs[k + 1:] for k in range(len(outs))] if len(outs) > 2 else []
             for kept in options:
-                cand = _dce(Program(best.seed, best.nodes, kept, best.data, best.fragile))
+                cand = _dce(best.derive(outputs=kept))
                 if ok(cand):
                     best, changed = cand, True
                     break
@@ -967,12 +1088,12 @@ def shrink(prog: Program, fails, log=None) -> Program:
                     break
     # Simpler input values (once, simplest first).
     for k in range(len(best.data)):
-        for simple in _simpler(best.data[k]):
+        for simple in best.simpler(k):
             if np.array_equal(simple, best.data[k]):
                 break
             data = list(best.data)
             data[k] = simple
-            cand = Program(best.seed, best.nodes, best.outputs, data)
+            cand = best.derive(data=data)
             if ok(cand):
                 best = cand
                 break
@@ -1007,6 +1128,7 @@ def shrink_failure(prog: Program, failure: Failure, log=None) -> Failure:
 def save_program(prog: Program, path: str):
     import json
     meta = {"seed": prog.seed, "outputs": prog.outputs, "fragile": bool(prog.fragile),
+            "tier": prog.tier, "note": prog.note, "extra": prog.meta(),
             "nodes": [[n.op, n.args, n.expr, list(n.shape), n.dtype.name, n.bound, n.disc]
                       for n in prog.nodes]}
     np.savez(path, meta=np.array(json.dumps(meta)),
@@ -1021,8 +1143,12 @@ def load_program(path: str) -> Program:
     nodes = [Node(op, args, expr, tuple(shape), np.dtype(d), bound, disc)
              for op, args, expr, shape, d, bound, disc in meta["nodes"]]
     seed = meta["seed"]
-    return Program(tuple(seed) if isinstance(seed, list) else seed, nodes, meta["outputs"],
-                   data, meta["fragile"])
+    cls = Program
+    if meta.get("tier", "small") == "large":
+        import fuzz_large
+        cls = fuzz_large.LargeProgram
+    return cls(tuple(seed) if isinstance(seed, list) else seed, nodes, meta["outputs"],
+               data, meta["fragile"], meta.get("note", ""), **meta.get("extra", {}))
 
 
 def check_in_child(prog: Program, profiles, timeout: float = 120) -> str:
@@ -1079,39 +1205,46 @@ def _seed_arg(text):
     return int(text)
 
 
-def _worker(seeds, profiles, keep_going):
+def _worker(seeds, profiles, keep_going, tier="small"):
     """--worker: checks seeds, one JSON line each on stdout (the parent survives crashes)."""
     import json
     for seed in seeds:
-        prog = generate(seed)
+        prog = generate(seed, tier)
         print(f"@@start {seed}", flush=True)
         f = check_program(prog, profiles)
         rec = {"seed": seed, "fragile": bool(prog.fragile), "fail": None}
         if f is not None:
-            rec["fail"] = {"key": list(f.key), "report": f.report()}
+            report = f.report()
+            if os.environ.get("FUSIONJIT_NUM_THREADS"):
+                report += f"\n(FUSIONJIT_NUM_THREADS={os.environ['FUSIONJIT_NUM_THREADS']})"
+            rec["fail"] = {"key": list(f.key), "report": report}
         print("@@" + json.dumps(rec), flush=True)
         if f is not None and not keep_going:
             break
 
 
-def _crash_report(seed, profiles, what) -> str:
-    prog = generate(seed)
+def _crash_report(seed, profiles, what, tier="small", threads=None) -> str:
+    prog = generate(seed, tier)
+    opts = "" if tier == "small" else f"--tier {tier} "
+    if threads:
+        opts += f"--threads {threads} "
     return "\n".join([
         f"FUZZ FAILURE seed={seed!r}: {what} (the process died; run the reproducer below in a "
         f"fresh process, profile by profile, to see which one)", "",
-        f"program (seed {seed}; inputs {[(_DT_SHORT[a.dtype], a.shape) for a in prog.data]}; "
-        f"outputs {prog.outputs}):", "", prog.source(), "",
-        f"reproduce: cd tests && python3 fuzz_programs.py --start {seed} --count 1 "
+        f"program (seed {seed}; inputs {[(prog.dt_short(a.dtype), a.shape) for a in prog.data]}"
+        f"; outputs {prog.outputs}):", "", prog.source(), "",
+        f"reproduce: cd tests && python3 fuzz_programs.py {opts}--start {seed} --count 1 "
         f"--profiles {','.join(profiles)}"])
 
 
-def shrink_seed(seed, profiles=PROFILES, timeout: float = 120, log=print) -> str:
+def shrink_seed(seed, profiles=PROFILES, timeout: float = 120, log=print, tier="small") -> str:
     """The report of the smallest program found that fails like ``seed``'s."""
-    prog = generate(seed)
+    prog = generate(seed, tier)
     crash = crash_profile(prog, profiles, timeout)
     if crash is not None:
         p, outcome = crash
         small = shrink_crash(prog, p, outcome, timeout, log)
+        _keep_data(small, seed)
         return "\n".join([
             f"FUZZ FAILURE seed={seed!r} (shrunk): {outcome} under fusion={p!r} "
             f"(in a fresh process; the other profiles: "
@@ -1120,7 +1253,21 @@ def shrink_seed(seed, profiles=PROFILES, timeout: float = 120, log=print) -> str
     f = check_program(prog, profiles)
     if f is None:
         return f"seed {seed}: no failure"
-    return shrink_failure(prog, f, log).report()
+    f = shrink_failure(prog, f, log)
+    _keep_data(f.prog, seed)
+    return f.report()
+
+
+def _keep_data(prog: Program, seed):
+    """Inputs too large to print go to an .npz file (in the working directory) that the
+    reproducer loads."""
+    if hasattr(prog, "data_file") and sum(a.size for a in prog.data) > 64:
+        path = os.path.abspath(f"fuzz_{prog.tier}_shrunk_{seed}.npz")
+        save_program(prog, path)
+        prog.data_file = path
+        if ".load_program(" not in prog.source():     # every input printable after all
+            os.remove(path)
+            prog.data_file = ""
 
 
 def main(argv=None):
@@ -1130,7 +1277,20 @@ def main(argv=None):
     ap.add_argument("--profiles", default=",".join(PROFILES),
                     help="comma-separated fusion profiles (default: all four)")
     ap.add_argument("--jobs", type=int, default=1, help="worker processes")
-    ap.add_argument("--chunk", type=int, default=50, help="seeds per work item")
+    ap.add_argument("--chunk", type=int, default=None,
+                    help="seeds per work item (default: 50, 20 for --tier large)")
+    ap.add_argument("--tier", choices=TIERS, default="small",
+                    help="small (the default): nodes of at most 2048 elements; large: "
+                         "tests/fuzz_large.py (thread pool, tree reductions, row kernels, "
+                         "float64, uint32, dot, pad, dynamic slices)")
+    ap.add_argument("--threads", default=None,
+                    help="comma-separated FUSIONJIT_NUM_THREADS values for the worker "
+                         "processes, one per work item in turn (default: inherited; "
+                         "2,3,4 for --tier large)")
+    ap.add_argument("--stats", action="store_true",
+                    help="compile the programs (in this process, fusion='fusionjit') and "
+                         "print what they reach: parallel kernels, tree reductions, row "
+                         "kernels, vector widths, dtypes, ops")
     ap.add_argument("--keep-going", action="store_true",
                     help="don't stop at the first failure; report all at the end")
     ap.add_argument("--shrink", action="store_true", help="minimise failing programs")
@@ -1154,8 +1314,14 @@ def main(argv=None):
         if p not in PROFILES:
             ap.error(f"unknown profile {p!r}; profiles: {', '.join(PROFILES)}")
 
+    if args.chunk is None:
+        args.chunk = 20 if args.tier == "large" else 50
+    if args.threads is None and args.tier == "large" and not args.worker:
+        args.threads = "2,3,4"
+    threads = [t for t in (args.threads or "").split(",") if t]
+
     if args.show is not None:
-        prog = generate(args.show)
+        prog = generate(args.show, args.tier)
         print(f"# seed {args.show}: {sum(n.op != 'input' for n in prog.nodes)} ops"
               f"{', fragile (not compared with NumPy)' if prog.fragile else ''}")
         print(prog.source(with_data=True))
@@ -1168,7 +1334,13 @@ def main(argv=None):
         return 0
 
     if args.worker:
-        _worker(range(args.start, args.start + args.count), profiles, args.keep_going)
+        _worker(range(args.start, args.start + args.count), profiles, args.keep_going,
+                args.tier)
+        return 0
+
+    if args.stats:
+        import fuzz_large
+        fuzz_large.print_stats(range(args.start, args.start + args.count), args.tier)
         return 0
 
     skip = {int(s) for s in args.skip.split(",") if s}
@@ -1185,7 +1357,8 @@ def main(argv=None):
         else:
             todo.append([s])
     todo.reverse()
-    running = []        # [Popen, seeds, done seeds, current seed, started]
+    running = []        # [Popen, seeds, done seeds, current seed, started, buf, threads]
+    launched = 0
 
     def report_progress():
         rate = done / max(time.time() - t0, 1e-9)
@@ -1193,13 +1366,20 @@ def main(argv=None):
               f"failing, {rate:.1f}/s, {time.time() - t0:.0f}s", flush=True)
 
     def launch(part):
+        nonlocal launched
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--start", str(part[0]),
-               "--count", str(len(part)), "--profiles", ",".join(profiles)]
+               "--count", str(len(part)), "--profiles", ",".join(profiles),
+               "--tier", args.tier]
         if args.keep_going:
             cmd.append("--keep-going")
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE)
+        env = dict(os.environ)
+        n = threads[launched % len(threads)] if threads else None
+        launched += 1
+        if n:
+            env["FUSIONJIT_NUM_THREADS"] = n
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, env=env)
         os.set_blocking(proc.stdout.fileno(), False)
-        running.append([proc, part, set(), None, time.time(), ""])
+        running.append([proc, part, set(), None, time.time(), "", n])
 
     import json
     import selectors
@@ -1219,7 +1399,7 @@ def main(argv=None):
             sel.select(timeout=1.0)
             sel.close()
             for r in list(running):
-                proc, part, got, cur, started, buf = r
+                proc, part, got, cur, started, buf, _ = r
                 while True:
                     try:
                         chunk = os.read(proc.stdout.fileno(), 1 << 16)
@@ -1263,7 +1443,7 @@ def main(argv=None):
                     if bad is not None:
                         what = (f"hang (no result after {args.timeout:.0f} s)" if hung else
                                 f"crash (exit status {proc.returncode})")
-                        rep = _crash_report(bad, profiles, what)
+                        rep = _crash_report(bad, profiles, what, args.tier, r[6])
                         found.append((bad, ("crash" if not hung else "hang", "", ""), rep))
                         done += 1
                         print(rep, flush=True)
@@ -1294,7 +1474,7 @@ def main(argv=None):
             for key, seeds_ in keys.items():
                 seed = min(seeds_)
                 print(f"[fuzz] shrinking seed {seed} ({key}) ...", flush=True)
-                report = shrink_seed(seed, profiles, args.timeout)
+                report = shrink_seed(seed, profiles, args.timeout, tier=args.tier)
                 print("[fuzz] MINIMAL REPRODUCER")
                 print(report, flush=True)
         return 1

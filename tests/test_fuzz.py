@@ -11,6 +11,15 @@ FJ_FUZZ_PROGRAMS (default 500) programs from seed FJ_FUZZ_SEED (default 0), 25 p
 (profile "none" is compiled at LLVM -O0 unless FJ_FUZZ_NONE_OPT_LEVEL says otherwise).
 A failure prints the seed, the program as runnable Python and fusionjit.explain for the
 failing profile. For millions of programs: python3 tests/fuzz_programs.py --help.
+
+The large tier (tests/fuzz_large.py: nodes of up to 2M elements, past the thread-pool and
+tree-reduction thresholds, row kernels of 16-70001 lanes, float64 with x64 on, uint32,
+dot/matmul, lax.pad, dynamic slices at traced starts) runs FJ_FUZZ_LARGE_PROGRAMS (default
+60) programs from seed FJ_FUZZ_LARGE_SEED (default 0), 12 per test (3-5 s each).
+Its float results are compared with a float64 NumPy evaluation with rtol = atol = 1e-4
+(float32) or 1e-9 (float64) plus 4 times the spread of four summation orders (see
+fuzz_large's docstring); ints and bools exactly. For hours of it:
+python3 tests/fuzz_programs.py --tier large --start 0 --count 1000000 --jobs 2 --keep-going.
 """
 
 from __future__ import annotations
@@ -25,36 +34,60 @@ import fuzz_programs as fp
 N_PROGRAMS = int(os.environ.get("FJ_FUZZ_PROGRAMS", "500"))
 SEED = int(os.environ.get("FJ_FUZZ_SEED", "0"))
 CHUNK = 25
+N_LARGE = int(os.environ.get("FJ_FUZZ_LARGE_PROGRAMS", "60"))
+LARGE_SEED = int(os.environ.get("FJ_FUZZ_LARGE_SEED", "0"))
+LARGE_CHUNK = 12
 
 # Seeds that fail because of a known, not yet fixed bug: kept out of the chunks, each an
 # xfail(strict=True) of its own (checked in a child process, so that a crash stays an xfail),
 # e.g. {94: "BUG: segfault in codegen: a kernel's scalar output read through a reverse"}.
-KNOWN_BUGS: dict[int, str] = {}
+# A key ("large", seed) is a seed of the large tier.
+KNOWN_BUGS: dict[int | tuple[str, int], str] = {}
 
 CHUNKS = [(lo, min(lo + CHUNK, SEED + N_PROGRAMS)) for lo in range(SEED, SEED + N_PROGRAMS, CHUNK)]
+LARGE_CHUNKS = [(lo, min(lo + LARGE_CHUNK, LARGE_SEED + N_LARGE))
+                for lo in range(LARGE_SEED, LARGE_SEED + N_LARGE, LARGE_CHUNK)]
+
+
+def _tier_seed(key):
+    return key if isinstance(key, tuple) else ("small", key)
+
+
+def _check_seeds(tier, lo, hi):
+    known = {_tier_seed(k) for k in KNOWN_BUGS}
+    reports = []
+    for seed in range(lo, hi):
+        if (tier, seed) in known:
+            continue
+        failure = fp.check_program(fp.generate(seed, tier))
+        if failure is not None:
+            reports.append(failure.report())
+    if reports:
+        pytest.fail(f"{len(reports)} of {hi - lo} random {tier}-tier programs failed:\n\n"
+                    + "\n\n".join(reports), pytrace=False)
 
 
 @pytest.mark.parametrize("lo,hi", CHUNKS, ids=[f"seeds{lo}-{hi - 1}" for lo, hi in CHUNKS])
 def test_random_programs(lo, hi):
-    reports = []
-    for seed in range(lo, hi):
-        if seed in KNOWN_BUGS:
-            continue
-        failure = fp.check_program(fp.generate(seed))
-        if failure is not None:
-            reports.append(failure.report())
-    if reports:
-        pytest.fail(f"{len(reports)} of {hi - lo} random programs failed:\n\n"
-                    + "\n\n".join(reports), pytrace=False)
+    _check_seeds("small", lo, hi)
+
+
+@pytest.mark.parametrize("lo,hi", LARGE_CHUNKS,
+                         ids=[f"seeds{lo}-{hi - 1}" for lo, hi in LARGE_CHUNKS])
+def test_random_large_programs(lo, hi):
+    """Large shapes: thread pool, tree reductions, row kernels, float64, uint32, dot, pad,
+    dynamic slices (tests/fuzz_large.py)."""
+    _check_seeds("large", lo, hi)
 
 
 if KNOWN_BUGS:
-    @pytest.mark.parametrize("seed", [
-        pytest.param(s, marks=pytest.mark.xfail(strict=True, reason=r))
-        for s, r in KNOWN_BUGS.items()])
-    def test_known_bug_seeds(seed):
-        outcome = fp.check_in_child(fp.generate(seed), fp.PROFILES)
-        assert outcome == "ok", f"seed {seed}: {outcome}"
+    @pytest.mark.parametrize("key", [
+        pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=r))
+        for k, r in KNOWN_BUGS.items()])
+    def test_known_bug_seeds(key):
+        tier, seed = _tier_seed(key)
+        outcome = fp.check_in_child(fp.generate(seed, tier), fp.PROFILES)
+        assert outcome == "ok", f"{tier} seed {seed}: {outcome}"
 
 
 # --- shrunk reproducers of bugs the fuzzer found (fixed) --------------------------------
@@ -126,3 +159,71 @@ def test_printed_source_is_the_program():
 def test_fragile_programs_are_rare():
     fragile = sum(fp.generate(seed).fragile for seed in range(SEED, SEED + 100))
     assert fragile <= 5
+
+
+# --- the large tier's generator and NumPy stand-ins -------------------------------------
+
+def test_large_generator_is_deterministic_in_range_and_rarely_fragile():
+    import fuzz_large as fl
+    fragile = 0
+    for seed in range(LARGE_SEED, LARGE_SEED + 30):
+        a = fl.generate(seed)
+        if seed < LARGE_SEED + 4:
+            b = fl.generate(seed)
+            assert a.source() == b.source() and (a.fdtype, a.width) == (b.fdtype, b.width)
+            for x, y in zip(a.data, b.data):
+                np.testing.assert_array_equal(x, y)
+        assert 1 <= len(a.outputs) <= 3 and any(n.op != "input" for n in a.nodes)
+        assert max(fp._size(n.shape) for n in a.nodes) <= fl.MAX_ELEMS
+        assert sum(fp._size(n.shape) for n in a.nodes) <= fl.MAX_WORK
+        assert all(n.dtype in (fp.F32, fp.I32, fp.U32, fp.BOOL) for n in a.nodes)
+        assert a.fdtype in ("f32", "f64") and a.width in (0, 8)
+        fragile += a.fragile
+    assert fragile <= 3
+
+
+def test_large_printed_source_is_the_program():
+    import fusionjit
+    import fuzz_large as fl
+    old = (fusionjit.config.fusionjit_enable_x64, fusionjit.config.fusionjit_vector_width)
+    try:
+        for seed in range(LARGE_SEED, LARGE_SEED + 3):
+            prog = fl.generate(seed)
+            ns: dict = {}
+            src = prog.source().split("\nargs = (")[0]
+            with np.errstate(all="ignore"):
+                exec(src, ns)  # noqa: S102 - our own generated code
+                args = [ns[f"a{k}"] for k in range(len(prog.data))]
+                got = ns["program"](*args, xp=np, L=fl.NumpyLax)
+            for g, w in zip(got, prog.numpy(prog.float_dtype)):
+                np.testing.assert_array_equal(np.asarray(g), w)
+    finally:
+        fusionjit.config.update("fusionjit_enable_x64", old[0])
+        fusionjit.config.update("fusionjit_vector_width", old[1])
+
+
+def test_large_numpy_stand_ins():
+    """fuzz_large.NumpyLax computes what fusionjit.lax computes (negative and interior
+    padding, start indices clamped so the slice fits); OrderedNumpy sums what np.sum sums."""
+    import fusionjit.lax as lax
+    import fuzz_large as fl
+    x = np.arange(30, dtype=np.float32).reshape(5, 6)
+    for cfg in [((1, 2, 0), (0, 0, 0)), ((-2, 3, 1), (2, -3, 2)), ((0, -4, 0), (-5, 1, 0))]:
+        np.testing.assert_array_equal(np.asarray(lax.pad(x, np.float32(-1), cfg)),
+                                      fl.NumpyLax.pad(x, np.float32(-1), cfg))
+    u = -np.ones((3, 4), np.float32)
+    for starts in [(-3, 2), (4, 9), (1, 1)]:
+        s = tuple(np.int32(v) for v in starts)
+        np.testing.assert_array_equal(np.asarray(lax.dynamic_slice(x, s, (3, 4))),
+                                      fl.NumpyLax.dynamic_slice(x, s, (3, 4)))
+        np.testing.assert_array_equal(np.asarray(lax.dynamic_update_slice(x, u, s)),
+                                      fl.NumpyLax.dynamic_update_slice(x, u, s))
+    y = np.random.default_rng(0).uniform(-2, 2, (3, 500, 7)).astype(np.float32)
+    w = np.random.default_rng(1).uniform(-2, 2, (7, 5)).astype(np.float32)
+    for xp in fl.ORDERS.values():
+        for axis in [None, -1, 1, (0, 2)]:
+            np.testing.assert_allclose(xp.sum(y, axis=axis), np.sum(y, axis=axis), atol=2e-3)
+            np.testing.assert_allclose(xp.mean(y, axis=axis, keepdims=True),
+                                       np.mean(y, axis=axis, keepdims=True), atol=1e-5)
+        np.testing.assert_allclose(xp.matmul(y, w), y @ w, atol=1e-4)
+        np.testing.assert_allclose(xp.dot(y[0], w[:, 0]), y[0] @ w[:, 0], atol=1e-4)
