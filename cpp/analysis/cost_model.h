@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "ir/module.h"
+#include "support/target.h"
 
 namespace fj {
 
@@ -53,10 +54,13 @@ struct KernelCost {
 KernelCost EstimateKernel(const Instruction* instr);
 
 struct CostModel {
-  // Rough figures for this project's machines (2 cores, AVX2/AVX-512); only ratios matter.
-  double bytes_per_us = 40e3;    // sustained memory bandwidth
-  double flops_per_us = 60e3;    // vector lane-ops per microsecond
-  double launch_us = 0.5;        // a kernel call from the program, its loop set-up
+  // The target's figures (Target::For): the CPU's by default. Only ratios matter.
+  CostModel() : CostModel(Target()) {}
+  explicit CostModel(const Target& target)
+      : bytes_per_us(target.bytes_per_us), flops_per_us(target.flops_per_us), launch_us(target.launch_us) {}
+  double bytes_per_us;  // sustained memory bandwidth
+  double flops_per_us;  // vector lane-ops per microsecond
+  double launch_us;     // a kernel launch from the program, its loop set-up
   double TimeUs(const KernelCost& c) const;
 };
 

@@ -65,7 +65,9 @@ py::array NumpyView(const PyArray& a) {
   }
   auto* keep = new std::shared_ptr<Buffer>(a.buffer);
   py::capsule base(keep, [](void* p) { delete static_cast<std::shared_ptr<Buffer>*>(p); });
-  py::array out(NumpyDType(a.dtype), shape, strides, a.buffer->data(), base);
+  // Device memory is copied to the host once (HostData), when NumPy first asks for it.
+  const void* host = a.buffer->HostData();
+  py::array out(NumpyDType(a.dtype), shape, strides, host, base);
   py::detail::array_proxy(out.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
   return out;
 }
@@ -117,7 +119,19 @@ void DefineArray(py::module_& m) {
              return view;
            },
            "dtype"_a = py::none(), "copy"_a = py::none())
-      .def("block_until_ready", [](py::object self) { return self; })
+      .def("block_until_ready",
+           [](py::object self) {
+             const PyArray& a = self.cast<const PyArray&>();
+             if (Device* d = a.buffer->device()) {
+               py::gil_scoped_release release;
+               d->Synchronize();
+             }
+             return self;
+           })
+      .def_property_readonly("_device", [](const PyArray& a) {
+        Device* d = a.buffer->device();
+        return d ? d->Describe() : std::string("cpu");
+      })
       .def_buffer([](const PyArray& a) {
         std::vector<py::ssize_t> shape(a.shape.begin(), a.shape.end());
         std::vector<py::ssize_t> strides(shape.size());
@@ -129,7 +143,7 @@ void DefineArray(py::module_& m) {
         py::dtype dt = NumpyDType(a.dtype);
         std::string format = py::str(dt.attr("char")).cast<std::string>();
         if (a.dtype == DType::kPred) format = "?";
-        return py::buffer_info(a.buffer->data(), DTypeBytes(a.dtype), format,
+        return py::buffer_info(const_cast<void*>(a.buffer->HostData()), DTypeBytes(a.dtype), format,
                                static_cast<py::ssize_t>(shape.size()), shape, strides,
                                /*readonly=*/true);
       });

@@ -7,12 +7,14 @@
 
 #include "bindings/array.h"
 #include "analysis/cost_model.h"
+#include "codegen/gpu/gpu_compiler.h"
 #include "compiler/compiler.h"
 #include "fusion/profile.h"
 #include "ir/builder.h"
 #include "ir/dot_printer.h"
 #include "ir/parser.h"
 #include "ir/verifier.h"
+#include "runtime/gpu/gpu_executable.h"
 #include "support/error.h"
 
 namespace fj::py_bindings {
@@ -123,7 +125,8 @@ struct ModuleHandle {
 py::dict KernelDict(const KernelInfo& k) {
   return py::dict("name"_a = k.name, "fusion"_a = k.fusion, "kind"_a = k.kind, "units"_a = k.units,
                   "width"_a = k.width, "parallel"_a = k.parallel, "grain"_a = k.grain, "bytes_read"_a = k.bytes_read,
-                  "bytes_written"_a = k.bytes_written, "loop"_a = k.loop);
+                  "bytes_written"_a = k.bytes_written, "loop"_a = k.loop,
+                  "threads_per_unit"_a = k.threads_per_unit);
 }
 
 // The kernels of a kernelized module as plain data, for explain: each kernel's ops, and
@@ -234,7 +237,7 @@ py::list RunExecutable(const Executable& exe, const py::sequence& args, py::obje
     throw py::value_error("executable takes " + std::to_string(params.size()) + " arguments, got " +
                           std::to_string(args.size()));
   }
-  std::vector<const void*> ptrs;
+  std::vector<Argument> ptrs;
   std::vector<py::object> keep;
   for (size_t i = 0; i < params.size(); ++i) {
     py::handle arg = args[i];
@@ -245,7 +248,8 @@ py::list RunExecutable(const Executable& exe, const py::sequence& args, py::obje
         throw py::value_error("argument " + std::to_string(i) + " does not match parameter " +
                               want.ToString());
       }
-      ptrs.push_back(a.buffer->data());
+      ptrs.push_back(Argument{nullptr, a.buffer.get()});
+      keep.push_back(py::reinterpret_borrow<py::object>(arg));
       continue;
     }
     py::array x = py::array::ensure(arg, py::array::c_style);
@@ -257,12 +261,12 @@ py::list RunExecutable(const Executable& exe, const py::sequence& args, py::obje
                             want.ToString());
     }
     keep.push_back(x);
-    ptrs.push_back(x.data());
+    ptrs.push_back(Argument{x.data(), nullptr});
   }
   std::vector<std::shared_ptr<Buffer>> outs;
   {
     py::gil_scoped_release release;
-    outs = exe.Run(ptrs.data());
+    outs = exe.Run(ptrs);
   }
   py::list result;
   const std::vector<Shape>& out_shapes = exe.output_shapes();
@@ -399,7 +403,12 @@ void DefineIr(py::module_& m) {
         for (const LoopInfo& l : e.loops()) out.append(py::dict("name"_a = l.name, "parent"_a = l.parent));
         return out;
       })
-      .def("last_loop_iterations", &Executable::last_loop_iterations);
+      .def("last_loop_iterations", &Executable::last_loop_iterations)
+      .def_property_readonly("backend", [](const Executable& e) { return std::string(BackendName(e.backend())); })
+      .def_property_readonly("device", [](const Executable& e) {
+        std::shared_ptr<Device> d = e.device();
+        return d ? d->Describe() : std::string("cpu");
+      });
 
   py::class_<Compilation>(m, "Compilation")
       .def_property_readonly("executable", [](const Compilation& c) { return c.executable; })
@@ -407,6 +416,7 @@ void DefineIr(py::module_& m) {
       .def_property_readonly("optimized_dot", [](const Compilation& c) { return ModuleToDot(*c.optimized); })
       .def_readonly("llvm_ir", &Compilation::llvm_ir)
       .def_readonly("assembly", &Compilation::assembly)
+      .def_readonly("ptx", &Compilation::ptx)
       .def_readonly("buffer_assignment", &Compilation::buffer_assignment)
       .def_readonly("seconds_passes", &Compilation::seconds_passes)
       .def_readonly("seconds_codegen", &Compilation::seconds_codegen)
@@ -451,9 +461,14 @@ void DefineIr(py::module_& m) {
            "simplify"_a = true)
       .def("compile",
            [](const ModuleHandle& h, int opt_level, int vector_width, bool simplify, bool keep_llvm_ir,
-              const std::string& fusion) {
+              const std::string& fusion, const std::string& backend, const std::string& gpu_arch,
+              int ptx_version, bool keep_ptx) {
              CompileOptions o;
              o.fusion_profile = fusion;
+             o.backend = ParseBackend(backend);
+             o.gpu_arch = gpu_arch;
+             o.ptx_version = ptx_version;
+             o.keep_ptx = keep_ptx;
              o.opt_level = opt_level;
              o.vector_width = vector_width;
              o.simplify = simplify;
@@ -466,8 +481,14 @@ void DefineIr(py::module_& m) {
              return c;
            },
            "opt_level"_a = 2, "vector_width"_a = 0, "simplify"_a = true, "keep_llvm_ir"_a = false,
-           "fusion"_a = "fusionjit");
+           "fusion"_a = "fusionjit", "backend"_a = "cpu", "gpu_arch"_a = "", "ptx_version"_a = 0,
+           "keep_ptx"_a = false);
   m.def("fusion_profiles", &FusionProfileNames);
+  // The GPU: why it cannot be used ("" when it can), and its description.
+  m.def("gpu_unavailable_reason", [] { return GpuUnavailableReason(); });
+  m.def("gpu_description", [] { return GetGpuDevice(Backend::kGpu)->Describe(); });
+  m.def("gpu_emulated_description", [] { return GetGpuDevice(Backend::kGpuEmulated)->Describe(); });
+  m.def("libdevice_path", [] { return gpu::FindLibdevicePath(); });
 
   m.def("parse_module", [](const std::string& text) { return ModuleHandle{ParseModule(text)}; }, "text"_a);
 }

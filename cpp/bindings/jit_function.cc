@@ -149,6 +149,7 @@ bool g_disable_jit = false;
 struct LeafValue {
   LeafSig sig;
   const void* data = nullptr;
+  const Buffer* buffer = nullptr;  // an Array's (host or device memory)
   uint64_t scalar = 0;  // storage for Python scalars
   bool is_scalar = false;
 };
@@ -161,7 +162,7 @@ bool ClassifyLeaf(py::handle h, LeafValue& out, std::vector<py::object>& keep_al
     const PyArray& a = h.cast<const PyArray&>();
     if (Canonical(a.dtype) != a.dtype) return false;
     out.sig = {a.dtype, a.weak_type, a.shape};
-    out.data = a.buffer->data();
+    out.buffer = a.buffer.get();
     return true;
   }
   if (PyBool_Check(p)) {
@@ -334,17 +335,18 @@ class JitFunction {
 
   py::object Run(const CacheEntry& entry, std::vector<LeafValue>& values) {
     const Executable& exe = *entry.exe;
-    std::vector<const void*> params(values.size());
+    std::vector<Argument> params(values.size());
     for (size_t i = 0; i < values.size(); ++i) {
-      params[i] = values[i].is_scalar ? static_cast<const void*>(&values[i].scalar) : values[i].data;
+      params[i].host = values[i].is_scalar ? static_cast<const void*>(&values[i].scalar) : values[i].data;
+      params[i].buffer = values[i].buffer;
     }
     const std::vector<Shape>& out_shapes = exe.output_shapes();
     std::vector<std::shared_ptr<Buffer>> outs;
     if (entry.release_gil) {
       py::gil_scoped_release release;
-      outs = exe.Run(params.data());
+      outs = exe.Run(params);
     } else {
-      outs = exe.Run(params.data());
+      outs = exe.Run(params);
     }
     std::vector<py::object> out_leaves;
     out_leaves.reserve(outs.size());
@@ -388,7 +390,8 @@ class JitFunction {
     bool parallel = false;
     for (const KernelInfo& k : entry->exe->kernels()) parallel = parallel || k.parallel;
     // Small programs keep the GIL: releasing and taking it back costs more than they run.
-    entry->release_gil = parallel || bytes > (256 << 10);
+    // GPU programs release it: their host side may wait for the device.
+    entry->release_gil = parallel || bytes > (256 << 10) || entry->exe->backend() != Backend::kCpu;
     cache_.Insert(*sig, std::move(entry), g_cache_capacity);
     return reply[2];
   }

@@ -1,6 +1,7 @@
 // The extension module fusionjit._core: registers every binding and turns fj::Error into
 // Python exceptions (InvalidArgument -> FusionJitError(ValueError), Unimplemented ->
-// NotImplementedError, Internal -> InternalError(RuntimeError)).
+// NotImplementedError, ResourceExhausted -> MemoryError, Unavailable -> DeviceError
+// (RuntimeError), Internal -> InternalError(RuntimeError)).
 #include <pybind11/pybind11.h>
 
 #include "bindings/array.h"
@@ -18,6 +19,7 @@ PYBIND11_MODULE(_core, m) {
   m.doc() = "fusionjit's C++ core: IR, passes, LLVM codegen and runtime";
   static py::exception<fj::Error> invalid(m, "FusionJitError", PyExc_ValueError);
   static py::exception<fj::Error> internal(m, "InternalError", PyExc_RuntimeError);
+  static py::exception<fj::Error> device(m, "DeviceError", PyExc_RuntimeError);
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
@@ -31,6 +33,9 @@ PYBIND11_MODULE(_core, m) {
           break;
         case fj::ErrorCode::kResourceExhausted:
           PyErr_SetString(PyExc_MemoryError, e.what());
+          break;
+        case fj::ErrorCode::kUnavailable:
+          py::set_error(device, e.what());
           break;
         case fj::ErrorCode::kInternal:
           py::set_error(internal, (std::string("internal error in fusionjit (please report it): ") + e.what()).c_str());

@@ -30,6 +30,19 @@ struct LoopHints {
   bool vectorize = true;
 };
 
+// The lanes of a GPU warp reducing together: each takes every `lanes`-th element of the
+// innermost reduced dimension from `lane` on, then the partial results are combined across
+// the warp by butterfly shuffles (a fixed order: results do not depend on timing).
+struct WarpCooperation {
+  // Emits the lane's number (i64, 0 .. lanes - 1); a kernel body calls it once, at its
+  // entry, and keeps the value in `lane`.
+  std::function<llvm::Value*(Builder& b)> lane_id;
+  llvm::Value* lane = nullptr;
+  int lanes = 32;
+  // The value `v` (a scalar) of the lane whose number is this lane's xor `mask`.
+  std::function<llvm::Value*(Builder& b, llvm::Value* v, int mask)> shuffle_xor;
+};
+
 class ElementalEmitter {
  public:
   // Loads the element at `index` from the buffer of a fused parameter or array constant.
@@ -102,6 +115,25 @@ class ElementalEmitter {
     reduce_visitor_ = std::move(visit);
   }
   bool KeepsRowValue(const Instruction* instr) const { return row_values_.count(instr) > 0; }
+
+  // GPU: the reductions the lanes of a warp compute together when they are emitted at a
+  // warp-uniform index (the row's reductions, a row reduction's outputs). Every lane gets
+  // the result. Reductions emitted inside such a reduction's loop are each lane's own.
+  void CooperateOn(const WarpCooperation* warp, std::vector<const Instruction*> reductions) {
+    warp_ = warp;
+    cooperative_ = std::move(reductions);
+  }
+  // Marks code where the lanes of a warp work on different elements (a row split between
+  // them): a reduction met there, even one of the list, is each lane's own (no shuffles).
+  class DivergentScope {
+   public:
+    explicit DivergentScope(ElementalEmitter& e) : e_(e), saved_(e.in_lane_loop_) { e.in_lane_loop_ = true; }
+    ~DivergentScope() { e_.in_lane_loop_ = saved_; }
+
+   private:
+    ElementalEmitter& e_;
+    bool saved_;
+  };
   void ForgetRowValues() { row_values_.clear(); }
 
   class WidthScope {
@@ -152,6 +184,9 @@ class ElementalEmitter {
   std::unordered_map<const Instruction*, RowValue> row_values_;
   const Instruction* visited_reduce_ = nullptr;
   ReduceVisitor reduce_visitor_;
+  const WarpCooperation* warp_ = nullptr;
+  std::vector<const Instruction*> cooperative_;
+  bool in_lane_loop_ = false;  // inside a cooperative loop: lanes diverge
 };
 
 // The row-major linear position of a multi-dimensional index into `dims`.

@@ -173,6 +173,10 @@ Val ElementalEmitter::EmitReduce(const Instruction* instr, const Index& index) {
                       inner_size >= vw;
   int unroll = 1;
   while (unroll < 4 && inner_size >= 2 * unroll * vw) unroll *= 2;
+  // A GPU warp's lanes take this reduction together: only at a warp-uniform point (never
+  // inside another cooperative loop, where lanes run different trip counts).
+  bool cooperative = warp_ && !in_lane_loop_ && !out_varying && width_ == 1 &&
+                     std::find(cooperative_.begin(), cooperative_.end(), instr) != cooperative_.end();
 
   llvm::Value* acc0 = out_varying ? Widen(init) : init.v;
   // Loops over all reduced dims but the last carry the accumulator in `acc0`'s form.
@@ -199,6 +203,19 @@ Val ElementalEmitter::EmitReduce(const Instruction* instr, const Index& index) {
                        return std::vector<llvm::Value*>{EmitCombiner(combiner, cur.v, v.v)};
                      }, "reduce")[0];
     };
+    if (cooperative) {
+      bool saved = in_lane_loop_;
+      in_lane_loop_ = true;
+      llvm::Value* lane_acc = ForLoop(warp_->lane, b_.getInt64(in_dims[d]), warp_->lanes, {acc},
+                                      [&](llvm::Value* i, const std::vector<llvm::Value*>& c) {
+                                        idx.dims[d] = Lanes().Uniform(i);
+                                        Val v = Emit(x, idx);
+                                        visit(idx);
+                                        return std::vector<llvm::Value*>{EmitCombiner(combiner, c[0], v.v)};
+                                      }, "reduce.lanes")[0];
+      in_lane_loop_ = saved;
+      return lane_acc;
+    }
     if (!vector_inner) return scalar_loop(b_.getInt64(0), acc);
     int64_t step = static_cast<int64_t>(vw) * unroll;
     int64_t vec_end = inner_size - inner_size % step;
@@ -228,6 +245,12 @@ Val ElementalEmitter::EmitReduce(const Instruction* instr, const Index& index) {
     return scalar_loop(b_.getInt64(vec_end), folded);
   };
   llvm::Value* result = loop_dims(0, sub, acc0);
+  if (cooperative) {
+    // Butterfly: after log2(lanes) exchanges every lane holds the combination of all.
+    for (int mask = warp_->lanes / 2; mask >= 1; mask /= 2) {
+      result = EmitCombiner(combiner, result, warp_->shuffle_xor(b_, result, mask));
+    }
+  }
   return {result, out_varying};
 }
 

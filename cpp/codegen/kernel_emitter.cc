@@ -265,9 +265,25 @@ llvm::GlobalVariable* ConstantGlobal(llvm::Module& module, const Instruction* co
   return g;
 }
 
-llvm::Function* EmitKernel(llvm::Module& module, const Instruction* fusion, const KernelPlan& plan,
-                           const std::string& name, bool may_alias) {
-  if (plan.mode == KernelPlan::Mode::kWholeLoop) return EmitWholeLoopKernel(module, fusion, plan.width, name);
+std::vector<const Instruction*> CooperativeReductions(const Instruction* fusion, const KernelPlan& plan) {
+  const Computation& comp = *fusion->fused_computation();
+  std::vector<const Instruction*> out;
+  if (plan.mode == KernelPlan::Mode::kRows) {
+    const Shape& shape = plan.side_hero ? plan.side_hero->shape() : KernelRoots(comp)[0]->shape();
+    for (const Instruction* i : comp.MakePostOrder()) {
+      if (IsPerRowReduction(i, shape)) out.push_back(i);
+    }
+    if (!out.empty()) return out;
+  }
+  if (plan.mode != KernelPlan::Mode::kRows && plan.mode != KernelPlan::Mode::kLinear1D) return out;
+  if (plan.side_hero) return {plan.side_hero};
+  const Instruction* hero = ReductionHeroOf(comp);
+  if (hero && IsRowReduction(hero)) out.push_back(hero);
+  return out;
+}
+
+llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, const KernelPlan& plan,
+                               const std::string& name, bool may_alias, const WarpCooperation* warp) {
   llvm::LLVMContext& ctx = module.getContext();
   const Computation& comp = *fusion->fused_computation();
   std::vector<const Instruction*> roots = KernelRoots(comp);
@@ -296,6 +312,12 @@ llvm::Function* EmitKernel(llvm::Module& module, const Instruction* fusion, cons
   llvm::Value* end = body->getArg(num_buffers + 1);
 
   Builder b(llvm::BasicBlock::Create(ctx, "entry", body));
+  WarpCooperation warp_here;
+  if (warp) {
+    warp_here = *warp;
+    warp_here.lane = warp->lane_id(b);
+    warp = &warp_here;
+  }
 
   auto load = [&](llvm::Value* base, DType t, const IndexDim& linear, int width) -> Val {
     return LoadElements(b, base, t, linear, width);
@@ -310,9 +332,28 @@ llvm::Function* EmitKernel(llvm::Module& module, const Instruction* fusion, cons
   };
   ElementalEmitter emitter(b, reader, plan.width, plan.reduction_width);
 
+  // GPU, a warp per unit: the lanes share the unit's reductions (CooperateOn). Row-fused
+  // kernels split the row's elements between the lanes; the other kernels compute each
+  // output element together, and lane 0 stores it.
+  std::vector<const Instruction*> cooperative = warp ? CooperativeReductions(fusion, plan) : std::vector<const Instruction*>{};
+  const Shape& kernel_shape = plan.side_hero ? plan.side_hero->shape() : roots[0]->shape();
+  const bool lane_rows = warp && plan.mode == KernelPlan::Mode::kRows && !cooperative.empty() &&
+                         IsPerRowReduction(cooperative[0], kernel_shape);
+  if (warp) emitter.CooperateOn(warp, cooperative);
+  auto lane0 = [&](const std::function<void()>& emit) {
+    if (!warp || lane_rows) return emit();
+    llvm::Function* fn = b.GetInsertBlock()->getParent();
+    llvm::BasicBlock* yes = llvm::BasicBlock::Create(ctx, "lane0.store", fn);
+    llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "lane0.done", fn);
+    b.CreateCondBr(b.CreateICmpEQ(warp->lane, b.getInt64(0)), yes, done);
+    b.SetInsertPoint(yes);
+    emit();
+    b.CreateBr(done);
+    b.SetInsertPoint(done);
+  };
   // Stores output k's value `v` (`width` lanes) at `linear`, whose lanes are consecutive.
   auto store = [&](int k, const IndexDim& linear, const Val& v, int width) {
-    StoreElements(b, buffers[k], roots[k]->dtype(), linear, v, width);
+    lane0([&] { StoreElements(b, buffers[k], roots[k]->dtype(), linear, v, width); });
   };
 
   // Stores every root's value at `index` (whose linear form is `linear`); side outputs are
@@ -342,7 +383,7 @@ llvm::Function* EmitKernel(llvm::Module& module, const Instruction* fusion, cons
         if (!plan.side_output[k]) continue;
         const std::vector<int64_t>& dims = roots[k]->shape().dims();
         Index own = dims == in_dims ? at : MultiIndex(lanes, linear, dims);
-        store(k, linear, emitter.Emit(roots[k], own), width);
+        StoreElements(b, buffers[k], roots[k]->dtype(), linear, emitter.Emit(roots[k], own), width);
       }
     });
   }
@@ -351,6 +392,18 @@ llvm::Function* EmitKernel(llvm::Module& module, const Instruction* fusion, cons
   // index of the group starting at i.
   auto vector_loop = [&](llvm::Value* lo, llvm::Value* hi,
                          const std::function<std::pair<Index, IndexDim>(llvm::Value*, LaneMath&)>& at) {
+    if (lane_rows) {
+      // The row's elements, every warp->lanes-th one from the lane's number on.
+      ElementalEmitter::WidthScope scalar(emitter, 1);
+      ElementalEmitter::DivergentScope divergent(emitter);
+      emitter.ForLoop(b.CreateAdd(lo, warp->lane), hi, warp->lanes, {}, [&](llvm::Value* i, const std::vector<llvm::Value*>&) {
+        LaneMath lanes(b, 1);
+        auto [index, linear] = at(i, lanes);
+        emit_group(index, linear);
+        return std::vector<llvm::Value*>{};
+      }, "lanes", {1, false});
+      return;
+    }
     int width = plan.width;
     llvm::Value* vec_hi = lo;
     if (width > 1) {
@@ -516,7 +569,8 @@ llvm::Function* EmitKernel(llvm::Module& module, const Instruction* fusion, cons
       if (IsPerRowReduction(i, out_shape)) per_row.push_back(i);
     }
     // Row values kept in stack buffers (allocated here, in the entry block, once per call).
-    std::vector<const Instruction*> kept = KeptRowValues(per_row, out_shape);
+    std::vector<const Instruction*> kept =
+        plan.keep_row_values ? KeptRowValues(per_row, out_shape) : std::vector<const Instruction*>{};
     std::vector<llvm::Value*> kept_rows;
     for (const Instruction* e : kept) {
       llvm::Type* storage = StorageType(ctx, e->dtype());
@@ -567,8 +621,14 @@ llvm::Function* EmitKernel(llvm::Module& module, const Instruction* fusion, cons
     }, "row");
   }
   b.CreateRetVoid();
+  return body;
+}
 
-  // The wrapper: void name(ptr buffers, i64 begin, i64 end).
+llvm::Function* EmitTableWrapper(llvm::Module& module, llvm::Function* body, const std::string& name) {
+  llvm::LLVMContext& ctx = module.getContext();
+  llvm::Type* ptr = llvm::PointerType::getUnqual(ctx);
+  llvm::Type* i64 = llvm::Type::getInt64Ty(ctx);
+  int num_buffers = static_cast<int>(body->arg_size()) - 2;
   auto* wrapper_type = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, i64, i64}, false);
   llvm::Function* wrapper =
       llvm::Function::Create(wrapper_type, llvm::GlobalValue::ExternalLinkage, name, module);
@@ -583,6 +643,14 @@ llvm::Function* EmitKernel(llvm::Module& module, const Instruction* fusion, cons
   wb.CreateCall(body, args);
   wb.CreateRetVoid();
   return wrapper;
+}
+
+llvm::Function* EmitKernel(llvm::Module& module, const Instruction* fusion, const KernelPlan& plan,
+                           const std::string& name, bool may_alias) {
+  llvm::Function* body = plan.mode == KernelPlan::Mode::kWholeLoop
+                             ? EmitWholeLoopBody(module, fusion, plan.width, name)
+                             : EmitKernelBody(module, fusion, plan, name, may_alias);
+  return EmitTableWrapper(module, body, name);
 }
 
 }  // namespace fj::codegen

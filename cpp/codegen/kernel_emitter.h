@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/elemental.h"
 #include "codegen/llvm_util.h"
 #include "ir/instruction.h"
 
@@ -38,6 +39,9 @@ struct KernelPlan {
   // the reduction's outputs.
   const Instruction* side_hero = nullptr;
   std::vector<bool> side_output;
+  // Row-fused kernels keep costly row values in a stack buffer (IsKeptRowValue); the GPU
+  // computes them again instead.
+  bool keep_row_values = true;
 };
 
 // Chooses the plan for `fusion` with at most `max_width` lanes (1 for the GPU).
@@ -45,11 +49,30 @@ struct KernelPlan {
 // only the update).
 KernelPlan PlanKernel(const Instruction* fusion, int max_width, bool in_place = false);
 
-// Emits the kernel into `module` under `name` and returns it. `may_alias`: an output may
+// Emits the CPU kernel into `module` under `name` and returns it. `may_alias`: an output may
 // share its buffer with an operand (no noalias promises; every output of a group of lanes
 // is computed before any is stored).
 llvm::Function* EmitKernel(llvm::Module& module, const Instruction* fusion, const KernelPlan& plan,
                            const std::string& name, bool may_alias = false);
+
+// The walk over a kernel's units that every target shares: an internal, always-inlined
+// function "<name>.body"(ptr %buffer0, ..., ptr %bufferN, i64 %begin, i64 %end) computing
+// units [begin, end), outputs first among the buffers. Targets wrap it: the CPU's kernel
+// unpacks a buffer table (EmitKernel), a GPU kernel calls it for its threads' units.
+// `warp`: the lanes of a GPU warp take each unit together (CooperativeReductions).
+llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, const KernelPlan& plan,
+                               const std::string& name, bool may_alias,
+                               const WarpCooperation* warp = nullptr);
+
+// The CPU's kernel ABI around a body: void @name(ptr %buffers, i64 %begin, i64 %end), the
+// buffers in a table (FjKernelFn).
+llvm::Function* EmitTableWrapper(llvm::Module& module, llvm::Function* body, const std::string& name);
+
+// The reductions the lanes of a GPU warp can compute together in a unit of `plan`: a row
+// kernel's per-row reductions (the lanes then split each row's elements), or the row
+// reduction a kernel's outputs are built around (the lanes compute each output together).
+// Empty when the plan has none.
+std::vector<const Instruction*> CooperativeReductions(const Instruction* fusion, const KernelPlan& plan);
 
 // Loads the elements of a buffer of `t` at `linear` (`width` lanes): a scalar load for a
 // uniform index, a vector load for consecutive lanes, else a gather; pred is stored as i8.

@@ -24,8 +24,8 @@ int64_t WholeLoopLanes(const Instruction* fusion) {
   return n;
 }
 
-llvm::Function* EmitWholeLoopKernel(llvm::Module& module, const Instruction* fusion, int width,
-                                    const std::string& name) {
+llvm::Function* EmitWholeLoopBody(llvm::Module& module, const Instruction* fusion, int width,
+                                  const std::string& name, const WarpCooperation* warp) {
   llvm::LLVMContext& ctx = module.getContext();
   const Computation& step = *fusion->fused_computation();
   const Instruction* root = step.root();
@@ -38,16 +38,25 @@ llvm::Function* EmitWholeLoopKernel(llvm::Module& module, const Instruction* fus
 
   llvm::Type* ptr = llvm::PointerType::getUnqual(ctx);
   llvm::Type* i64 = llvm::Type::getInt64Ty(ctx);
-  auto* type = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, i64, i64}, false);
-  llvm::Function* fn = llvm::Function::Create(type, llvm::GlobalValue::ExternalLinkage, name, module);
+  const int num_buffers = num_outputs + fusion->operand_count();
+  std::vector<llvm::Type*> params(num_buffers, ptr);
+  params.push_back(i64);
+  params.push_back(i64);
+  auto* type = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), params, false);
+  llvm::Function* fn = llvm::Function::Create(type, llvm::GlobalValue::InternalLinkage, name + ".body", module);
   fn->addFnAttr(llvm::Attribute::NoUnwind);
+  fn->addFnAttr(llvm::Attribute::AlwaysInline);
   Builder b(llvm::BasicBlock::Create(ctx, "entry", fn));
-  std::vector<llvm::Value*> buffers;
-  for (int i = 0; i < num_outputs + fusion->operand_count(); ++i) {
-    buffers.push_back(b.CreateLoad(ptr, b.CreateConstGEP1_64(ptr, fn->getArg(0), i)));
+  WarpCooperation warp_here;
+  if (warp) {
+    warp_here = *warp;
+    warp_here.lane = warp->lane_id(b);
+    warp = &warp_here;
   }
-  llvm::Value* begin = fn->getArg(1);
-  llvm::Value* end = fn->getArg(2);
+  std::vector<llvm::Value*> buffers;
+  for (int i = 0; i < num_buffers; ++i) buffers.push_back(fn->getArg(i));
+  llvm::Value* begin = fn->getArg(num_buffers);
+  llvm::Value* end = fn->getArg(num_buffers + 1);
   auto output = [&](int k) { return buffers[k]; };
   auto operand = [&](int i) { return buffers[num_outputs + i]; };
 
@@ -77,7 +86,29 @@ llvm::Function* EmitWholeLoopKernel(llvm::Module& module, const Instruction* fus
   };
 
   int64_t block = l.block_lanes;
-  if (l.reductions > 0) {
+  // GPU: [begin, end) are a warp's lanes, one per thread; each block of partial results is
+  // one warp's, written once per step by its lane 0 after the shuffles (no initialisation).
+  // Lanes past the end run along on the last lane's values, so that all take part.
+  FJ_CHECK(!warp || l.reductions == 0 || block == warp->lanes, "a GPU whole-loop block is one warp");
+  llvm::Value* active = nullptr;
+  if (warp) {
+    llvm::Value* lane = b.CreateAdd(begin, warp->lane);
+    active = b.CreateICmpSLT(lane, b.getInt64(lanes_n));
+    begin = b.CreateSelect(active, lane, b.getInt64(lanes_n - 1));
+    end = b.CreateAdd(begin, b.getInt64(1));
+  }
+  // Stores of lane values happen only for lanes in range.
+  auto guarded = [&](llvm::Value* cond, const std::function<void()>& emit) {
+    if (!cond) return emit();
+    llvm::BasicBlock* yes = llvm::BasicBlock::Create(ctx, "store", fn);
+    llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "store.done", fn);
+    b.CreateCondBr(cond, yes, done);
+    b.SetInsertPoint(yes);
+    emit();
+    b.CreateBr(done);
+    b.SetInsertPoint(done);
+  };
+  if (l.reductions > 0 && !warp) {
     // This call's blocks of partial results start from the combiner's identity.
     llvm::Value* first = b.CreateMul(b.CreateUDiv(begin, b.getInt64(block)), b.getInt64(steps));
     llvm::Value* last = b.CreateMul(b.CreateUDiv(b.CreateAdd(end, b.getInt64(block - 1)), b.getInt64(block)), b.getInt64(steps));
@@ -151,7 +182,7 @@ llvm::Function* EmitWholeLoopKernel(llvm::Module& module, const Instruction* fus
                 Val v = emitter.Emit(value, at[g]);
                 llvm::Value* row = b.CreateSExt(emitter.EmitUniform(root->operand(states + 2 * o + 1), Index{}).v, i64);
                 IndexDim where = lanes.Add(lanes.Uniform(b.CreateMul(row, b.getInt64(lanes_n))), lane[g]);
-                StoreElements(b, output(states + o), value->dtype(), where, v, w);
+                guarded(active, [&] { StoreElements(b, output(states + o), value->dtype(), where, v, w); });
               }
               for (int r = 0; r < l.reductions; ++r) {
                 const Instruction* reduce = root->operand(states + 2 * l.lane_outputs + 2 * r);
@@ -161,6 +192,17 @@ llvm::Function* EmitWholeLoopKernel(llvm::Module& module, const Instruction* fus
                 llvm::Value* row = b.CreateSExt(emitter.EmitUniform(root->operand(states + 2 * l.lane_outputs + 2 * r + 1), Index{}).v, i64);
                 DType t_r = reduce->dtype();
                 IndexDim slot = LaneMath(b, 1).Uniform(b.CreateAdd(b.CreateMul(block_index[g], b.getInt64(steps)), row));
+                if (warp) {
+                  // Lanes out of range add the combiner's identity; then the warp's butterfly.
+                  sum = b.CreateSelect(active, sum, emitter.Emit(reduce->operand(1), Index{}).v);
+                  for (int mask = warp->lanes / 2; mask >= 1; mask /= 2) {
+                    sum = emitter.EmitCombiner(combiner, sum, warp->shuffle_xor(b, sum, mask));
+                  }
+                  guarded(b.CreateICmpEQ(warp->lane, b.getInt64(0)), [&] {
+                    StoreElements(b, output(states + l.lane_outputs + r), t_r, slot, {sum, false}, 1);
+                  });
+                  continue;
+                }
                 Val old = LoadElements(b, output(states + l.lane_outputs + r), t_r, slot, 1);
                 StoreElements(b, output(states + l.lane_outputs + r), t_r, slot,
                               {emitter.EmitCombiner(combiner, old.v, sum), false}, 1);
@@ -179,16 +221,19 @@ llvm::Function* EmitWholeLoopKernel(llvm::Module& module, const Instruction* fus
             }
             return next;
           }, "step", {1, false});
-      for (int g = 0; g < group; ++g) {
-        for (int c = 0; c < l.carries; ++c) {
-          StoreElements(b, output(c), root->operand(c)->dtype(), lane[g], {finals[g * l.carries + c], w > 1}, w);
+      guarded(active, [&] {
+        for (int g = 0; g < group; ++g) {
+          for (int c = 0; c < l.carries; ++c) {
+            StoreElements(b, output(c), root->operand(c)->dtype(), lane[g], {finals[g * l.carries + c], w > 1}, w);
+          }
         }
-      }
+      });
       if (l.uniform_carries > 0) {
         // Every group computed the same uniform state; the one holding lane 0 stores it.
         llvm::BasicBlock* store_bb = llvm::BasicBlock::Create(ctx, "uniform.store", fn);
         llvm::BasicBlock* done_bb = llvm::BasicBlock::Create(ctx, "uniform.done", fn);
-        b.CreateCondBr(b.CreateICmpEQ(e, b.getInt64(0)), store_bb, done_bb);
+        llvm::Value* first_lane = b.CreateICmpEQ(e, b.getInt64(0));
+        b.CreateCondBr(active ? b.CreateAnd(first_lane, active) : first_lane, store_bb, done_bb);
         b.SetInsertPoint(store_bb);
         size_t at_final = uniform_at;
         for (int u = 0; u < l.uniform_carries; ++u) {
@@ -203,6 +248,11 @@ llvm::Function* EmitWholeLoopKernel(llvm::Module& module, const Instruction* fus
       return std::vector<llvm::Value*>{};
     }, "lanes", {1, false});
   };
+  if (warp) {
+    emit_lanes(begin, end, 1, 1);
+    b.CreateRetVoid();
+    return fn;
+  }
   // Groups of vectors while whole groups fit, then single vectors, then single lanes.
   int w = lanes_n >= width ? width : 1;
   int group = w > 1 ? std::max(1, kGroupLanes / w) : 1;

@@ -5,6 +5,7 @@
 
 #include "analysis/buffer_assignment.h"
 #include "codegen/cpu/cpu_compiler.h"
+#include "codegen/gpu/gpu_compiler.h"
 #include "fusion/fusion_pipeline.h"
 #include "fusion/profile.h"
 #include "ir/dot_printer.h"
@@ -12,6 +13,7 @@
 #include "passes/carry_split.h"
 #include "passes/concat_forwarding.h"
 #include "passes/constant_folding.h"
+#include "passes/custom_call_expansion.h"
 #include "passes/cse.h"
 #include "passes/dce.h"
 #include "passes/simplify.h"
@@ -25,6 +27,15 @@ namespace {
 
 double Since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// The PTX target when the options name none: the GPU's own where one is there (capped at
+// what this LLVM emits: newer GPUs run older targets' PTX), else sm_80.
+std::string DefaultGpuArch(Backend backend) {
+  if (backend != Backend::kGpu || !GpuUnavailableReason().empty()) return "sm_80";
+  std::string arch = GetGpuDevice(backend)->Arch();
+  std::string max = gpu::MaxGpuArch();
+  return std::atoi(arch.c_str() + 3) > std::atoi(max.c_str() + 3) ? max : arch;
 }
 
 }  // namespace
@@ -86,11 +97,21 @@ std::unique_ptr<Compilation> Compile(const Module& traced, const CompileOptions&
     repair.Run(*module);
     for (const PassRecord& r : repair.records()) result->passes.push_back(r);
   }
-  FusionPlan plan = FormKernels(*module, profile, unrepaired.get());
+  int cpu_lanes = options.vector_width > 0 ? options.vector_width : cpu::HostVectorLanes();
+  Target target = Target::For(options.backend, cpu_lanes);
+  FusionPlan plan = FormKernels(*module, profile, target, unrepaired.get());
   result->before_fusion = std::move(plan.before);
   module = std::move(plan.module);
   result->fusion_log = std::move(plan.log);
   for (const PassRecord& r : plan.records) result->passes.push_back(r);
+  if (target.is_gpu()) {
+    // The GPU cannot call the runtime's C++ kernels: custom calls that IR can express
+    // become kernels of their own.
+    Pipeline gpu("gpu-lowering");
+    gpu.AddPass<CustomCallExpansionPass>();
+    gpu.Run(*module);
+    for (const PassRecord& r : gpu.records()) result->passes.push_back(r);
+  }
   if (GetDebugFlags().checks) VerifyModule(*module);
   if (!GetDebugFlags().dump_dir.empty()) DumpStage(*module, "kernels", "dot", ModuleToDot(*module));
   DebugPrint(2, module->name() + " kernels (after fusion)", module->ToString());
@@ -99,30 +120,50 @@ std::unique_ptr<Compilation> Compile(const Module& traced, const CompileOptions&
   start = std::chrono::steady_clock::now();
   BufferAssignment buffers(*module);
   result->buffer_assignment = buffers.ToString();
-  cpu::CpuOptions cpu_options;
-  cpu_options.opt_level = options.opt_level;
-  cpu_options.vector_width = options.vector_width > 0 ? options.vector_width : cpu::HostVectorLanes();
-  cpu_options.keep_llvm_ir = options.keep_llvm_ir;
-  cpu_options.keep_asm = options.keep_llvm_ir;
-  cpu_options.resolve_custom_call = [](const std::string& target, bool* parallel) -> FjKernelFn {
-    const CustomCall* call = FindCustomCall(target);
-    if (parallel) *parallel = call && call->parallel;
-    return call ? call->fn : nullptr;
-  };
-  cpu::CpuProgram program = cpu::CompileCpuProgram(*module, buffers, cpu_options);
-  result->llvm_ir = program.llvm_ir;
-  result->assembly = program.assembly;
-  if (!program.llvm_ir.empty()) {
-    DumpStage(*module, "llvm", "ll", program.llvm_ir);
-    DebugPrint(3, module->name() + " LLVM IR (optimised)", program.llvm_ir);
-  }
-
   std::vector<Shape> params;
   for (const Instruction* p : module->entry()->parameters()) params.push_back(p->shape());
   std::vector<Shape> outputs;
   for (int i = 0; i < buffers.num_outputs(); ++i) outputs.push_back(buffers.output_shape(i));
-  result->executable = std::make_shared<Executable>(program.entry, program.code, params, outputs,
-                                                    buffers.temp_bytes(), program.kernels, program.loops);
+  if (target.is_gpu()) {
+    gpu::GpuOptions gpu_options;
+    gpu_options.emulated = options.backend == Backend::kGpuEmulated;
+    gpu_options.want_ptx = !gpu_options.emulated || options.keep_ptx;
+    gpu_options.opt_level = std::max(options.opt_level, 1);
+    gpu_options.keep_llvm_ir = options.keep_llvm_ir;
+    gpu_options.arch = options.gpu_arch.empty() ? DefaultGpuArch(options.backend) : options.gpu_arch;
+    gpu_options.ptx_version = options.ptx_version;
+    gpu_options.resolve_custom_call = [](const std::string& target) -> FjKernelFn {
+      const CustomCall* call = FindCustomCall(target);
+      return call ? call->fn : nullptr;
+    };
+    gpu::GpuCompiled program = gpu::CompileGpuProgram(*module, buffers, gpu_options);
+    result->llvm_ir = program.llvm_ir;
+    result->ptx = program.ptx;
+    if (!program.ptx.empty()) DumpStage(*module, "ptx", "ptx", program.ptx);
+    if (!program.llvm_ir.empty()) DebugPrint(3, module->name() + " LLVM IR (optimised)", program.llvm_ir);
+    result->executable = std::make_shared<GpuExecutable>(options.backend, std::move(program.program), params, outputs,
+                                                         buffers.temp_bytes(), program.kernels, program.loops);
+  } else {
+    cpu::CpuOptions cpu_options;
+    cpu_options.opt_level = options.opt_level;
+    cpu_options.vector_width = cpu_lanes;
+    cpu_options.keep_llvm_ir = options.keep_llvm_ir;
+    cpu_options.keep_asm = options.keep_llvm_ir;
+    cpu_options.resolve_custom_call = [](const std::string& target, bool* parallel) -> FjKernelFn {
+      const CustomCall* call = FindCustomCall(target);
+      if (parallel) *parallel = call && call->parallel;
+      return call ? call->fn : nullptr;
+    };
+    cpu::CpuProgram program = cpu::CompileCpuProgram(*module, buffers, cpu_options);
+    result->llvm_ir = program.llvm_ir;
+    result->assembly = program.assembly;
+    if (!program.llvm_ir.empty()) {
+      DumpStage(*module, "llvm", "ll", program.llvm_ir);
+      DebugPrint(3, module->name() + " LLVM IR (optimised)", program.llvm_ir);
+    }
+    result->executable = std::make_shared<CpuExecutable>(program.entry, program.code, params, outputs,
+                                                         buffers.temp_bytes(), program.kernels, program.loops);
+  }
   result->seconds_codegen = Since(start);
   result->optimized = std::move(module);
   return result;

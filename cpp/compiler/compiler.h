@@ -10,6 +10,7 @@
 #include "ir/module.h"
 #include "passes/pass.h"
 #include "runtime/executable.h"
+#include "support/target.h"
 
 namespace fj {
 
@@ -19,6 +20,10 @@ struct CompileOptions {
   bool simplify = true;       // DCE, CSE, algebraic simplification, constant folding
   bool keep_llvm_ir = false;  // record the optimised LLVM IR (and the native assembly)
   std::string fusion_profile = "fusionjit";  // see fusion/profile.h
+  Backend backend = Backend::kCpu;
+  std::string gpu_arch;       // PTX target ("" : the GPU's, else sm_80)
+  int ptx_version = 0;        // PTX ISA version (0: the lowest that has the target)
+  bool keep_ptx = false;      // gpu_emulated: also generate the PTX (the GPU always does)
 };
 
 struct Compilation {
@@ -26,6 +31,7 @@ struct Compilation {
   std::shared_ptr<Executable> executable;
   std::string llvm_ir;
   std::string assembly;
+  std::string ptx;  // the GPU's kernels
   std::vector<PassRecord> passes;
   std::string buffer_assignment;
   std::unique_ptr<Module> before_fusion;  // the module the kept fusion plan was built from

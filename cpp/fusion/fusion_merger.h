@@ -12,7 +12,8 @@ namespace fj {
 
 class FusionMergerPass : public Pass {
  public:
-  FusionMergerPass(FusionProfile profile, FusionLog* log) : profile_(std::move(profile)), log_(log) {}
+  FusionMergerPass(FusionProfile profile, FusionLog* log, const Target& target = Target())
+      : profile_(std::move(profile)), log_(log), cost_(target) {}
   std::string_view name() const override { return "fusion-merger"; }
   bool Run(Module& module) override;
   FusionDecision ShouldMerge(const Instruction* producer) const;

@@ -18,26 +18,26 @@
 
 namespace fj {
 
-void AddFusionPasses(Pipeline& pipeline, const FusionProfile& profile, FusionLog* log) {
+void AddFusionPasses(Pipeline& pipeline, const FusionProfile& profile, FusionLog* log, const Target& target) {
   // Loops whole-loop fusion takes run as one kernel whatever unroll factor the user gave;
   // the others are unrolled by the user's factor or (fusionjit profile) the cost model's.
-  if (profile.whole_loop) pipeline.AddPass<WholeLoopFusionPass>(profile, log);
+  if (profile.whole_loop) pipeline.AddPass<WholeLoopFusionPass>(profile, log, target);
   pipeline.AddPass<WhileLoopUnrollPass>(/*choose=*/profile.whole_loop);
   pipeline.AddPass<WhileTripCountPass>();
   pipeline.AddPass<SimplifyPass>();
   pipeline.AddPass<ConstantFoldingPass>();
   pipeline.AddPass<CsePass>();
   pipeline.AddPass<DcePass>();
-  // The CPU's work split for reductions with few outputs (block counts depend only on
+  // The target's work split for reductions with few outputs (block counts depend only on
   // shapes); not inside whole-loop kernels, which reduce per block of lanes themselves.
-  pipeline.AddPass<TreeReductionPass>();
+  pipeline.AddPass<TreeReductionPass>(target.tree);
   if (profile.enabled) {
     // Repeated until nothing changes, as XLA's HloPassFix around its fusion passes.
     Pipeline& fix = pipeline.AddPass<Pipeline>("fusion-fixed-point");
     fix.set_fixed_point(8);
-    fix.AddPass<InstructionFusionPass>(profile, log, /*may_duplicate=*/false);
-    fix.AddPass<InstructionFusionPass>(profile, log, /*may_duplicate=*/true);
-    fix.AddPass<FusionMergerPass>(profile, log);
+    fix.AddPass<InstructionFusionPass>(profile, log, /*may_duplicate=*/false, target);
+    fix.AddPass<InstructionFusionPass>(profile, log, /*may_duplicate=*/true, target);
+    fix.AddPass<FusionMergerPass>(profile, log, target);
     fix.AddPass<MultiOutputFusionPass>(profile, log);
     // Merged kernels hold copies of the ops each part computed: CSE keeps one of each.
     fix.AddPass<CsePass>();
@@ -50,16 +50,16 @@ void AddFusionPasses(Pipeline& pipeline, const FusionProfile& profile, FusionLog
 
 namespace {
 
-FusionPlan BuildPlan(const Module& module, const FusionProfile& profile) {
+FusionPlan BuildPlan(const Module& module, const FusionProfile& profile, const Target& target) {
   FusionPlan plan;
   plan.before = module.Clone();
   plan.module = module.Clone();
   plan.rules = profile.name;
   Pipeline kernels("fusion");
-  AddFusionPasses(kernels, profile, &plan.log);
+  AddFusionPasses(kernels, profile, &plan.log, target);
   kernels.Run(*plan.module);
   plan.records = kernels.records();
-  ProgramCost cost = EstimateProgram(*plan.module, CostModel());
+  ProgramCost cost = EstimateProgram(*plan.module, CostModel(target));
   plan.estimated_us = cost.us;
   plan.kernels = cost.kernels;
   return plan;
@@ -67,8 +67,9 @@ FusionPlan BuildPlan(const Module& module, const FusionProfile& profile) {
 
 }  // namespace
 
-FusionPlan FormKernels(const Module& module, const FusionProfile& profile, const Module* baseline) {
-  FusionPlan best = BuildPlan(module, profile);
+FusionPlan FormKernels(const Module& module, const FusionProfile& profile, const Target& target,
+                       const Module* baseline) {
+  FusionPlan best = BuildPlan(module, profile, target);
   if (!profile.cost_model) return best;
   std::string figures;
   auto describe = [&](const FusionPlan& p) {
@@ -82,7 +83,7 @@ FusionPlan FormKernels(const Module& module, const FusionProfile& profile, const
   std::string why;
   double xla_us = -1;  // the best estimate of XLA's rules
   for (const char* rules : {"xla+concat", "xla"}) {
-    FusionPlan other = BuildPlan(baseline ? *baseline : module, GetFusionProfile(rules));
+    FusionPlan other = BuildPlan(baseline ? *baseline : module, GetFusionProfile(rules), target);
     describe(other);
     if (xla_us < 0 || other.estimated_us < xla_us) xla_us = other.estimated_us;
     // Estimates within 0.1% are a tie: then fewer kernels win.

@@ -10,11 +10,14 @@
 #include "fusion/fusion_decision.h"
 #include "fusion/profile.h"
 #include "passes/pass.h"
+#include "support/target.h"
 
 namespace fj {
 
-// Adds the passes for `profile` (logging into `log`, which must outlive the pipeline).
-void AddFusionPasses(Pipeline& pipeline, const FusionProfile& profile, FusionLog* log);
+// Adds the passes for `profile` on `target` (logging into `log`, which must outlive the
+// pipeline).
+void AddFusionPasses(Pipeline& pipeline, const FusionProfile& profile, FusionLog* log,
+                     const Target& target = Target());
 
 struct FusionPlan {
   std::unique_ptr<Module> before;  // the module the plan was built from
@@ -33,6 +36,7 @@ struct FusionPlan {
 // tie): never worse than XLA's rules by its own measure. XLA's rules see `baseline` if given
 // (the module before the profile's frontend repair), else `module`. The plan's log ends
 // with an entry "plan-selection" naming the candidates and their estimates.
-FusionPlan FormKernels(const Module& module, const FusionProfile& profile, const Module* baseline = nullptr);
+FusionPlan FormKernels(const Module& module, const FusionProfile& profile, const Target& target = Target(),
+                       const Module* baseline = nullptr);
 
 }  // namespace fj

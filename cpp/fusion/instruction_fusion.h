@@ -14,8 +14,9 @@ class InstructionFusionPass : public Pass {
  public:
   // XLA runs the pass twice: first without duplicating producers, then allowing cheap
   // producers to be duplicated into several consumers.
-  InstructionFusionPass(FusionProfile profile, FusionLog* log, bool may_duplicate)
-      : profile_(std::move(profile)), log_(log), may_duplicate_(may_duplicate) {}
+  InstructionFusionPass(FusionProfile profile, FusionLog* log, bool may_duplicate,
+                        const Target& target = Target())
+      : profile_(std::move(profile)), log_(log), may_duplicate_(may_duplicate), cost_(target) {}
   std::string_view name() const override {
     return may_duplicate_ ? "instruction-fusion-dup" : "instruction-fusion";
   }

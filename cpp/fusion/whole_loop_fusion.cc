@@ -208,7 +208,8 @@ Match MatchLoop(const Instruction* loop) {
   return m;
 }
 
-void Fuse(Instruction* loop, const Match& m) {
+// `block_lanes`: lanes per block of partial results (0: chosen from the lanes).
+void Fuse(Instruction* loop, const Match& m, int64_t block_lanes) {
   Computation* parent = loop->parent();
   Module* module = parent->parent();
   const Instruction* init = loop->operand(0);
@@ -267,7 +268,8 @@ void Fuse(Instruction* loop, const Match& m) {
 
   int64_t lanes = Shape(DType::kF32, m.lanes).NumElements();
   int64_t block = m.reductions.empty() ? std::max<int64_t>(lanes, 1)
-                                       : std::max<int64_t>(16, ((lanes + 31) / 32 + 15) / 16 * 16);
+                 : block_lanes > 0      ? block_lanes
+                                        : std::max<int64_t>(16, ((lanes + 31) / 32 + 15) / 16 * 16);
   InstructionAttrs attrs;
   attrs.fusion_kind = FusionKind::kWholeLoop;
   attrs.trip_count = m.counted.trip_count;
@@ -347,7 +349,7 @@ bool WholeLoopFusionPass::Run(Module& module) {
                          std::to_string(m.lane.size()) + " carries in registers for all steps";
     if (!m.reductions.empty()) reason += ", and " + std::to_string(m.reductions.size()) + " per-step reductions are summed per block of lanes";
     if (log_) log_->Record("whole-loop-fusion", loop, loop, FusionDecision::Yes("whole-loop", reason));
-    Fuse(loop, m);
+    Fuse(loop, m, block_lanes_);
     changed = true;
   }
   return changed;

@@ -12,18 +12,22 @@
 #include "fusion/fusion_decision.h"
 #include "fusion/profile.h"
 #include "passes/pass.h"
+#include "support/target.h"
 
 namespace fj {
 
 class WholeLoopFusionPass : public Pass {
  public:
-  WholeLoopFusionPass(FusionProfile profile, FusionLog* log) : profile_(std::move(profile)), log_(log) {}
+  // `target` fixes the lanes per block of partial results (a GPU warp), if it does.
+  WholeLoopFusionPass(FusionProfile profile, FusionLog* log, const Target& target = Target())
+      : profile_(std::move(profile)), log_(log), block_lanes_(target.whole_loop_block_lanes) {}
   std::string_view name() const override { return "whole-loop-fusion"; }
   bool Run(Module& module) override;
 
  private:
   FusionProfile profile_;
   FusionLog* log_;
+  int64_t block_lanes_;
 };
 
 // Why `loop` (a while instruction, unfused) cannot run as one kernel, or "" if it can.

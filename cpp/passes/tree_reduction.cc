@@ -28,12 +28,11 @@ bool AsContiguousRun(const Instruction* reduce, Split* split) {
 }
 
 // How many blocks to split into; 1 leaves the reduction as it is.
-int64_t BlocksFor(const Split& s) {
+int64_t BlocksFor(const Split& s, const TreeReductionLimits& limits) {
   int64_t n = s.a * s.r * s.c;
-  int64_t units = s.c == 1 ? s.a : s.a * ((s.c + TreeReductionPass::kColumnGroup - 1) / TreeReductionPass::kColumnGroup);
-  if (n < 2 * TreeReductionPass::kBlockElements || units >= TreeReductionPass::kEnoughUnits) return 1;
-  int64_t most = std::min({TreeReductionPass::kMaxBlocks, n / TreeReductionPass::kBlockElements,
-                           s.r / TreeReductionPass::kMinBlockRows});
+  int64_t units = s.c == 1 ? s.a : s.a * ((s.c + limits.column_group - 1) / limits.column_group);
+  if (n < 2 * limits.block_elements || units >= limits.enough_units) return 1;
+  int64_t most = std::min({limits.max_blocks, n / limits.block_elements, s.r / limits.min_block_rows});
   // A count that divides the reduced elements needs no padding, whose bounds test in every
   // step of the inner loop costs more than a few blocks fewer do.
   for (int64_t blocks = most; blocks >= std::max<int64_t>(2, most / 2); --blocks) {
@@ -52,7 +51,7 @@ bool TreeReductionPass::Run(Module& module) {
       if (reduce->opcode() != Opcode::kReduce || reduce->operand_count() != 2 || !reduce->shape().IsArray()) continue;
       Split s;
       if (!AsContiguousRun(reduce, &s)) continue;
-      int64_t blocks = BlocksFor(s);
+      int64_t blocks = BlocksFor(s, limits_);
       if (blocks < 2) continue;
       int64_t per_block = (s.r + blocks - 1) / blocks;
       Instruction* x = reduce->operand(0);

@@ -9,24 +9,23 @@
 #pragma once
 
 #include "passes/pass.h"
+#include "support/target.h"
 
 namespace fj {
 
 class TreeReductionPass : public Pass {
  public:
-  // Only reductions of at least 2 * kBlockElements elements are split, into blocks of at
-  // least kBlockElements elements (over all outputs) and kMinBlockRows reduced elements
-  // per output, at most kMaxBlocks of them.
-  static constexpr int64_t kBlockElements = 32768;
-  static constexpr int64_t kMinBlockRows = 8;
-  static constexpr int64_t kMaxBlocks = 64;
-  // A reduction that already has this many parallel units is left alone: a row of a row
-  // reduction is a unit, and a vector of kColumnGroup outputs of a column reduction.
-  static constexpr int64_t kEnoughUnits = 32;
-  static constexpr int64_t kColumnGroup = 64;
-
+  // Only reductions of at least 2 * block_elements elements are split, into blocks of at
+  // least block_elements elements (over all outputs) and min_block_rows reduced elements
+  // per output, at most max_blocks of them. A reduction that already has enough_units
+  // parallel units is left alone: a row of a row reduction is a unit, and column_group
+  // outputs of a column reduction (the target's figures: TreeReductionLimits).
+  explicit TreeReductionPass(TreeReductionLimits limits = {}) : limits_(limits) {}
   std::string_view name() const override { return "tree-reduction"; }
   bool Run(Module& module) override;
+
+ private:
+  TreeReductionLimits limits_;
 };
 
 }  // namespace fj

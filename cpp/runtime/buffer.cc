@@ -1,6 +1,7 @@
-// Aligned host buffers with a small cache of freed blocks: a program called in a loop gets
-// its output buffers back without page faults (fresh large blocks come from mmap and fault
-// on first touch, which can cost more than the kernel that fills them).
+// Buffers (see buffer.h). Host buffers come with a small cache of freed blocks: a program
+// called in a loop gets its output buffers back without page faults (fresh large blocks
+// come from mmap and fault on first touch, which can cost more than the kernel that fills
+// them). Device buffers go back to their device's allocator.
 #include "runtime/buffer.h"
 
 #include <pthread.h>
@@ -77,13 +78,51 @@ std::shared_ptr<Buffer> Buffer::Allocate(int64_t bytes) {
     if (!p) ThrowResourceExhausted("out of memory allocating ", bytes, " bytes");
     if (rounded >= (size_t{2} << 20)) madvise(p, rounded, MADV_HUGEPAGE);
   }
-  return std::shared_ptr<Buffer>(new Buffer(p, bytes));
+  return std::shared_ptr<Buffer>(new Buffer(p, bytes, nullptr));
+}
+
+std::shared_ptr<Buffer> Buffer::AllocateOn(const std::shared_ptr<Device>& device, int64_t bytes) {
+  if (!device) return Allocate(bytes);
+  if (bytes < 0) ThrowInvalidArgument("negative buffer size");
+  return std::shared_ptr<Buffer>(new Buffer(device->Allocate(bytes), bytes, device));
 }
 
 Buffer::~Buffer() {
+  if (device_) {
+    device_->Free(data_, size_);
+    return;
+  }
   size_t rounded = Rounded(size_);
   if (rounded >= kMinCachedBlock && Cache().Put(data_, rounded)) return;
   std::free(data_);
+}
+
+const void* Buffer::HostData() const {
+  if (!device_) return data_;
+  std::lock_guard<std::mutex> lock(copies_mu_);
+  if (!host_copy_) {
+    std::shared_ptr<Buffer> copy = Allocate(size_);
+    if (size_ > 0) device_->CopyToHost(copy->data(), data_, size_);
+    host_copy_ = std::move(copy);
+  }
+  return host_copy_->data();
+}
+
+std::shared_ptr<Buffer> Buffer::On(const std::shared_ptr<Device>& device) const {
+  if (device == device_) return std::const_pointer_cast<Buffer>(shared_from_this());
+  if (!device) {
+    HostData();
+    std::lock_guard<std::mutex> lock(copies_mu_);
+    return host_copy_;
+  }
+  const void* host = HostData();
+  std::lock_guard<std::mutex> lock(copies_mu_);
+  if (!device_copy_ || device_copy_->device_ != device) {
+    std::shared_ptr<Buffer> copy = AllocateOn(device, size_);
+    if (size_ > 0) device->CopyToDevice(copy->data(), host, size_);
+    device_copy_ = std::move(copy);
+  }
+  return device_copy_;
 }
 
 }  // namespace fj

@@ -8,25 +8,37 @@
 
 namespace fj {
 
-Executable::Executable(FjEntryFn entry, std::shared_ptr<void> code, std::vector<Shape> parameters,
-                       std::vector<Shape> outputs, int64_t temp_bytes,
-                       std::vector<KernelInfo> kernels, std::vector<LoopInfo> loops)
-    : entry_(entry),
-      code_(std::move(code)),
+Executable::Executable(Backend backend, std::vector<Shape> parameters, std::vector<Shape> outputs,
+                       int64_t temp_bytes, std::vector<KernelInfo> kernels, std::vector<LoopInfo> loops)
+    : backend_(backend),
       parameters_(std::move(parameters)),
       outputs_(std::move(outputs)),
       temp_bytes_(temp_bytes),
       kernels_(std::move(kernels)),
-      loops_(std::move(loops)) {
-  if (temp_bytes_ > 0) arena_ = Buffer::Allocate(temp_bytes_);
+      loops_(std::move(loops)) {}
+
+std::vector<std::shared_ptr<Buffer>> Executable::Run(const void* const* params) const {
+  std::vector<Argument> args(parameters_.size());
+  for (size_t i = 0; i < args.size(); ++i) args[i].host = params[i];
+  return Run(args);
 }
 
-void Executable::RunInto(const void* const* params, void* const* outputs) const {
+CpuExecutable::CpuExecutable(FjEntryFn entry, std::shared_ptr<void> code, std::vector<Shape> parameters,
+                             std::vector<Shape> outputs, int64_t temp_bytes, std::vector<KernelInfo> kernels,
+                             std::vector<LoopInfo> loops)
+    : Executable(Backend::kCpu, std::move(parameters), std::move(outputs), temp_bytes, std::move(kernels),
+                 std::move(loops)),
+      entry_(entry),
+      code_(std::move(code)) {
+  if (temp_bytes > 0) arena_ = Buffer::Allocate(temp_bytes);
+}
+
+void CpuExecutable::RunInto(const void* const* params, void* const* outputs) const {
   const FjRuntimeApi* api = ThreadPool::Global().api();
   RunStatus status;
   {
     RunStatus::Scope scope(&status);
-    if (temp_bytes_ == 0) {
+    if (temp_bytes() == 0) {
       entry_(const_cast<void* const*>(params), outputs, nullptr, api);
     } else {
       bool expected = false;
@@ -35,7 +47,7 @@ void Executable::RunInto(const void* const* params, void* const* outputs) const 
         RecordLoopCounts(static_cast<const char*>(arena_->data()));
         arena_busy_.store(false, std::memory_order_release);
       } else {
-        std::shared_ptr<Buffer> own = Buffer::Allocate(temp_bytes_);
+        std::shared_ptr<Buffer> own = Buffer::Allocate(temp_bytes());
         entry_(const_cast<void* const*>(params), outputs, static_cast<char*>(own->data()), api);
         RecordLoopCounts(static_cast<const char*>(own->data()));
       }
@@ -44,23 +56,25 @@ void Executable::RunInto(const void* const* params, void* const* outputs) const 
   status.RaiseIfFailed();
 }
 
-std::vector<std::shared_ptr<Buffer>> Executable::Run(const void* const* params) const {
+std::vector<std::shared_ptr<Buffer>> CpuExecutable::Run(const std::vector<Argument>& args) const {
+  std::vector<const void*> params(args.size());
+  for (size_t i = 0; i < args.size(); ++i) params[i] = args[i].buffer ? args[i].buffer->HostData() : args[i].host;
   std::vector<std::shared_ptr<Buffer>> out;
   std::vector<void*> ptrs;
-  out.reserve(outputs_.size());
-  for (const Shape& s : outputs_) {
+  out.reserve(output_shapes().size());
+  for (const Shape& s : output_shapes()) {
     out.push_back(Buffer::Allocate(s.ByteSize()));
     ptrs.push_back(out.back()->data());
   }
-  RunInto(params, ptrs.data());
+  RunInto(params.data(), ptrs.data());
   return out;
 }
 
-void Executable::RecordLoopCounts(const char* temp) const {
+void Executable::RecordLoopCounts(const char* counters) const {
   if (loops_.empty()) return;
   std::vector<int64_t> counts(loops_.size());
   for (size_t i = 0; i < loops_.size(); ++i) {
-    std::memcpy(&counts[i], temp + loops_[i].counter_offset, sizeof(int64_t));
+    std::memcpy(&counts[i], counters + loops_[i].counter_offset, sizeof(int64_t));
   }
   std::lock_guard<std::mutex> lock(stats_mu_);
   last_iterations_ = std::move(counts);

@@ -1,5 +1,4 @@
-// Executable: a compiled program with its signature. On the CPU the whole program is one
-// native function (loops and kernel calls included), so running it is one call.
+// Executable: a compiled program with its signature, and what runs it on its backend.
 #pragma once
 
 #include <atomic>
@@ -11,6 +10,7 @@
 #include "ir/shape.h"
 #include "runtime/buffer.h"
 #include "support/abi.h"
+#include "support/target.h"
 
 namespace fj {
 
@@ -26,6 +26,8 @@ struct KernelInfo {
   int64_t bytes_read = 0;
   int64_t bytes_written = 0;
   std::string loop;    // the innermost loop it runs in ("" outside loops)
+  // GPU: threads that take each unit together (a warp for row reductions, else 1).
+  int threads_per_unit = 1;
 };
 
 // A loop of the program, for launch counts: its iterations are counted in an arena slot.
@@ -35,12 +37,23 @@ struct LoopInfo {
   int64_t counter_offset = 0;
 };
 
+// An argument of a run: a buffer (in host or device memory) or host memory.
+struct Argument {
+  const void* host = nullptr;
+  const Buffer* buffer = nullptr;  // when set, `host` is not used
+};
+
+// A compiled program on a backend, with its signature and what it launches. Subclasses run
+// it: CpuExecutable here, GpuExecutable (runtime/gpu/) for the GPU and its emulation.
 class Executable {
  public:
-  Executable(FjEntryFn entry, std::shared_ptr<void> code, std::vector<Shape> parameters,
-             std::vector<Shape> outputs, int64_t temp_bytes, std::vector<KernelInfo> kernels,
-             std::vector<LoopInfo> loops = {});
+  Executable(Backend backend, std::vector<Shape> parameters, std::vector<Shape> outputs, int64_t temp_bytes,
+             std::vector<KernelInfo> kernels, std::vector<LoopInfo> loops);
+  virtual ~Executable() = default;
 
+  Backend backend() const { return backend_; }
+  // The device the outputs are on (null: host memory).
+  virtual std::shared_ptr<Device> device() const { return nullptr; }
   const std::vector<Shape>& parameter_shapes() const { return parameters_; }
   const std::vector<Shape>& output_shapes() const { return outputs_; }
   const std::vector<KernelInfo>& kernels() const { return kernels_; }
@@ -50,15 +63,18 @@ class Executable {
   std::vector<int64_t> last_loop_iterations() const;
   int64_t temp_bytes() const { return temp_bytes_; }
 
-  // Runs the program: params[i] points at parameter i's elements (row-major). Allocates
-  // and returns the outputs. Thread-safe.
+  // Runs the program on `args` (one per parameter) and returns the outputs, allocated on
+  // device(). Thread-safe. Throws fj::Error when a kernel or the device fails.
+  virtual std::vector<std::shared_ptr<Buffer>> Run(const std::vector<Argument>& args) const = 0;
+  // Runs on host memory: params[i] points at parameter i's elements (row-major).
   std::vector<std::shared_ptr<Buffer>> Run(const void* const* params) const;
-  // Runs into caller-provided output pointers.
-  void RunInto(const void* const* params, void* const* outputs) const;
+
+ protected:
+  // Keeps the loops' iteration counts of a call, read from `counters` at their offsets.
+  void RecordLoopCounts(const char* counters) const;
 
  private:
-  FjEntryFn entry_;
-  std::shared_ptr<void> code_;
+  Backend backend_;
   std::vector<Shape> parameters_;
   std::vector<Shape> outputs_;
   int64_t temp_bytes_;
@@ -66,7 +82,23 @@ class Executable {
   std::vector<LoopInfo> loops_;
   mutable std::mutex stats_mu_;
   mutable std::vector<int64_t> last_iterations_;
-  void RecordLoopCounts(const char* temp) const;
+};
+
+// On the CPU the whole program is one native function (loops and kernel calls included),
+// so running it is one call.
+class CpuExecutable final : public Executable {
+ public:
+  CpuExecutable(FjEntryFn entry, std::shared_ptr<void> code, std::vector<Shape> parameters,
+                std::vector<Shape> outputs, int64_t temp_bytes, std::vector<KernelInfo> kernels,
+                std::vector<LoopInfo> loops = {});
+  std::vector<std::shared_ptr<Buffer>> Run(const std::vector<Argument>& args) const override;
+  using Executable::Run;
+  // Runs into caller-provided output pointers.
+  void RunInto(const void* const* params, void* const* outputs) const;
+
+ private:
+  FjEntryFn entry_;
+  std::shared_ptr<void> code_;
   // A reusable scratch arena; a concurrent call that finds it busy allocates its own.
   mutable std::atomic<bool> arena_busy_{false};
   mutable std::shared_ptr<Buffer> arena_;

@@ -14,6 +14,7 @@ enum class ErrorCode {
   kUnimplemented,    // a valid request this build cannot do yet
   kInternal,         // a broken invariant: a bug in fusionjit
   kResourceExhausted,  // out of memory (MemoryError in Python)
+  kUnavailable,        // a device or its driver is missing or failed (DeviceError)
 };
 
 class Error : public std::runtime_error {
@@ -54,6 +55,10 @@ template <typename... Args>
 template <typename... Args>
 [[noreturn]] void ThrowResourceExhausted(const Args&... args) {
   throw Error(ErrorCode::kResourceExhausted, StrCat(args...));
+}
+template <typename... Args>
+[[noreturn]] void ThrowUnavailable(const Args&... args) {
+  throw Error(ErrorCode::kUnavailable, StrCat(args...));
 }
 template <typename... Args>
 [[noreturn]] void ThrowInternal(const Args&... args) {

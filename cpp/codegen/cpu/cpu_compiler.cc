@@ -7,6 +7,7 @@
 #include "codegen/cpu/jit.h"
 #include "analysis/cost_model.h"
 #include "codegen/kernel_emitter.h"
+#include "codegen/program_emitter.h"
 #include "ir/whole_loop.h"
 #include "llvm/Analysis/TargetTransformInfo.h"
 #include "llvm/TargetParser/Host.h"
@@ -17,167 +18,16 @@ namespace fj::cpu {
 namespace {
 
 using codegen::Builder;
+using codegen::ProgramEmitter;
 
-// Emits the entry function: pointers for each kernel's buffers, then the calls.
-class ProgramEmitter {
+// The CPU's program: kernels called directly, or through the thread pool when they are
+// large; custom calls through their address in the runtime.
+class CpuProgramEmitter : public codegen::ProgramEmitter {
  public:
-  ProgramEmitter(llvm::Module& module, const BufferAssignment& buffers, const CpuOptions& options)
-      : module_(module), ctx_(module.getContext()), buffers_(buffers), options_(options),
-        ptr_(llvm::PointerType::getUnqual(ctx_)) {}
-
-  std::vector<KernelInfo> Emit(const Computation& entry) {
-    auto* fn_type = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx_), {ptr_, ptr_, ptr_, ptr_}, false);
-    fn_ = llvm::Function::Create(fn_type, llvm::GlobalValue::ExternalLinkage, "fj_main", module_);
-    fn_->addFnAttr(llvm::Attribute::NoUnwind);
-    llvm::BasicBlock* entry_bb = llvm::BasicBlock::Create(ctx_, "entry", fn_);
-    Builder b(entry_bb);
-    b_ = &b;
-    EmitComputation(entry);
-    EmitCopies(buffers_.output_copies());
-    b.CreateRetVoid();
-    // Every loop's iteration counter starts at zero in each call.
-    b.SetInsertPoint(entry_bb, entry_bb->getFirstInsertionPt());
-    for (const LoopInfo& loop : loops_) {
-      b.CreateStore(b.getInt64(0), b.CreateConstGEP1_64(b.getInt8Ty(), fn_->getArg(2), loop.counter_offset));
-    }
-    return std::move(kernels_);
-  }
-
-  const std::vector<LoopInfo>& loops() const { return loops_; }
+  CpuProgramEmitter(llvm::Module& module, const BufferAssignment& buffers, const CpuOptions& options)
+      : ProgramEmitter(module, buffers), options_(options) {}
 
  private:
-  // The computation's instructions in schedule order: kernel calls and control flow.
-  void EmitComputation(const Computation& c) {
-    for (const Instruction* instr : buffers_.schedule(&c)) {
-      switch (instr->opcode()) {
-        case Opcode::kFusion:
-          kernels_.push_back(EmitKernelCall(instr, static_cast<int>(kernels_.size())));
-          kernels_.back().loop = loop_name_;
-          break;
-        case Opcode::kCustomCall:
-          kernels_.push_back(EmitCustomCall(instr));
-          kernels_.back().loop = loop_name_;
-          break;
-        case Opcode::kWhile:
-          EmitWhile(instr);
-          break;
-        case Opcode::kConditional:
-          EmitConditional(instr);
-          break;
-        default:
-          break;
-      }
-    }
-  }
-
-  void EmitCopies(const std::vector<BufferCopy>& copies) {
-    for (const BufferCopy& copy : copies) {
-      if (copy.source.size == 0) continue;
-      b_->CreateMemCpy(SlicePointer(copy.target), llvm::MaybeAlign(16), SlicePointer(copy.source),
-                       llvm::MaybeAlign(16), copy.source.size);
-    }
-  }
-
-  // A native loop: the state copied in, then the condition's kernels and a test of its
-  // result (a counter for counted loops), the body's kernels and the copies that complete
-  // the next state.
-  void EmitWhile(const Instruction* loop) {
-    Builder& b = *b_;
-    const BufferAssignment::LoopPlan& plan = buffers_.loop(loop);
-    EmitCopies(plan.before);
-    // Names are unique within a computation: a nested loop is named with its enclosing one.
-    std::string name = loop_name_.empty() ? loop->name() : loop_name_ + "/" + loop->name();
-    loops_.push_back({name, loop_name_, plan.counter_offset});
-    std::string saved = loop_name_;
-    loop_name_ = name;
-    llvm::BasicBlock* pre = b.GetInsertBlock();
-    llvm::BasicBlock* header = llvm::BasicBlock::Create(ctx_, "while.header." + loop->name(), fn_);
-    llvm::BasicBlock* body = llvm::BasicBlock::Create(ctx_, "while.body." + loop->name(), fn_);
-    llvm::BasicBlock* exit = llvm::BasicBlock::Create(ctx_, "while.exit." + loop->name(), fn_);
-    b.CreateBr(header);
-    b.SetInsertPoint(header);
-    llvm::PHINode* iterations = b.CreatePHI(b.getInt64Ty(), 2, "iterations");
-    iterations->addIncoming(b.getInt64(0), pre);
-    int64_t trip_count = loop->attrs().trip_count;
-    if (trip_count >= 0) {
-      // A counted loop (scan, fori_loop): its condition's kernels need not run.
-      b.CreateCondBr(b.CreateICmpSLT(iterations, b.getInt64(trip_count)), body, exit);
-    } else {
-      const Computation* cond = loop->while_condition();
-      EmitComputation(*cond);
-      llvm::Value* pred = b.CreateLoad(b.getInt8Ty(), SlicePointer(buffers_.Get(cond->root())));
-      b.CreateCondBr(b.CreateICmpNE(pred, b.getInt8(0)), body, exit);
-    }
-    b.SetInsertPoint(body);
-    EmitComputation(*loop->while_body());
-    EmitCopies(plan.after_body);
-    llvm::Value* next = b.CreateAdd(iterations, b.getInt64(1));
-    iterations->addIncoming(next, b.GetInsertBlock());
-    b.CreateBr(header);
-    b.SetInsertPoint(exit);
-    // Iterations of this loop in this call (runs of an inner loop add up).
-    llvm::Value* counter = b.CreateConstGEP1_64(b.getInt8Ty(), fn_->getArg(2), plan.counter_offset);
-    b.CreateStore(b.CreateAdd(b.CreateLoad(b.getInt64Ty(), counter), iterations), counter);
-    loop_name_ = saved;
-  }
-
-  // A switch on the selector (clamped by the front end) over the branches.
-  void EmitConditional(const Instruction* cond) {
-    Builder& b = *b_;
-    const Instruction* selector = cond->operand(0);
-    const BufferSlice& s = buffers_.Get(selector);
-    llvm::Type* t = selector->dtype() == DType::kPred ? b.getInt8Ty() : b.getInt32Ty();
-    llvm::Value* index = b.CreateLoad(t, SlicePointer(s));
-    if (selector->dtype() == DType::kPred) index = b.CreateZExt(b.CreateICmpNE(index, b.getInt8(0)), b.getInt32Ty());
-    llvm::BasicBlock* merge = llvm::BasicBlock::Create(ctx_, "cond.merge." + cond->name(), fn_);
-    int n = static_cast<int>(cond->called_computations().size());
-    std::vector<llvm::BasicBlock*> blocks;
-    for (int k = 0; k < n; ++k) {
-      blocks.push_back(llvm::BasicBlock::Create(ctx_, "cond.branch" + std::to_string(k) + "." + cond->name(), fn_));
-    }
-    llvm::SwitchInst* sw = b.CreateSwitch(index, blocks.back(), n);
-    for (int k = 0; k + 1 < n; ++k) sw->addCase(b.getInt32(k), blocks[k]);
-    for (int k = 0; k < n; ++k) {
-      b.SetInsertPoint(blocks[k]);
-      EmitComputation(*cond->called_computations()[k]);
-      EmitCopies(buffers_.branch_copies(cond, k));
-      b.CreateBr(merge);
-    }
-    b.SetInsertPoint(merge);
-  }
-
-  llvm::Value* LoadPointer(llvm::Value* table, int64_t i) {
-    return b_->CreateLoad(ptr_, b_->CreateConstGEP1_64(ptr_, table, i));
-  }
-
-  llvm::Value* SlicePointer(const BufferSlice& s) {
-    switch (s.kind) {
-      case BufferKind::kParameter: return LoadPointer(fn_->getArg(0), s.index);
-      case BufferKind::kOutput: return LoadPointer(fn_->getArg(1), s.index);
-      case BufferKind::kTemp: return b_->CreateConstGEP1_64(b_->getInt8Ty(), fn_->getArg(2), s.offset);
-      case BufferKind::kConstant: return codegen::ConstantGlobal(module_, s.constant);
-    }
-    return nullptr;
-  }
-
-  // Fills a stack table with the buffers of `instr`'s outputs, then its operands.
-  llvm::Value* BufferTable(const Instruction* instr, int num_outputs) {
-    Builder& b = *b_;
-    int n = num_outputs + instr->operand_count();
-    llvm::IRBuilderBase::InsertPoint ip = b.saveIP();
-    b.SetInsertPoint(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
-    llvm::Value* table = b.CreateAlloca(llvm::ArrayType::get(ptr_, n));
-    b.restoreIP(ip);
-    for (int k = 0; k < num_outputs; ++k) {
-      b.CreateStore(SlicePointer(buffers_.Get(instr, k)), b.CreateConstGEP1_64(ptr_, table, k));
-    }
-    for (int k = 0; k < instr->operand_count(); ++k) {
-      b.CreateStore(SlicePointer(buffers_.Get(instr->operand(k))),
-                    b.CreateConstGEP1_64(ptr_, table, num_outputs + k));
-    }
-    return table;
-  }
-
   void CallKernel(llvm::Value* kernel, llvm::Value* table, int64_t units, bool parallel, int64_t grain) {
     Builder& b = *b_;
     if (parallel) {
@@ -194,7 +44,7 @@ class ProgramEmitter {
   }
 
   // A custom call: an opaque kernel of the runtime, called through its address.
-  KernelInfo EmitCustomCall(const Instruction* call) {
+  KernelInfo EmitCustomCall(const Instruction* call) override {
     const std::string& target = call->attrs().custom_call_target;
     bool may_split = false;
     FjKernelFn fn = options_.resolve_custom_call ? options_.resolve_custom_call(target, &may_split) : nullptr;
@@ -202,13 +52,8 @@ class ProgramEmitter {
     const Shape& shape = call->shape();
     int num_outputs = shape.IsTuple() ? static_cast<int>(shape.tuple_shapes().size()) : 1;
     int64_t units = shape.IsTuple() ? shape.tuple_shape(0).NumElements() : shape.NumElements();
-    KernelInfo info;
-    info.name = "custom-call." + target;
-    info.fusion = call->name();
-    info.kind = "custom-call";
+    KernelInfo info = Describe(call, "custom-call." + target, "custom-call");
     info.units = units;
-    for (const Instruction* op : call->operands()) info.bytes_read += op->shape().ByteSize();
-    info.bytes_written = shape.ByteSize();
     if (units == 0) return info;
     llvm::Value* table = BufferTable(call, num_outputs);
     llvm::Value* address = llvm::ConstantExpr::getIntToPtr(
@@ -219,20 +64,15 @@ class ProgramEmitter {
     return info;
   }
 
-  KernelInfo EmitKernelCall(const Instruction* fusion, int number) {
+  KernelInfo EmitKernelCall(const Instruction* fusion, int number) override {
     bool in_place = buffers_.WritesInPlace(fusion);
     codegen::KernelPlan plan = codegen::PlanKernel(fusion, options_.vector_width, in_place);
     std::string name = "kernel." + std::to_string(number) + "." + fusion->name();
     llvm::Function* kernel = codegen::EmitKernel(module_, fusion, plan, name, in_place);
 
-    KernelInfo info;
-    info.name = name;
-    info.fusion = fusion->name();
-    info.kind = std::string(FusionKindName(fusion->fusion_kind()));
+    KernelInfo info = Describe(fusion, name, std::string(FusionKindName(fusion->fusion_kind())));
     info.units = plan.units;
     info.width = plan.width;
-    for (const Instruction* op : fusion->operands()) info.bytes_read += op->shape().ByteSize();
-    info.bytes_written = fusion->shape().ByteSize();
     if (plan.units == 0) return info;
 
     llvm::Value* table = BufferTable(fusion, plan.num_outputs);
@@ -264,16 +104,7 @@ class ProgramEmitter {
     return info;
   }
 
-  llvm::Module& module_;
-  llvm::LLVMContext& ctx_;
-  const BufferAssignment& buffers_;
   const CpuOptions& options_;
-  llvm::PointerType* ptr_;
-  llvm::Function* fn_ = nullptr;
-  Builder* b_ = nullptr;
-  std::vector<KernelInfo> kernels_;
-  std::vector<LoopInfo> loops_;
-  std::string loop_name_;  // the loop whose body is being emitted
 };
 
 }  // namespace
@@ -284,7 +115,7 @@ CpuProgram CompileCpuProgram(const Module& module, const BufferAssignment& buffe
   auto context = std::make_unique<llvm::LLVMContext>();
   auto llvm_module = std::make_unique<llvm::Module>(module.name(), *context);
   CpuProgram program;
-  ProgramEmitter emitter(*llvm_module, buffers, options);
+  CpuProgramEmitter emitter(*llvm_module, buffers, options);
   program.kernels = emitter.Emit(*module.entry());
   program.loops = emitter.loops();
   bool want_ir = options.keep_llvm_ir || GetDebugFlags().debug_level >= 3;

@@ -161,4 +161,11 @@ std::pair<void*, std::shared_ptr<void>> JitEngine::Add(std::unique_ptr<llvm::Mod
   return {entry, owner};
 }
 
+void* JitEngine::Lookup(const std::shared_ptr<void>& owner, const std::string& symbol) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto address = jit_->lookup(*static_cast<llvm::orc::JITDylib*>(owner.get()), symbol);
+  if (!address) ThrowInternal("no symbol ", symbol, " in a JIT'd program: ", ErrorText(address.takeError()));
+  return address->toPtr<void*>();
+}
+
 }  // namespace fj::cpu

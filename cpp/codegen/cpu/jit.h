@@ -22,6 +22,8 @@ class JitEngine {
                                               const std::string& symbol, int opt_level,
                                               std::string* ir_out, std::string* asm_out = nullptr);
   llvm::TargetMachine& target_machine() { return *target_machine_; }
+  // The address of `symbol` in the code `owner` (returned by Add) holds.
+  void* Lookup(const std::shared_ptr<void>& owner, const std::string& symbol);
 
  private:
   JitEngine();

@@ -1,0 +1,56 @@
+// Targets (see target.h).
+#include "support/target.h"
+
+#include "support/error.h"
+
+namespace fj {
+
+const char* BackendName(Backend b) {
+  switch (b) {
+    case Backend::kCpu: return "cpu";
+    case Backend::kGpu: return "gpu";
+    case Backend::kGpuEmulated: return "gpu_emulated";
+  }
+  return "?";
+}
+
+Backend ParseBackend(const std::string& name) {
+  for (Backend b : {Backend::kCpu, Backend::kGpu, Backend::kGpuEmulated}) {
+    if (name == BackendName(b)) return b;
+  }
+  ThrowInvalidArgument("unknown backend '", name, "': the backends are 'cpu', 'gpu' and 'gpu_emulated'");
+}
+
+Target Target::For(Backend backend, int cpu_lanes) {
+  Target t;
+  t.backend = backend;
+  if (backend == Backend::kCpu) {
+    t.vector_lanes = cpu_lanes;
+    return t;
+  }
+  // A GPU (H100-class): one element per thread, a warp per row of a row reduction, tens of
+  // thousands of threads to fill, ~3 TB/s, launches of a few microseconds. Rows are not
+  // kept in buffers (a thread's stack is slow local memory): they are computed again.
+  t.vector_lanes = 1;
+  t.max_kept_row_bytes = 0;
+  // Rows are split only when long (a warp reduces a row; splitting short ones would break
+  // row fusion for little gain), column reductions when there are few columns.
+  t.tree.block_elements = 4096;
+  t.tree.min_block_rows = 4096;
+  t.tree.max_blocks = 4096;
+  t.tree.enough_units = 2048;
+  t.tree.column_group = 1;
+  t.bytes_per_us = 2.5e6;
+  t.flops_per_us = 3e7;
+  t.launch_us = 3.0;
+  t.whole_loop_block_lanes = kWarpSize;
+  return t;
+}
+
+std::string Target::Key() const {
+  std::string key = BackendName(backend);
+  if (backend == Backend::kCpu) return key + ":" + std::to_string(vector_lanes);
+  return key + ":" + gpu_arch + ":" + std::to_string(ptx_version);
+}
+
+}  // namespace fj
