@@ -38,12 +38,13 @@ from pathlib import Path
 # wants only _src/ here; __init__.py is a public module that reaches _core directly today
 # (a candidate for moving behind _src/).
 CORE_IMPORTERS = {
-    "__init__.py": "devices() reports the host CPU, thread count and SIMD width from C++",
+    "__init__.py": "devices() reports the host CPU and the GPU from C++; DeviceError",
     "_src/tree_util.py": "pytrees are flattened and rebuilt in C++ (PyTreeDef, registry)",
     "_src/api.py": "Jitted subclasses the C++ JitFunction fast path; C++ tree_flatten",
     "_src/array.py": "Array is the C++ buffer type; NumPy <-> Array transfer",
     "_src/config.py": "pushes flags (x64, checks, disable_jit, cache size) into C++",
     "_src/lowering.py": "builds the C++ IR through its ModuleBuilder",
+    "_src/dispatch.py": "runs executables; a device's errors are _core.DeviceError",
 }
 
 # Layer -> the other layers whose headers it may include (itself and `support` always).

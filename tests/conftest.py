@@ -17,6 +17,20 @@ settings.register_profile(
 settings.register_profile("dev", max_examples=200, deadline=None)
 settings.load_profile(os.environ.get("FJ_HYPOTHESIS_PROFILE", "ci"))
 
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under FUSIONJIT_DEFAULT_BACKEND=gpu_emulated (the GPU's kernels run on the CPU) the
+    suite checks GPU code; tests that assert the CPU backend's own plan or code step aside."""
+    backend = fusionjit.config.fusionjit_default_backend
+    if backend == "cpu":
+        return
+    skip = pytest.mark.skip(reason=f"asserts the CPU backend's plan or code ({backend} run)")
+    for item in items:
+        if "cpu_only" in item.keywords:
+            item.add_marker(skip)
+
+
 # JAX's test tolerances (jax._src.public_test_util), per dtype.
 TOLERANCE = {np.dtype(np.bool_): 0, np.dtype(np.int32): 0, np.dtype(np.int64): 0,
              np.dtype(np.uint32): 0, np.dtype(np.uint64): 0, np.dtype(np.float32): 1e-6,

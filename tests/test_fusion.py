@@ -244,6 +244,7 @@ def test_fusionjit_keeps_the_better_of_its_plan_and_xlas():
     assert "plan:" in str(ex)
 
 
+@pytest.mark.cpu_only
 def test_a_concatenate_read_several_times_stays_a_kernel_under_xla():
     """Fuzz seed 4915, shrunk: the inner concatenate is read 4 times by the outer one. XLA's
     code-duplication rule (concatenate, pad and dynamic-update-slice are evaluated once per
@@ -332,6 +333,7 @@ def test_row_fusion_makes_one_kernel_per_row_normalisation(f, ref, shape):
     assert rows and "once per row" in rows[0]["reason"]
 
 
+@pytest.mark.cpu_only
 def test_row_fusion_is_refused_with_its_reason():
     few_rows = np.ones((4, 64), np.float32)
     ex = fusionjit.explain(_softmax)(few_rows)
@@ -353,6 +355,7 @@ def _kept_rows(f, x):
     return len(re.findall(r"%kept\.\S+ = alloca", fusionjit.jit(f).lower(x).as_text(stage="llvm")))
 
 
+@pytest.mark.cpu_only
 @pytest.mark.parametrize("cols", [4096, 4099, 7])
 def test_row_fused_kernel_keeps_a_costly_row_value(cols):
     """Softmax's exp(x - max) feeds both its sum and its quotient: the row-fused kernel
@@ -365,6 +368,7 @@ def test_row_fused_kernel_keeps_a_costly_row_value(cols):
     assert _kept_rows(_layernorm, x) == 0
 
 
+@pytest.mark.cpu_only
 def test_kept_row_value_is_read_at_any_position_of_its_row(x64):
     """The kept value read reversed (a gather from the row buffer), by two reductions, and
     at another row's index through a transpose (recomputed there, not read from this row)."""

@@ -146,6 +146,7 @@ def test_atan2_special_cases():
     np.testing.assert_allclose(got, ref, rtol=4e-7, equal_nan=True)
 
 
+@pytest.mark.cpu_only
 def test_generated_code_has_no_libm_calls_on_the_fast_path():
     """exp and log are straight-line vector code: the optimised LLVM IR calls nothing."""
     x = np.ones(1024, np.float32)

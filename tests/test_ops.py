@@ -454,6 +454,7 @@ def test_kernels_that_make_their_own_large_values_are_parallel():
     assert float(cases[1][0](np.float32(0.5))) == (2 ** 20 - 1) * 0.5
 
 
+@pytest.mark.cpu_only
 def test_threads_get_whole_vectors_of_element_units():
     """The thread pool hands a kernel whose units are elements whole vectors of them: a chunk
     cut mid-vector would run on the scalar tail (a column sum of 300 x 8192 has 300 elements

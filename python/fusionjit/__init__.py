@@ -33,21 +33,44 @@ _array_methods.install_all()
 __version__ = "0.1.0"
 
 
+DeviceError = _core.DeviceError
+
+
 def block_until_ready(x):
-    """Waits for every array in the pytree ``x`` (CPU execution is synchronous)."""
+    """Waits until every array in the pytree ``x`` is computed (GPU work runs
+    asynchronously; CPU work is done when a call returns); returns ``x``."""
+    for leaf in tree_util.tree_leaves(x):
+        if isinstance(leaf, Array):
+            leaf.block_until_ready()
     return x
 
 
-def devices():
-    """The devices fusionjit can run on."""
-    return [f"cpu:0 ({_core.host_cpu()}, {_core.num_threads()} threads, "
-            f"{_core.host_vector_lanes()} x 32-bit SIMD lanes)"]
+def devices(backend: str | None = None):
+    """The devices fusionjit can run on (of ``backend``: "cpu", "gpu", "gpu_emulated"), as
+    descriptions: the CPU, the GPU where there is one with its driver, and the GPU
+    emulation (which runs the GPU's kernels on the CPU, for testing)."""
+    found = {"cpu": [f"cpu:0 ({_core.host_cpu()}, {_core.num_threads()} threads, "
+                     f"{_core.host_vector_lanes()} x 32-bit SIMD lanes)"],
+             "gpu": [] if _core.gpu_unavailable_reason() else [_core.gpu_description()],
+             "gpu_emulated": [_core.gpu_emulated_description()]}
+    if backend is not None:
+        if backend not in found:
+            raise ValueError(f"unknown backend {backend!r}; the backends are "
+                             f"{', '.join(repr(b) for b in found)}")
+        return found[backend]
+    return [d for ds in found.values() for d in ds]
+
+
+def gpu_unavailable_reason() -> str:
+    """Why no GPU can be used ("" when one can): no driver, no device, a driver too old."""
+    return _core.gpu_unavailable_reason()
 
 
 __all__ = [
     "Array", "Compiled", "ConcretizationTypeError", "Explanation", "Lowered", "ShapeDtypeStruct",
     "TracerArrayConversionError", "TracerBoolConversionError", "TracerIntegerConversionError",
-    "UnexpectedTracerError", "block_until_ready", "config", "devices", "disable_jit", "explain",
+    "UnexpectedTracerError", "DeviceError", "block_until_ready", "config", "devices",
+    "disable_jit", "explain", "gpu_unavailable_reason",
     "jit", "lax",
     "make_ir", "numpy", "random", "testing", "tree_util",
 ]

@@ -50,11 +50,12 @@ def _normalize_static(fun: Callable, static_argnums, static_argnames):
 
 
 class _CacheEntry:
-    __slots__ = ("program", "module", "compilation", "out_tree", "out_weak", "avals")
+    __slots__ = ("program", "module", "compilation", "out_tree", "out_weak", "avals", "ptx")
 
     def __init__(self, program, module, compilation, out_tree, out_weak, avals):
         self.program, self.module, self.compilation = program, module, compilation
         self.out_tree, self.out_weak, self.avals = out_tree, out_weak, avals
+        self.ptx = None  # the GPU form's PTX, when asked for (Lowered.as_text("ptx"))
 
 
 class Jitted(_core.JitFunction):
@@ -63,15 +64,19 @@ class Jitted(_core.JitFunction):
     signature traces and compiles."""
 
     def __init__(self, fun: Callable, static_argnums=None, static_argnames=None,
-                 fusion: str | None = None, _primitive: bool = False):
+                 fusion: str | None = None, _primitive: bool = False, backend: str | None = None):
         nums, names = _normalize_static(fun, static_argnums, static_argnames)
-        if fusion is not None:
-            from fusionjit._src.config import _check_profile
-            try:
+        from fusionjit._src.config import _check_backend, _check_profile
+        try:
+            if fusion is not None:
                 _check_profile(fusion)
-            except ValueError as e:
-                raise ValueError(errors.located(str(e))) from None
+            if backend is not None:
+                _check_backend(backend)
+        except ValueError as e:
+            raise ValueError(errors.located(str(e))) from None
         self._fusion = fusion
+        # None: the configuration's fusionjit_default_backend (part of the cache key).
+        self._backend = backend
         # Primitives always compile: with fusionjit_disable_jit they are what runs eagerly.
         self._primitive = _primitive
         super().__init__(fun, self._cache_miss, list(nums), list(names), _primitive)
@@ -138,7 +143,7 @@ class Jitted(_core.JitFunction):
                 f"dynamic")) from None
         return key
 
-    def _entry(self, args, kwargs, keep_llvm_ir=False) -> tuple[_CacheEntry, list]:
+    def _entry(self, args, kwargs, keep_llvm_ir=False, keep_ptx=False) -> tuple[_CacheEntry, list]:
         """Traces and compiles for this call's signature (cached); returns the entry and the
         flat argument leaves."""
         self._check_call(args, kwargs)
@@ -148,10 +153,12 @@ class Jitted(_core.JitFunction):
         avals = tuple(core.get_aval(x) for x in leaves)
         key = (in_tree, static_key, avals, config.epoch)
         entry = self._entries.get(key)
-        if entry is None or (keep_llvm_ir and not entry.compilation.llvm_ir):
+        if (entry is None or (keep_llvm_ir and not entry.compilation.llvm_ir)
+                or (keep_ptx and not entry.compilation.ptx)):
             program, out_tree = self._trace(in_tree, avals, statics, static_kwargs)
             module = lowering.lower_program(program, _module_name(self._name))
-            compilation = dispatch.compile_module(module, self._name, keep_llvm_ir, self._fusion)
+            compilation = dispatch.compile_module(module, self._name, keep_llvm_ir, self._fusion,
+                                                  self._backend, keep_ptx)
             out_weak = [a.weak_type for a in program.out_avals]
             entry = _CacheEntry(program, module, compilation, out_tree, out_weak, avals)
             self._entries.put(key, entry)
@@ -234,7 +241,8 @@ class ShapeDtypeStruct:
         return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype})"
 
 
-_STAGES = ("program", "traced", "optimized", "llvm", "asm", "dot", "buffers", "before_fusion")
+_STAGES = ("program", "traced", "optimized", "llvm", "asm", "ptx", "dot", "buffers",
+           "before_fusion")
 
 
 class Lowered:
@@ -250,8 +258,9 @@ class Lowered:
     def as_text(self, stage: str = "traced") -> str:
         """``stage``: "program" (the traced Python program), "traced" (the C++ IR as
         lowered), "optimized" (after the C++ passes and kernel formation), "llvm" (the
-        optimised LLVM IR), "asm" (native assembly), "dot" (Graphviz of the optimized
-        module), "buffers" (the buffer assignment)."""
+        optimised LLVM IR), "asm" (native assembly), "ptx" (the GPU's kernels as PTX: for a
+        function compiled for the CPU, those it would run on the GPU; no GPU needed), "dot"
+        (Graphviz of the optimized module), "buffers" (the buffer assignment)."""
         if stage == "program":
             return self._entry.program.pretty()
         if stage == "traced":
@@ -264,6 +273,20 @@ class Lowered:
             return self._entry.compilation.before_fusion_text
         if stage == "buffers":
             return self._entry.compilation.buffer_assignment
+        if stage == "ptx":
+            compilation = self._entry.compilation
+            if not compilation.ptx:
+                backend = compilation.executable.backend
+                if backend == "gpu_emulated":
+                    self._entry, _ = self._jitted._entry(self._args, self._kwargs, keep_ptx=True)
+                    return self._entry.compilation.ptx
+                # The same program compiled for the GPU (kept with the entry).
+                if getattr(self._entry, "ptx", None) is None:
+                    gpu = dispatch.compile_module(self._entry.module, self._jitted._name,
+                                                  fusion=self._jitted._fusion, backend="gpu")
+                    self._entry.ptx = gpu.ptx
+                return self._entry.ptx
+            return compilation.ptx
         if stage in ("llvm", "asm"):
             if not self._entry.compilation.llvm_ir:
                 self._entry, _ = self._jitted._entry(self._args, self._kwargs, keep_llvm_ir=True)
@@ -319,21 +342,24 @@ class Compiled:
 
 
 def jit(fun: Callable | None = None, *, static_argnums: int | Sequence[int] | None = None,
-        static_argnames: str | Sequence[str] | None = None, fusion: str | None = None) -> Any:
+        static_argnames: str | Sequence[str] | None = None, fusion: str | None = None,
+        backend: str | None = None) -> Any:
     """Compiles ``fun`` with fusionjit. Usable as ``@jit`` or ``@jit(static_argnums=...)``.
 
     The function is traced once per signature (tree structure, shapes, dtypes, weak types
     and static argument values) and compiled to native code; later calls with the same
     signature go straight to the compiled code. ``fusion`` picks the fusion rule profile
     for this function ("fusionjit", "xla", "xla+concat", "none"); by default the global
-    ``fusionjit_fusion_profile``.
+    ``fusionjit_fusion_profile``. ``backend`` picks where it runs ("cpu", "gpu",
+    "gpu_emulated"); by default ``fusionjit_default_backend``. On the GPU, results stay in
+    GPU memory until NumPy reads them (``np.asarray``) or ``block_until_ready``.
     """
     if fun is None:
         return functools.partial(jit, static_argnums=static_argnums,
-                                 static_argnames=static_argnames, fusion=fusion)
+                                 static_argnames=static_argnames, fusion=fusion, backend=backend)
     if not callable(fun):
         raise TypeError(errors.located(f"jit expects a callable, got {type(fun).__name__}"))
-    return Jitted(fun, static_argnums, static_argnames, fusion)
+    return Jitted(fun, static_argnums, static_argnames, fusion, backend=backend)
 
 
 @contextlib.contextmanager

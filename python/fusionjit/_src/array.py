@@ -84,6 +84,9 @@ def _install_python_methods() -> None:
     Array.__iter__ = _iter
     Array.__hash__ = None
     Array.__array_priority__ = 100
+    # Where the elements are: "cpu", or the GPU's description (they stay there until NumPy
+    # reads them).
+    Array.device = property(lambda self: self._device)
     Array.item = lambda self, *args: np.asarray(self).item(*args)
     Array.tolist = lambda self: np.asarray(self).tolist()
     Array.copy = lambda self: from_numpy(np.array(self), weak_type=self.weak_type)

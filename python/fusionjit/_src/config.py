@@ -49,6 +49,15 @@ _OPTIONS = {
                 "and fusion barrier, as XLA's cuda_threefry2x32.",
                 validate=lambda v: v if v in ("fused", "custom_call") else
                 _bad("threefry_lowering", v, "'fused' or 'custom_call'")),
+        _Option("fusionjit_default_backend", "cpu", str,
+                "Where jitted functions and eager operations run: 'cpu', 'gpu' (an NVIDIA GPU "
+                "through the CUDA driver) or 'gpu_emulated' (the GPU's kernels run on the CPU, "
+                "for testing); jit(f, backend=...) chooses per function.",
+                validate=lambda v: _check_backend(v)),
+        _Option("fusionjit_gpu_arch", "", str,
+                "The PTX target of GPU code ('sm_80', 'sm_90'); '' for the GPU's own (sm_80 "
+                "where there is no GPU).",
+                validate=lambda v: _check_gpu_arch(v)),
         _Option("fusionjit_log_compiles", False, _parse_bool,
                 "Log each trace and compilation with its time.", affects_tracing=False),
         _Option("fusionjit_disable_jit", False, _parse_bool,
@@ -69,6 +78,22 @@ def _check_profile(value: Any) -> str:
     if value not in names:
         raise ValueError(f"unknown fusion profile {value!r}; known profiles: {', '.join(names)}")
     return value
+
+
+BACKENDS = ("cpu", "gpu", "gpu_emulated")
+
+
+def _check_backend(value: Any) -> str:
+    if value not in BACKENDS:
+        raise ValueError(f"unknown backend {value!r}; the backends are "
+                         f"{', '.join(repr(b) for b in BACKENDS)}")
+    return value
+
+
+def _check_gpu_arch(value: Any) -> str:
+    if value == "" or (str(value).startswith("sm_") and str(value)[3:].isdigit()):
+        return value
+    _bad("gpu_arch", value, "'' or 'sm_<number>', e.g. 'sm_90'")
 
 
 def _bad(name: str, value: Any, allowed: str):

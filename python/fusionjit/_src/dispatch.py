@@ -5,6 +5,7 @@ nor recompile."""
 from __future__ import annotations
 
 import collections
+import os
 import sys
 import threading
 import time
@@ -13,8 +14,10 @@ from typing import Any
 
 import numpy as np
 
+from fusionjit import _core
 from fusionjit._src import array as array_mod
 from fusionjit._src import core
+from fusionjit._src import errors
 from fusionjit._src.config import config
 
 
@@ -34,23 +37,41 @@ class Stats:
 stats = Stats()
 
 
-def compile_options(fusion: str | None = None) -> dict:
+def compile_options(fusion: str | None = None, backend: str | None = None,
+                    gpu_arch: str | None = None) -> dict:
     return dict(opt_level=int(config.fusionjit_opt_level),
                 vector_width=int(config.fusionjit_vector_width),
-                fusion=fusion or str(config.fusionjit_fusion_profile))
+                fusion=fusion or str(config.fusionjit_fusion_profile),
+                backend=backend or str(config.fusionjit_default_backend),
+                gpu_arch=gpu_arch or str(config.fusionjit_gpu_arch))
 
 
-def compile_module(module, name: str, keep_llvm_ir: bool = False, fusion: str | None = None):
-    """Compiles a lowered module with the current configuration (and fusion profile)."""
+def compile_module(module, name: str, keep_llvm_ir: bool = False, fusion: str | None = None,
+                   backend: str | None = None, keep_ptx: bool = False,
+                   gpu_arch: str | None = None):
+    """Compiles a lowered module with the current configuration (fusion profile, backend)."""
     start = time.perf_counter()
-    compilation = module.compile(keep_llvm_ir=keep_llvm_ir, **compile_options(fusion))
+    options = compile_options(fusion, backend, gpu_arch)
+    compilation = module.compile(keep_llvm_ir=keep_llvm_ir, keep_ptx=keep_ptx, **options)
     stats.compiles += 1
+    if options["backend"] != "cpu" and os.environ.get("FJ_CHECK_PTX"):
+        check_ptx(module, options, os.environ["FJ_CHECK_PTX"])
     if config.fusionjit_log_compiles:
         print(f"fusionjit: compiled {name} in {(time.perf_counter() - start) * 1e3:.1f} ms "
               f"(passes {compilation.seconds_passes * 1e3:.1f} ms, LLVM "
               f"{compilation.seconds_codegen * 1e3:.1f} ms, "
               f"{compilation.executable.num_kernels} kernels)", file=sys.stderr)
     return compilation
+
+
+def check_ptx(module, options: dict, archs: str) -> None:
+    """FJ_CHECK_PTX=sm_80,sm_90: every GPU compilation is also compiled to PTX for each
+    of these targets and assembled with ptxas; a rejection raises with the PTX's path and
+    the command that reproduces it."""
+    from fusionjit._src import gpu_tools
+    for arch in archs.split(","):
+        ptx_options = dict(options, backend="gpu", gpu_arch=arch.strip())
+        gpu_tools.ptxas(module.compile(keep_ptx=True, **ptx_options).ptx, arch.strip())
 
 
 def note_trace(name: str, seconds: float) -> None:
@@ -70,7 +91,12 @@ def to_argument(x, aval: core.ShapedArray) -> Any:
 
 
 def run(executable, leaves, avals, out_weak) -> list:
-    return executable([to_argument(x, a) for x, a in zip(leaves, avals)], out_weak)
+    args = [to_argument(x, a) for x, a in zip(leaves, avals)]
+    try:
+        return executable(args, out_weak)
+    except _core.DeviceError as e:
+        # A missing GPU or a failing one: say so at the user's call.
+        raise _core.DeviceError(errors.located(str(e))) from None
 
 
 # --- eager primitives -----------------------------------------------------------------

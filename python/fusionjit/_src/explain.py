@@ -216,7 +216,7 @@ _ = errors
 
 
 def launch_counts(fun: Callable, *, fusion: str | None = None, static_argnums=None,
-                  static_argnames=None) -> Callable:
+                  static_argnames=None, backend: str | None = None) -> Callable:
     """``launch_counts(f, fusion=...)(*args)``: the kernel launches of one call of ``f``, as
     the executable recorded them (the paper's metric): ``{"per_call": n, "kernels": k,
     "loops": [{"name", "parent", "iterations", "launches_per_iteration"}]}``. ``kernels``
@@ -225,7 +225,7 @@ def launch_counts(fun: Callable, *, fusion: str | None = None, static_argnums=No
     from fusionjit._src.api import Jitted
 
     def counted(*args, **kwargs) -> dict:
-        jitted = Jitted(fun, static_argnums, static_argnames, fusion)
+        jitted = Jitted(fun, static_argnums, static_argnames, fusion, backend=backend)
         compiled = jitted.lower(*args, **kwargs).compile()
         compiled(*args, **kwargs)
         exe = compiled._entry.compilation.executable
