@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test and check: static checks (ruff, layering, file length), the C++ tests
 # (ctest) and the Python tests (pytest, with JAX and Gymnasium installed so every
-# comparison with them runs), all with the IR verifier after every pass (FJ_CHECKS=1), then
+# comparison with them runs), all with the IR verifier after every pass (FJ_CHECKS=1), the
+# kernel tests again on the emulated GPU (FJ_NO_GPU_EMULATION=1 skips them), then
 # the C++ core under ASan + UBSan (scripts/sanitize.sh; FJ_NO_SANITIZE=1 skips it).
 # Installs what is missing first. Extra arguments go to the main pytest run.
 set -euo pipefail
@@ -16,6 +17,19 @@ ctest --test-dir build/release --output-on-failure -j2
 echo "test: Python tests"
 # Run from tests/ so that the installed package, not python/fusionjit, is imported.
 (cd tests && $PY -m pytest -q -n 2 -p no:cacheprovider "$@" .)
+if [ "${FJ_NO_GPU_EMULATION:-0}" != 1 ]; then
+  # The GPU backend without a GPU: the kernel tests again with every kernel compiled for the
+  # GPU and run by the emulator (checked against NumPy as on the CPU), and its PTX assembled
+  # by ptxas for sm_90 (tests/test_gpu.py assembles its own kernels for sm_80 and sm_90).
+  echo "test: GPU kernels, emulated"
+  ptx_check=""
+  if command -v ptxas >/dev/null || [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/ptxas" ]; then
+    ptx_check=sm_90
+  fi
+  (cd tests && FUSIONJIT_DEFAULT_BACKEND=gpu_emulated FJ_CHECK_PTX=$ptx_check \
+    $PY -m pytest -q -n 2 -p no:cacheprovider -m "not slow" \
+    test_ops.py test_loops.py test_whole_loop.py test_multi_output.py test_random.py)
+fi
 if [ "${FJ_NO_SANITIZE:-0}" != 1 ]; then
   echo "test: sanitizers"
   ./scripts/sanitize.sh
