@@ -8,6 +8,7 @@ import pytest
 
 import fusionjit
 import fusionjit.numpy as fnp
+from fusionjit import lax
 from conftest import assert_close
 
 F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
@@ -465,3 +466,16 @@ def test_threads_get_whole_vectors_of_element_units():
         assert kernels and all(k["parallel"] for k in kernels)
         for k in kernels:
             assert k["width"] > 1 and k["grain"] % k["width"] == 0, k
+
+
+@pytest.mark.parametrize("dimension", [0, 1])
+def test_an_iota_of_rank_two_read_through_a_reshape(dimension):
+    # Regression: a reshape hands its operand a flat index, and the iota took it for its
+    # own dimension's position (0..11 instead of the row or column numbers).
+    from fusionjit._src.lax.shapes import iota_p
+
+    def f():
+        i = iota_p.bind(dtype=np.dtype(np.int32), shape=(3, 4), dimension=dimension)
+        return lax.reshape(i, (12,)) * 2
+    want = (np.indices((3, 4))[dimension] * 2).reshape(12)
+    np.testing.assert_array_equal(np.asarray(fusionjit.jit(f)()), want)

@@ -330,7 +330,8 @@ void BufferAssignment::Assign(const Computation& c, Arena& arena) {
         if (!once || it == frame.dies_at.end() || last_use(u) > p) continue;
         frame.dies_at.erase(it);
         slices_[state] = slices_.at(u);
-        frame.dies_at.emplace(last_use(state), state);
+        // The loop itself uses its state, also an element nothing reads after it.
+        frame.dies_at.emplace(std::max(p, last_use(state)), state);
       }
     }
     for (auto it = frame.dies_at.begin(); it != frame.dies_at.end() && it->first < p;) {

@@ -412,8 +412,10 @@ Val ElementalEmitter::EmitIota(const Instruction* instr, const Index& index) {
   int64_t d = instr->dimensions()[0];
   IndexDim i;
   if (index.linear) {
-    // Flat kernels only use iota of rank 1.
-    i = *index.linear;
+    // A flat index (a flat kernel's rank-1 iota, or an iota read through a reshape): the
+    // position along `d` is derived from it.
+    i = instr->shape().rank() == 1 ? *index.linear
+                                   : MultiIndex(lanes, *index.linear, instr->shape().dims()).dims[d];
   } else {
     i = index.dims[d];
   }

@@ -22,7 +22,16 @@ void AddFusionPasses(Pipeline& pipeline, const FusionProfile& profile, FusionLog
   // Loops whole-loop fusion takes run as one kernel whatever unroll factor the user gave;
   // the others are unrolled by the user's factor or (fusionjit profile) the cost model's.
   if (profile.whole_loop) pipeline.AddPass<WholeLoopFusionPass>(profile, log, target);
-  pipeline.AddPass<WhileLoopUnrollPass>(/*choose=*/profile.whole_loop);
+  WhileLoopUnrollPass::Note note = nullptr;
+  if (log) {
+    note = [log](const Instruction* loop, int64_t factor, const std::string& why) {
+      std::string what = factor > 1 ? "unrolled by " + std::to_string(factor) : "not unrolled";
+      log->Record("while-unroll", loop, loop,
+                  factor > 1 ? FusionDecision::Yes("unroll", what + ": " + why)
+                             : FusionDecision::No("unroll", what + ": " + why));
+    };
+  }
+  pipeline.AddPass<WhileLoopUnrollPass>(/*choose=*/profile.whole_loop, note);
   pipeline.AddPass<WhileTripCountPass>();
   pipeline.AddPass<SimplifyPass>();
   pipeline.AddPass<ConstantFoldingPass>();

@@ -242,15 +242,32 @@ bool MultiOutputFusionPass::Run(Module& module) {
 
 bool HorizontalFusionPass::Run(Module& module) {
   if (!profile_.enabled || !profile_.horizontal) return false;
-  Computation* comp = module.entry();
+  bool changed = FuseOutputKernels(module.entry());
+  // Beyond XLA (fusionjit profile): a loop body's small independent kernels that only make
+  // the next state (the counter's increment beside the step's work) share a launch too.
+  if (profile_.cost_model) {
+    std::vector<Computation*> bodies;
+    for (Computation* c : module.ControlFlowComputations()) {
+      for (const Instruction* i : c->MakePostOrder()) {
+        if (i->opcode() == Opcode::kWhile) bodies.push_back(i->while_body());
+      }
+    }
+    for (Computation* body : bodies) changed = FuseOutputKernels(body) || changed;
+  }
+  return changed;
+}
+
+bool HorizontalFusionPass::FuseOutputKernels(Computation* comp) {
   const Instruction* root = comp->root();
-  // Small kernels used only by the program's result.
+  // Small kernels used only by the computation's result.
   constexpr int64_t kMaxElements = 128 * 2048;
   constexpr int kMaxInstructions = 30;
   constexpr size_t kMaxGroup = 32;
   std::vector<Instruction*> group;
   for (Instruction* k : comp->MakePostOrder()) {
     if (!IsKernel(k) || !k->shape().IsArray() || HeroOf(k)) continue;
+    // An in-place update writes only its slice; in a group it would copy its whole buffer.
+    if (k->opcode() == Opcode::kFusion && k->fused_computation()->root()->opcode() == Opcode::kDynamicUpdateSlice) continue;
     bool only_root = !k->users().empty();
     for (const Instruction* u : k->users()) only_root = only_root && u == root;
     if (!only_root || k->shape().NumElements() > kMaxElements) continue;
@@ -261,7 +278,8 @@ bool HorizontalFusionPass::Run(Module& module) {
   for (size_t i = 1; i < group.size(); ++i) {
     if (log_) {
       log_->Record("horizontal-fusion", group[0], group[i],
-                   FusionDecision::Yes("horizontal", "independent small kernels producing program outputs run as one launch"));
+                   FusionDecision::Yes("horizontal", "independent small kernels producing the results of their "
+                                                     "program or loop step run as one launch"));
     }
   }
   FuseInstructions(group);

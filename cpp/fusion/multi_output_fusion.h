@@ -32,6 +32,7 @@ class HorizontalFusionPass : public Pass {
   bool Run(Module& module) override;
 
  private:
+  bool FuseOutputKernels(Computation* comp);
   FusionProfile profile_;
   FusionLog* log_;
 };

@@ -2,6 +2,8 @@
 #include "passes/while_loop.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <string>
 #include <unordered_set>
 
 #include "analysis/loop_analysis.h"
@@ -218,16 +220,30 @@ bool WhileLoopUnrollPass::Run(Module& module) {
     std::optional<CountedLoop> counted = MatchCountedLoop(loop);
     if (!counted || loop->operand(0)->opcode() != Opcode::kTuple) continue;
     int64_t factor = loop->attrs().unroll;
-    if (factor == 0 && choose_) {
+    int64_t trips = counted->trip_count;
+    std::string why;
+    if (factor > 0) {
+      why = "the user's unroll=" + std::to_string(factor);
+    } else if (choose_) {
       int64_t ops = loop->while_body()->instruction_count();
-      int64_t bytes = loop->shape().ByteSize();
       // A rough per-iteration estimate before fusion: bytes through memory at a few GB/s.
-      factor = ops <= 400 ? ChooseFactor(static_cast<double>(bytes) / 4e3, counted->trip_count) : 1;
+      double body_us = static_cast<double>(loop->shape().ByteSize()) / 4e3;
+      factor = ops <= 400 ? ChooseFactor(body_us, trips) : 1;
+      char figures[96];
+      std::snprintf(figures, sizeof figures, "%lld ops, a %lld-byte state, ~%.2g us a step",
+                    static_cast<long long>(ops), static_cast<long long>(loop->shape().ByteSize()), body_us);
+      why = factor > 1 ? "chosen by the cost model: a small body (" + std::string(figures) +
+                             ") costs mostly loop overhead, which unrolling amortises"
+            : ops > 400 ? "the cost model keeps it: a large body (" + std::string(figures) + ")"
+            : trips < 16 ? "the cost model keeps it: only " + std::to_string(trips) + " steps"
+                         : "the cost model keeps it: the body's own work dominates (" + std::string(figures) + ")";
+    } else {
+      why = "no unroll factor given";
     }
+    if (note_) note_(loop, std::max<int64_t>(factor, 1), why);
     if (factor <= 1) continue;
     Computation* parent = loop->parent();
     const Computation& body = *loop->while_body();
-    int64_t trips = counted->trip_count;
     Instruction* state = loop->operand(0);
     if (factor >= trips) {
       for (int64_t t = 0; t < trips; ++t) state = InlineComputation(body, parent, {state});

@@ -1,6 +1,9 @@
 // Loop passes (before fusion): trip counts, simplification and unrolling of while loops.
 #pragma once
 
+#include <functional>
+#include <string>
+
 #include "passes/pass.h"
 
 namespace fj {
@@ -31,7 +34,9 @@ class WhileLoopSimplifyPass : public Pass {
 // cost model: small bodies, whose iterations cost mostly loop overhead, are unrolled.
 class WhileLoopUnrollPass : public Pass {
  public:
-  explicit WhileLoopUnrollPass(bool choose = false) : choose_(choose) {}
+  // Told, for every counted loop, the factor it gets (1: none) and why.
+  using Note = std::function<void(const Instruction* loop, int64_t factor, const std::string& why)>;
+  explicit WhileLoopUnrollPass(bool choose = false, Note note = nullptr) : choose_(choose), note_(std::move(note)) {}
   std::string_view name() const override { return "while-unroll"; }
   bool Run(Module& module) override;
 
@@ -41,6 +46,7 @@ class WhileLoopUnrollPass : public Pass {
 
  private:
   bool choose_;
+  Note note_;
 };
 
 }  // namespace fj

@@ -21,6 +21,7 @@ class Kernel:
     outputs: list
     bytes_read: int
     bytes_written: int
+    loop: str = ""           # the loop whose body launches it every step ("": once a call)
 
     @property
     def opcodes(self) -> list:
@@ -68,14 +69,33 @@ class Explanation:
     def num_kernels(self) -> int:
         return len(self.kernels)
 
+    @property
+    def loops(self) -> list:
+        """Each loop's fate: ``{"name", "source", "decisions": [reason, ...]}`` -- whether it
+        runs as one kernel (whole-loop fusion) or step by step, and its unroll factor with
+        who chose it."""
+        found: dict = {}
+        for d in self.decisions:
+            if d["pass"] not in ("whole-loop-fusion", "while-unroll"):
+                continue
+            loop = found.setdefault(d["producer"], {"name": d["producer"],
+                                                    "source": d["source"], "decisions": []})
+            loop["decisions"].append(d["reason"])
+        return list(found.values())
+
     def __str__(self) -> str:
         lines = [f"{self.function} with fusion profile '{self.profile}': "
                  f"{self.num_kernels} kernel{'s' if self.num_kernels != 1 else ''} per call"]
         for i, k in enumerate(self.kernels, 1):
             ops = ", ".join(f"{op['opcode']} %{op['name']}" for op in k.ops)
-            lines.append(f"  kernel {i}: {k.name} ({k.kind}) reads {_bytes(k.bytes_read)}, "
-                         f"writes {_bytes(k.bytes_written)}")
+            where = f", every step of loop %{k.loop}" if k.loop else ""
+            lines.append(f"  kernel {i}: {k.name} ({k.kind}{where}) reads "
+                         f"{_bytes(k.bytes_read)}, writes {_bytes(k.bytes_written)}")
             lines.append(f"    ops: {ops}")
+        for loop in self.loops:
+            where = f" ({loop['source']})" if loop["source"] else ""
+            lines.append(f"loop %{loop['name']}{where}:")
+            lines.extend(f"  {reason}" for reason in loop["decisions"])
         for d in self.decisions:
             if d["rule"] == "plan-selection":
                 lines.append(f"plan: {d['reason']}")
@@ -187,7 +207,8 @@ def explain(fun: Callable, *, fusion: str | None = None, static_argnums=None,
         opcode_of = {op["name"]: op["opcode"] for k in graph for op in k["ops"]}
         for k in graph:
             kernels.append(Kernel(k["name"], k["kind"], k["ops"], k["inputs"], k["outputs"],
-                                  sum(i["bytes"] for i in k["inputs"]), k["bytes_written"]))
+                                  sum(i["bytes"] for i in k["inputs"]), k["bytes_written"],
+                                  k.get("loop", "")))
             for inp in k["inputs"]:
                 if inp["kind"] != "kernel":
                     continue
