@@ -840,17 +840,19 @@ def test_invalid_index_raises_index_error(index, mode):
     lambda: np.array([True, False, True]), lambda: (slice(None), [1, 2]),
     lambda: (0, np.array([1])), lambda: [[0], [1]],
 ], ids=["list", "np_array", "fnp_array", "bool_mask", "slice_list", "int_array1", "nested_list"])
-def test_advanced_indexing_is_not_implemented(make_index, mode):
-    x = np.zeros((3, 4), np.float32)
+def test_advanced_indexing(make_index, mode):
+    """Array indices (a composed gather until gather is an IR op; tests/test_array_api.py
+    covers more)."""
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
     index = make_index()
-    with pytest.raises(NotImplementedError, match="advanced indexing"):
-        run(lambda a: a[index], mode, x)
+    expected = x[tuple(np.asarray(i) if isinstance(i, fusionjit.Array) else i for i in index)
+                 if isinstance(index, tuple) else np.asarray(index)]
+    check(run(lambda a: a[index], mode, x), expected)
 
 
-def test_advanced_indexing_with_traced_array_is_not_implemented():
-    x = np.zeros((3, 4), np.float32)
-    with pytest.raises(NotImplementedError, match="advanced indexing"):
-        fusionjit.jit(lambda a, i: a[i])(x, np.array([0, 1], np.int32))
+def test_advanced_indexing_with_traced_array():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    check(fusionjit.jit(lambda a, i: a[i])(x, np.array([0, -1], np.int32)), x[[0, -1]])
 
 
 def test_traced_values_cannot_be_shapes_or_slice_bounds():

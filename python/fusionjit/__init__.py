@@ -16,6 +16,8 @@ from fusionjit._src.config import config
 from fusionjit._src import array as _array  # noqa: F401 (side effect: registers Array in core)
 from fusionjit._src import dispatch as _dispatch  # noqa: F401 (side effect: sets eager dispatch)
 from fusionjit._src.numpy import array_methods as _array_methods
+from fusionjit._src import interop as _interop
+from fusionjit._src.interop import device_put
 from fusionjit._src.api import Compiled, Lowered, ShapeDtypeStruct, disable_jit, jit, make_ir
 from fusionjit._src.explain import Explanation, explain
 from fusionjit._src.array import Array
@@ -27,8 +29,10 @@ from fusionjit import numpy
 from fusionjit import lax
 from fusionjit import random
 from fusionjit import testing
+from fusionjit import dlpack
 
 _array_methods.install_all()
+_interop.install()
 
 __version__ = "0.1.0"
 
@@ -69,8 +73,8 @@ def gpu_unavailable_reason() -> str:
 __all__ = [
     "Array", "Compiled", "ConcretizationTypeError", "Explanation", "Lowered", "ShapeDtypeStruct",
     "TracerArrayConversionError", "TracerBoolConversionError", "TracerIntegerConversionError",
-    "UnexpectedTracerError", "DeviceError", "block_until_ready", "config", "devices",
-    "disable_jit", "explain", "gpu_unavailable_reason",
+    "UnexpectedTracerError", "DeviceError", "block_until_ready", "config", "device_put",
+    "devices", "disable_jit", "dlpack", "explain", "gpu_unavailable_reason",
     "jit", "lax",
     "make_ir", "numpy", "random", "testing", "tree_util",
 ]

@@ -53,6 +53,10 @@ class TracerIntegerConversionError(TypeError):
     """A traced value was used as a Python int (an index, a shape)."""
 
 
+class NonConcreteBooleanIndexError(ConcretizationTypeError):
+    """A boolean mask index on a traced value (its result's shape depends on the values)."""
+
+
 class UnexpectedTracerError(Exception):
     """A traced value escaped the function being traced (e.g. stored in a global)."""
 

@@ -11,3 +11,6 @@ from fusionjit._src.lax.lax import (  # noqa: F401
     reduce_and, reduce_max, reduce_min, reduce_or, reduce_prod, reduce_sum, rem, reshape, rev,
     round, RoundingMethod, rsqrt, select, shift_left, shift_right_arithmetic, shift_right_logical,
     sign, sin, slice, slice_in_dim, sqrt, squeeze, sub, tan, tanh, transpose)
+from fusionjit._src.lax.scans import (  # noqa: F401
+    associative_scan, cumlogsumexp, cummax, cummin, cumprod, cumsum)
+from fusionjit._src.lax.sorting import sort, sort_key_val, top_k  # noqa: F401

@@ -3,8 +3,38 @@
 import numpy as _np
 
 from fusionjit._src.array import Array as ndarray  # noqa: F401
+from fusionjit._src.interop import from_dlpack  # noqa: F401
+from fusionjit.numpy import linalg  # noqa: F401
+from fusionjit._src.numpy.contractions import (  # noqa: F401
+    cross, einsum, kron, matrix_transpose, tensordot, vecdot)
+from fusionjit._src.numpy.dtype_info import (  # noqa: F401
+    __array_namespace_info__, can_cast, finfo, iinfo, isdtype)
+from fusionjit._src.numpy.gather import take, take_along_axis  # noqa: F401
 from fusionjit._src.numpy.indexing import getitem as _getitem  # noqa: F401
+from fusionjit._src.numpy.manipulation import (  # noqa: F401
+    append, array_equal, array_equiv, array_split, atleast_1d, atleast_2d, atleast_3d,
+    broadcast_shapes, column_stack, concat, copy, delete, diag, diag_indices,
+    diag_indices_from, diagflat, diagonal, dsplit, dstack, empty, empty_like, fill_diagonal,
+    fliplr, flipud, hsplit, hstack, indices, insert, meshgrid, permute_dims, piecewise,
+    ravel_multi_index, repeat, resize, roll, rollaxis, rot90, select, tile, trace, tri, tril,
+    tril_indices, tril_indices_from, triu, triu_indices, triu_indices_from, unravel_index,
+    unstack, vsplit, vstack)
+from fusionjit._src.numpy.math_ufuncs import (  # noqa: F401
+    acos, acosh, allclose, angle, arccos, arccosh, arcsin, arcsinh, arctan, arctanh, asin,
+    asinh, atan, atan2, atanh, bitwise_count, cbrt, conj, conjugate, copysign, cosh, deg2rad,
+    degrees, fabs, fix, float_power, fmax, fmin, fmod, frexp, gcd, heaviside, hypot, imag,
+    iscomplex, iscomplexobj, isclose, isneginf, isposinf, isreal, isrealobj, lcm, ldexp,
+    logaddexp, logaddexp2, modf, nan_to_num, nextafter, rad2deg, radians, real, rint, signbit,
+    sinc, sinh, trunc)
+from fusionjit._src.numpy.padding import pad  # noqa: F401
 from fusionjit._src.numpy.products import dot, inner, matmul, outer, vdot  # noqa: F401
+from fusionjit._src.numpy.sorting import (  # noqa: F401
+    argsort, argwhere, flatnonzero, lexsort, nonzero, searchsorted, sort, unique, unique_all,
+    unique_counts, unique_inverse, unique_values)
+from fusionjit._src.numpy.statistics import (  # noqa: F401
+    average, count_nonzero, cumprod, cumsum, cumulative_prod, cumulative_sum, median, nancumprod,
+    nancumsum, nanmax, nanmean, nanmin, nanprod, nanstd, nansum, nanvar, percentile, ptp,
+    quantile, std, var)
 from fusionjit._src.numpy.reductions import (  # noqa: F401
     all, amax, amin, any, argmax, argmin, max, mean, min, prod, sum)
 from fusionjit._src.numpy.shapes import (  # noqa: F401
@@ -19,6 +49,12 @@ from fusionjit._src.numpy.ufuncs import (  # noqa: F401
     mod, multiply, negative, not_equal, positive, power, reciprocal, remainder, right_shift,
     round, sign, sin, sqrt, square, subtract, tan, tanh, true_divide, where)
 
+# The array API's names for NumPy's functions.
+bitwise_left_shift = left_shift
+bitwise_right_shift = right_shift
+bitwise_invert = invert
+pow = power  # noqa: A001
+
 bool_ = _np.bool_
 int32 = _np.int32
 int64 = _np.int64
@@ -27,8 +63,7 @@ uint64 = _np.uint64
 float32 = _np.float32
 float64 = _np.float64
 dtype = _np.dtype
-finfo = _np.finfo
-iinfo = _np.iinfo
+__array_api_version__ = "2023.12"
 pi = _np.pi
 e = _np.e
 inf = _np.inf

@@ -98,7 +98,9 @@ def _run_compiled(api: Callable, fns: tuple, static: dict, args: tuple):
         def run(*xs):
             return api(*fns, *xs, **static)
         run.__name__ = run.__qualname__ = api.__name__
-        fn = Jitted(run)
+        # Compiled even under disable_jit, like a primitive: run() calls ``api`` outside any
+        # trace, which would come straight back here.
+        fn = Jitted(run, _primitive=True)
         cache.put(key, fn)
     return fn(*args)
 

@@ -29,6 +29,9 @@ def getitem(x, index):
     shape = aval(x).shape
     if not isinstance(index, tuple):
         index = (index,)
+    from fusionjit._src.numpy import gather
+    if any(gather.is_advanced(i) for i in index):
+        return gather.advanced_getitem(x, index)
     for i in index:
         if not (i is None or i is Ellipsis or isinstance(i, slice) or _is_int_like(i)):
             kind = type(i).__name__

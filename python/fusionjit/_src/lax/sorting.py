@@ -1,0 +1,227 @@
+"""Sorting, as ``jax.lax``: sort (several operands, lexicographic keys), sort_key_val, top_k.
+
+There is no sort primitive yet: a sort is a bitonic sorting network run by one counted loop.
+Each of its log2(N) * (log2(N) + 1) / 2 rounds (N: the length padded to a power of two)
+compares every element with its partner ``i XOR j``, read with two dynamic slices of the
+array concatenated with itself, and keeps the smaller or the larger with a select: O(N log^2 N)
+work, vectorised over the elements and over the other axes, and a program whose size does not
+depend on N. A native sort (a custom call, or a merge sort kernel) may replace it.
+
+Order, as JAX's: floats sort by value with -0.0 equal to 0.0 and every NaN after +inf; ties
+keep their original order (every sort here is stable).
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from fusionjit._src import core
+from fusionjit._src import dtypes as dt
+from fusionjit._src.lax.common import _fail, asarray_operand
+from fusionjit._src.lax import elementwise as ew
+from fusionjit._src.lax import shapes as sh
+
+
+def _const(value, dtype):
+    return asarray_operand(np.array(value, dtype))
+
+
+def sort_key(x):
+    """An integer array whose order (signed or unsigned, as its dtype) is the sort order of
+    ``x``: floats are bit-cast with their negative values' magnitude bits flipped, after
+    -0.0 and every NaN are made +0.0 and one NaN."""
+    d = core.get_aval(x).dtype
+    if dt.is_bool(d):
+        return ew.convert_element_type(x, dt.int32)
+    if not dt.is_float(d):
+        return x
+    zero = _const(0, d)
+    x = ew.select(ew.eq(x, zero), sh.broadcast_in_dim(zero, core.get_aval(x).shape, ()), x)
+    nan = sh.broadcast_in_dim(_const(np.nan, d), core.get_aval(x).shape, ())
+    x = ew.select(ew.ne(x, x), nan, x)
+    width = d.itemsize * 8
+    int_type = dt.int32 if width == 32 else dt.int64
+    bits = ew.bitcast_convert_type(x, int_type)
+    sign = ew.shift_right_arithmetic(bits, _const(width - 1, int_type))
+    magnitude = _const(np.iinfo(int_type).max, int_type)
+    return ew.bitwise_xor(bits, ew.bitwise_and(sign, magnitude))
+
+
+def lex_less(xs, ys):
+    """Elementwise: is the tuple ``xs`` lexicographically less than ``ys``?"""
+    less = ew.lt(xs[-1], ys[-1])
+    for x, y in zip(reversed(xs[:-1]), reversed(ys[:-1])):
+        less = ew.bitwise_or(ew.lt(x, y), ew.bitwise_and(ew.eq(x, y), less))
+    return less
+
+
+def _network(carried: list, key_slots: list[int], n_pad: int) -> list:
+    """Runs the bitonic network over the last axis of the rank-2 arrays ``carried``, whose
+    entries at ``key_slots`` are the lexicographic sort keys."""
+    from fusionjit._src.lax.control_flow import fori_loop
+    rows = core.get_aval(carried[0]).shape[0]
+    log_n = n_pad.bit_length() - 1
+    rounds = log_n * (log_n + 1) // 2
+
+    def round_(_, state):
+        k, j, arrays = state
+        pos = sh.broadcasted_iota(dt.int32, (rows, n_pad), 1)
+        zero = _const(0, dt.int32)
+        lower = ew.eq(ew.bitwise_and(pos, j), zero)
+        ascending = ew.eq(ew.bitwise_and(pos, k), zero)
+        start_zero = _const(0, dt.int32)
+        partners = []
+        for v in arrays:
+            twice = sh.concatenate([v, v], 1)
+            up = sh.dynamic_slice(twice, [start_zero, j], (rows, n_pad))
+            down = sh.dynamic_slice(twice, [start_zero, ew.sub(_const(n_pad, dt.int32), j)],
+                                    (rows, n_pad))
+            partners.append(ew.select(lower, up, down))
+        mine = [arrays[s] for s in key_slots]
+        theirs = [partners[s] for s in key_slots]
+        swap = ew.select(ew.eq(lower, ascending), lex_less(theirs, mine), lex_less(mine, theirs))
+        arrays = [ew.select(swap, p, v) for p, v in zip(partners, arrays)]
+        half = ew.shift_right_logical(j, _const(1, dt.int32))
+        wrap = ew.eq(half, zero)
+        next_k = ew.select(wrap, ew.shift_left(k, _const(1, dt.int32)), k)
+        return next_k, ew.select(wrap, k, half), arrays
+
+    init = (_const(2, dt.int32), _const(1, dt.int32), carried)
+    k, _, arrays = fori_loop(0, rounds, round_, init)
+    return keep_alive(arrays, ew.lt(k, _const(0, dt.int32)))
+
+
+def keep_alive(arrays: list, never) -> list:
+    """Makes each of ``arrays`` (the outputs of a loop) read one element of every other
+    where ``never``, a traced scalar that is always false, holds: all then stay alive after
+    the loop.
+
+    This works around a bug of the C++ buffer assignment: a loop state element that is dead
+    after the loop and starts from a value computed by the entry computation gets a buffer the
+    loop body's temporaries may reuse, corrupting it while the loop runs (reproducer in
+    tests/test_array_api.py::test_loop_dead_carry_core_bug). Remove this with that fix."""
+    firsts = [sh.reshape(sh.slice(a, (0,) * core.get_aval(a).ndim, (1,) * core.get_aval(a).ndim),
+                         ()) if core.get_aval(a).size else None for a in arrays]
+    out = []
+    for i, a in enumerate(arrays):
+        aval = core.get_aval(a)
+        mask = sh.broadcast_in_dim(never, aval.shape, ())
+        for j, first in enumerate(firsts):
+            if j != i and first is not None:
+                other = ew.convert_element_type(first, aval.dtype, aval.weak_type)
+                a = ew.select(mask, sh.broadcast_in_dim(other, aval.shape, ()), a)
+        out.append(a)
+    return out
+
+
+def sort_rows(operands: list, num_keys: int, descending: bool = False) -> list:
+    """Sorts rank-2 ``operands`` along their last axis by their first ``num_keys`` (stably;
+    largest first if ``descending``)."""
+    rows, n = core.get_aval(operands[0]).shape
+    if n < 2 or rows == 0:
+        return list(operands)
+    n_pad = 1 << (n - 1).bit_length()
+    keys = [sort_key(x) for x in operands[:num_keys]]
+    if descending:
+        keys = [ew.bitwise_not(k) for k in keys]
+    keys.append(sh.broadcasted_iota(dt.int32, (rows, n), 1))
+    carried, key_slots = list(operands), []
+    for slot, (key, op) in enumerate(zip(keys, operands[:num_keys] + [None])):
+        if key is op:
+            key_slots.append(slot)  # an integer key is its own operand
+        else:
+            key_slots.append(len(carried))
+            carried.append(key)
+    if n_pad != n:
+        # Padding sorts last: the keys' largest value, and indices after every real one.
+        padded = []
+        for slot, v in enumerate(carried):
+            d = core.get_aval(v).dtype
+            fill = np.iinfo(d).max if slot in key_slots[:-1] and dt.is_int(d) else 0
+            if slot == key_slots[-1]:
+                padded.append(sh.broadcasted_iota(dt.int32, (rows, n_pad), 1))
+                continue
+            padded.append(sh.pad(v, _const(fill, d), [(0, 0, 0), (0, n_pad - n, 0)]))
+        carried = padded
+    out = _network(carried, key_slots, n_pad)
+    return [sh.slice(v, (0, 0), (rows, n)) for v in out[:len(operands)]]
+
+
+def _to_rows(x, dimension: int):
+    """``x`` with ``dimension`` moved last and the other axes flattened: (rows, n)."""
+    shape = core.get_aval(x).shape
+    perm = [i for i in range(len(shape)) if i != dimension] + [dimension]
+    moved = sh.transpose(x, perm)
+    rows = int(np.prod([shape[i] for i in perm[:-1]], dtype=np.int64))
+    return sh.reshape(moved, (rows, shape[dimension])), perm, core.get_aval(moved).shape
+
+
+def _from_rows(x, perm, moved_shape):
+    inverse = [perm.index(i) for i in range(len(perm))]
+    return sh.transpose(sh.reshape(x, moved_shape), inverse)
+
+
+def _sort_traced(*operands, dimension: int, num_keys: int, descending: bool = False):
+    moved = [_to_rows(x, dimension) for x in operands]
+    out = sort_rows([m[0] for m in moved], num_keys, descending)
+    return tuple(_from_rows(o, perm, shape) for o, (_, perm, shape) in zip(out, moved))
+
+
+def sort_along(operands, dimension: int, num_keys: int = 1, descending: bool = False):
+    """The sorted ``operands`` (a tuple), sorted along ``dimension`` (non-negative) by their
+    first ``num_keys``; run as one compiled program outside jit."""
+    operands = tuple(asarray_operand(x) for x in operands)
+    if core.current_trace() is None:
+        from fusionjit._src.lax.control_flow import _run_compiled
+        return tuple(_run_compiled(_sort_traced, (), dict(
+            dimension=dimension, num_keys=num_keys, descending=descending), operands))
+    return _sort_traced(*operands, dimension=dimension, num_keys=num_keys,
+                        descending=descending)
+
+
+def sort(operand, dimension: int = -1, is_stable: bool = True, num_keys: int = 1):
+    """``jax.lax.sort``: sorts ``operand`` (an array, or a sequence of arrays of one shape,
+    sorted together lexicographically by the first ``num_keys``) along ``dimension``."""
+    single = not isinstance(operand, (tuple, list))
+    operands = [asarray_operand(x) for x in ([operand] if single else operand)]
+    if not operands:
+        _fail("lax.sort needs at least one operand", ValueError)
+    shapes = {core.get_aval(x).shape for x in operands}
+    if len(shapes) != 1:
+        _fail(f"lax.sort: the operands must have equal shapes, got {sorted(shapes)}")
+    shape = shapes.pop()
+    if not shape:
+        _fail("lax.sort needs operands of rank >= 1", ValueError)
+    dimension = operator.index(dimension)
+    if not -len(shape) <= dimension < len(shape):
+        _fail(f"lax.sort: dimension {dimension} is out of bounds for rank {len(shape)}",
+              ValueError)
+    num_keys = operator.index(num_keys)
+    if not 1 <= num_keys <= len(operands):
+        _fail(f"lax.sort: num_keys={num_keys} must be between 1 and the number of operands "
+              f"({len(operands)})", ValueError)
+    out = sort_along(operands, dimension % len(shape), num_keys)
+    return out[0] if single else type(operand)(out)
+
+
+def sort_key_val(keys, values, dimension: int = -1, is_stable: bool = True):
+    """``jax.lax.sort_key_val``: sorts ``keys`` and permutes ``values`` with them."""
+    return tuple(sort([keys, values], dimension, is_stable, num_keys=1))
+
+
+def top_k(operand, k: int):
+    """``jax.lax.top_k``: the ``k`` largest entries along the last axis, largest first (ties:
+    the lower index first; NaN counts as largest), and their int32 indices."""
+    operand = asarray_operand(operand)
+    shape = core.get_aval(operand).shape
+    k = operator.index(k)
+    if not shape:
+        _fail("top_k needs an operand of rank >= 1", ValueError)
+    if not 0 <= k <= shape[-1]:
+        _fail(f"top_k: k={k} must be between 0 and the last axis' size {shape[-1]}", ValueError)
+    iota = sh.broadcasted_iota(dt.int32, shape, len(shape) - 1)
+    values, indices = sort_along((operand, iota), len(shape) - 1, 1, descending=True)
+    return (sh.slice_in_dim(values, 0, k, 1, len(shape) - 1),
+            sh.slice_in_dim(indices, 0, k, 1, len(shape) - 1))

@@ -1,0 +1,313 @@
+"""Sorting, searching and sets with JAX's semantics: sort, argsort, lexsort, searchsorted,
+nonzero/argwhere/flatnonzero and unique/unique_*.
+
+Everything here is composed of ``lax.sort`` (the bitonic network of _src/lax/sorting.py):
+selecting the elements where a mask holds (nonzero, the first element of each run of equal
+values for unique) is a stable sort by "not selected", which moves them to the front in
+order. Output sizes that depend on values need ``size=`` under jit, as in JAX; outside jit
+the size is computed first (one compiled program), then the result."""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+
+from fusionjit._src import core
+from fusionjit._src import dtypes as dt
+from fusionjit._src import errors
+from fusionjit._src.lax import lax
+from fusionjit._src.lax import scans
+from fusionjit._src.lax import sorting as lax_sorting
+from fusionjit._src.numpy import reductions, shapes
+from fusionjit._src.numpy.util import (aval, canonical_axis, check_arraylike, fail,
+                                       promote_dtypes, to_array)
+
+
+def _axis_or_flat(name, a, axis):
+    check_arraylike(name, a)
+    a = to_array(a)
+    if axis is None:
+        return shapes.ravel(a), 0
+    if aval(a).ndim == 0:
+        fail(f"{name}() needs an array of at least 1 dimension", ValueError)
+    return a, canonical_axis(axis, aval(a).ndim)
+
+
+def sort(a, axis: int | None = -1, *, kind=None, order=None, stable: bool = True,
+         descending: bool = False):
+    """The sorted copy of ``a`` along ``axis`` (flattened if None). NaNs sort last (first
+    when ``descending``); -0.0 and 0.0 are equal; the sort is always stable."""
+    if order is not None:
+        fail("sort: order is not supported (fusionjit has no structured arrays)",
+             NotImplementedError)
+    a, axis = _axis_or_flat("sort", a, axis)
+    return lax_sorting.sort_along((a,), axis, 1, bool(descending))[0]
+
+
+def argsort(a, axis: int | None = -1, *, kind=None, order=None, stable: bool = True,
+            descending: bool = False):
+    """The indices that sort ``a`` along ``axis`` (stably: equal elements keep their order,
+    also when ``descending``)."""
+    if order is not None:
+        fail("argsort: order is not supported", NotImplementedError)
+    a, axis = _axis_or_flat("argsort", a, axis)
+    iota = lax.broadcasted_iota(dt.default_int(), aval(a).shape, axis)
+    return lax_sorting.sort_along((a, iota), axis, 1, bool(descending))[1]
+
+
+def lexsort(keys, axis: int = -1):
+    """The indices that sort by the last key, then the one before it, and so on."""
+    keys = [to_array(k) for k in keys] if not isinstance(keys, core.Tracer) and \
+        not core.is_concrete_array(keys) else [keys[i] for i in range(len(keys))]
+    if not keys:
+        fail("lexsort needs at least one key", TypeError)
+    shapes_ = {aval(k).shape for k in keys}
+    if len(shapes_) != 1:
+        fail(f"lexsort: all keys need the same shape, got {sorted(shapes_)}", ValueError)
+    shape = shapes_.pop()
+    if not shape:
+        fail("lexsort needs keys of at least 1 dimension", ValueError)
+    axis = canonical_axis(axis, len(shape))
+    iota = lax.broadcasted_iota(dt.default_int(), shape, axis)
+    ordered = list(reversed(keys))
+    return lax_sorting.sort_along((*ordered, iota), axis, len(ordered))[-1]
+
+
+def searchsorted(a, v, side: str = "left", sorter=None, *, method: str = "compare_all"):
+    """Insertion points of ``v`` in the sorted 1-D ``a``: for 'left' the number of elements
+    of ``a`` below each value, for 'right' the number at or below it, in sort order (NaN
+    after everything). Every value is compared with every element (JAX's 'compare_all')."""
+    check_arraylike("searchsorted", a, v)
+    if side not in ("left", "right"):
+        fail(f"searchsorted: side must be 'left' or 'right', got {side!r}", ValueError)
+    a, v = promote_dtypes(to_array(a), to_array(v))
+    if aval(a).ndim != 1:
+        fail(f"searchsorted: a must be 1-D, got shape {aval(a).shape}", ValueError)
+    if sorter is not None:
+        from fusionjit._src.numpy.gather import take
+        a = take(a, sorter)
+    n = aval(a).shape[0]
+    v_shape = aval(v).shape
+    ka, kv = lax_sorting.sort_key(a), lax_sorting.sort_key(v)
+    full = v_shape + (n,)
+    ka = lax.broadcast_in_dim(ka, full, (len(v_shape),))
+    kv = lax.broadcast_in_dim(kv, full, tuple(range(len(v_shape))))
+    below = lax.lt(ka, kv) if side == "left" else lax.le(ka, kv)
+    return lax.reduce_sum(lax.convert_element_type(below, dt.default_int()), (len(v_shape),))
+
+
+# --- selecting by a mask ---------------------------------------------------------------
+
+def _compact(mask, values, size: int, fills):
+    """The ``values`` (1-D, like ``mask``) where ``mask`` holds, in order, then those where
+    it does not; cut or padded to ``size``, padding (and positions past the selected count)
+    left to the caller except for ``fills`` used where ``size`` exceeds the length."""
+    n = aval(mask).shape[0]
+    key = lax.convert_element_type(lax.bitwise_not(mask), dt.int32)
+    out = list(lax_sorting.sort_along((key, *values), 0, 1))[1:]
+    if size <= n:
+        return [lax.slice(o, (0,), (size,)) for o in out]
+    return [lax.pad(o, to_array(np.array(f, aval(o).dtype)), [(0, size - n, 0)])
+            for o, f in zip(out, fills)]
+
+
+def _size_arg(name, size, count_fn, *args):
+    """``size`` if given, else the count computed now (outside jit), else a clear error."""
+    if size is not None:
+        size = int(size)
+        if size < 0:
+            fail(f"{name}: size must be non-negative, got {size}", ValueError)
+        return size
+    if any(isinstance(x, core.Tracer) for x in args):
+        fail(f"{name}() has a result whose size depends on the values of its input, which are "
+             f"not known inside jit; pass size= (and fill_value=) to fix the size, as in JAX, "
+             f"or use fusionjit.numpy.where", errors.ConcretizationTypeError)
+    return int(count_fn(*args))
+
+
+def _count_true(mask):
+    return reductions.sum(lax.convert_element_type(mask, dt.int32))
+
+
+def _nonzero_mask(name, a):
+    check_arraylike(name, a)
+    a = to_array(a)
+    if aval(a).ndim == 0:
+        fail(f"calling {name} on a 0-d array is not allowed; use atleast_1d", ValueError)
+    mask = a if dt.is_bool(aval(a).dtype) else lax.ne(a, to_array(0, aval(a).dtype))
+    return a, shapes.ravel(mask)
+
+
+def flatnonzero(a, *, size=None, fill_value=None):
+    """The flat indices of the non-zero elements of ``a`` (``size``: see nonzero)."""
+    _, mask = _nonzero_mask("flatnonzero", a)
+    return _flat_positions(mask, _size_arg("flatnonzero", size, _count_true, mask), fill_value)
+
+
+def _flat_positions(mask, size, fill_value):
+    n = aval(mask).shape[0]
+    idx_t = dt.default_int()
+    fill = 0 if fill_value is None else fill_value
+    pos = lax.iota(idx_t, n)
+    (out,) = _compact(mask, [pos], size, [0])
+    valid = lax.lt(lax.iota(dt.int32, size),
+                   lax.broadcast_in_dim(_count_true(mask), (size,), ()))
+    fill_arr = lax.broadcast_in_dim(lax.convert_element_type(to_array(fill), idx_t), (size,), ())
+    return lax.select(valid, out, fill_arr)
+
+
+def nonzero(a, *, size=None, fill_value=None):
+    """The indices of the non-zero elements, one array per dimension. Under jit pass
+    ``size`` (the result is cut or padded to it; padding is ``fill_value``, default 0, a
+    scalar or one per dimension), as ``jnp.nonzero``."""
+    a, mask = _nonzero_mask("nonzero", a)
+    size = _size_arg("nonzero", size, _count_true, mask)
+    shape = aval(a).shape
+    flat = _flat_positions(mask, size, 0)
+    valid = lax.lt(lax.iota(dt.int32, size), lax.broadcast_in_dim(_count_true(mask), (size,), ()))
+    fills = fill_value if isinstance(fill_value, (tuple, list)) else [fill_value] * len(shape)
+    if len(fills) != len(shape):
+        fail(f"nonzero: {len(fills)} fill values for {len(shape)} dimensions", ValueError)
+    out, stride = [], 1
+    idx_t = aval(flat).dtype
+    for dim in reversed(range(len(shape))):
+        coord = lax.rem(lax.div(flat, to_array(stride, idx_t)), to_array(max(shape[dim], 1),
+                                                                         idx_t))
+        fill = 0 if fills[dim] is None else fills[dim]
+        coord = lax.select(valid, coord, lax.broadcast_in_dim(
+            lax.convert_element_type(to_array(fill), idx_t), (size,), ()))
+        out.append(coord)
+        stride *= shape[dim]
+    return tuple(reversed(out))
+
+
+def argwhere(a, *, size=None, fill_value=None):
+    """The indices of the non-zero elements as rows of a (count, ndim) array."""
+    check_arraylike("argwhere", a)
+    a = to_array(a)
+    if aval(a).ndim == 0:
+        mask = lax.reshape(lax.ne(a, to_array(0, aval(a).dtype)), (1,))
+        rows = _size_arg("argwhere", size, _count_true, mask)
+        return lax.full((rows, 0), 0, dt.default_int())
+    coords = nonzero(a, size=size, fill_value=fill_value)
+    return lax.concatenate([lax.expand_dims(c, (1,)) for c in coords], 1)
+
+
+# --- unique ---------------------------------------------------------------------------
+
+def _runs(x, equal_nan: bool):
+    """Sorts the flat ``x``; returns the sorted values, the permutation, and whether each
+    sorted element starts a run of equal values."""
+    n = aval(x).shape[0]
+    xs, perm = lax_sorting.sort_along((x, lax.iota(dt.default_int(), n)), 0, 1)
+    if n == 0:
+        return xs, perm, lax.full((0,), True, dt.bool_)
+    key = lax_sorting.sort_key(xs)
+    differs = lax.ne(lax.slice(key, (1,), (n,)), lax.slice(key, (0,), (n - 1,)))
+    if not equal_nan and dt.is_float(aval(x).dtype):
+        differs = lax.bitwise_or(differs, lax.ne(lax.slice(xs, (1,), (n,)),
+                                                 lax.slice(xs, (1,), (n,))))
+    first = lax.concatenate([lax.full((1,), True, dt.bool_), differs], 0)
+    return xs, perm, first
+
+
+def _unique_count(x, equal_nan: bool):
+    return _count_true(_runs(x, equal_nan)[2])
+
+
+def _unique_flat(x, size: int, equal_nan: bool, fill_value):
+    """(values, first indices, inverse indices, counts) of the flat ``x``, ``size`` long."""
+    n = aval(x).shape[0]
+    xs, perm, first = _runs(x, equal_nan)
+    idx_t = dt.default_int()
+    starts_src = lax.iota(idx_t, n)
+    # One more start than ``size``: where the last kept run ends.
+    values, index, starts = _compact(first, [xs, perm, starts_src], size + 1, [0, 0, n])
+    values, index = lax.slice(values, (0,), (size,)), lax.slice(index, (0,), (size,))
+    count = _count_true(first)
+    k = lax.iota(dt.int32, size)
+    valid = lax.lt(k, lax.broadcast_in_dim(count, (size,), ()))
+    if size:
+        nxt = lax.slice(starts, (1,), (size + 1,))
+        starts = lax.slice(starts, (0,), (size,))
+        last = lax.eq(lax.add(k, to_array(np.int32(1))), lax.broadcast_in_dim(count, (size,), ()))
+        nxt = lax.select(last, lax.full((size,), n, idx_t), nxt)
+        counts = lax.select(valid, lax.sub(nxt, starts), lax.full((size,), 0, idx_t))
+        if fill_value is None:
+            fill = lax.broadcast_in_dim(lax.slice(values, (0,), (1,)), (size,), (0,))
+        else:
+            fill = lax.broadcast_in_dim(lax.convert_element_type(to_array(fill_value),
+                                                                 aval(values).dtype), (size,), ())
+        values = lax.select(valid, values, fill)
+        index = lax.select(valid, index, lax.broadcast_in_dim(lax.slice(index, (0,), (1,)),
+                                                              (size,), (0,)))
+    else:
+        counts = lax.full((0,), 0, idx_t)
+    # Each element's run number, moved back from sorted to original order by sorting the
+    # permutation.
+    rank = (lax.sub(scans.cumsum(lax.convert_element_type(first, idx_t)), to_array(1, idx_t))
+            if n else lax.full((0,), 0, idx_t))
+    inverse = lax_sorting.sort_along((perm, rank), 0, 1)[1] if n else rank
+    return values, index, inverse, counts
+
+
+def _unique_impl(name, x, size, fill_value, equal_nan: bool = False):
+    check_arraylike(name, x)
+    x = to_array(x)
+    shape = aval(x).shape
+    flat = shapes.ravel(x)
+    size = _size_arg(name, size, lambda f: _unique_count(f, equal_nan), flat)
+    values, index, inverse, counts = _unique_flat(flat, size, equal_nan, fill_value)
+    return values, index, lax.reshape(inverse, shape), counts
+
+
+def unique(ar, return_index: bool = False, return_inverse: bool = False,
+           return_counts: bool = False, axis=None, *, equal_nan: bool = True, size=None,
+           fill_value=None, sorted: bool = True):  # noqa: A002
+    """The sorted unique elements of ``ar`` (flattened), optionally with the index of each
+    one's first occurrence, the inverse indices (``ar``'s shape) and the counts. Under jit
+    pass ``size``: the result is cut or padded, values with ``fill_value`` (default: the
+    smallest unique value), indices with the first index, counts with 0 (as JAX)."""
+    if axis is not None:
+        fail("unique(axis=...) is not supported yet; unique of the flattened array only",
+             NotImplementedError)
+    values, index, inverse, counts = _unique_impl("unique", ar, size, fill_value,
+                                                  bool(equal_nan))
+    out = [values]
+    if return_index:
+        out.append(index)
+    if return_inverse:
+        out.append(inverse)
+    if return_counts:
+        out.append(counts)
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+UniqueAllResult = collections.namedtuple("UniqueAllResult",
+                                         "values indices inverse_indices counts")
+UniqueCountsResult = collections.namedtuple("UniqueCountsResult", "values counts")
+UniqueInverseResult = collections.namedtuple("UniqueInverseResult", "values inverse_indices")
+
+
+def unique_all(x, /, *, size=None, fill_value=None):
+    """The array API's unique_all: values, first indices, inverse indices and counts. As
+    the standard (and JAX) says, every NaN is distinct here (``unique`` merges them)."""
+    return UniqueAllResult(*_unique_impl("unique_all", x, size, fill_value))
+
+
+def unique_counts(x, /, *, size=None, fill_value=None):
+    """The array API's unique_counts: values and counts."""
+    values, _, _, counts = _unique_impl("unique_counts", x, size, fill_value)
+    return UniqueCountsResult(values, counts)
+
+
+def unique_inverse(x, /, *, size=None, fill_value=None):
+    """The array API's unique_inverse: values and inverse indices (``x``'s shape)."""
+    values, _, inverse, _ = _unique_impl("unique_inverse", x, size, fill_value)
+    return UniqueInverseResult(values, inverse)
+
+
+def unique_values(x, /, *, size=None, fill_value=None):
+    """The array API's unique_values: the sorted unique values."""
+    return _unique_impl("unique_values", x, size, fill_value)[0]

@@ -1,0 +1,6 @@
+"""fusionjit.numpy.linalg: the array-API linear algebra functions built from dot and
+elementwise work (as ``jax.numpy.linalg``; no decompositions or solvers yet)."""
+
+from fusionjit._src.numpy.linalg import (  # noqa: F401
+    cross, diagonal, matmul, matrix_norm, matrix_transpose, norm, outer, tensordot, trace,
+    vecdot, vector_norm)
