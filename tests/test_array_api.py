@@ -1,6 +1,6 @@
 """The array-API namespace (2023.12) and the jax.numpy functions built on it: name coverage,
 numerics against NumPy (and JAX where installed) inside and outside jit, error messages,
-and two compiler bugs the Python layer works around (strict xfails: they fail once fixed)."""
+and regression tests for two compiler bugs this work found."""
 
 from __future__ import annotations
 
@@ -553,10 +553,8 @@ def test_loops_run_compiled_under_disable_jit():
         np.testing.assert_array_equal(fnp.sort(np.array([3, 1, 2])), [1, 2, 3])
 
 
-@pytest.mark.xfail(strict=True, reason="C++ codegen: a rank>1 iota behind a reshape is read "
-                                       "at the flat index (codegen/elemental.cc EmitReshape/"
-                                       "EmitIota); lax.broadcasted_iota works around it")
-def test_reshape_of_iota_core_bug():
+def test_reshape_of_a_rank_two_iota():
+    # Was a codegen bug (the iota took a reshape's flat index for its own position).
     from fusionjit._src.lax.shapes import iota_p
 
     def f():
@@ -570,10 +568,8 @@ def test_reshape_of_broadcasted_iota():
     np.testing.assert_array_equal(got, np.repeat(np.arange(3), 4))
 
 
-@pytest.mark.xfail(strict=True, reason="C++ buffer assignment: a loop carry dead after the "
-                                       "loop, computed before it, is overwritten by the body's "
-                                       "temporaries; lax.sort works around it (keep_alive)")
-def test_loop_dead_carry_core_bug():
+def test_a_loop_carry_dead_after_the_loop():
+    # Was a buffer-assignment bug (the carry's state buffer was freed before the loop ran).
     a = np.array([5, 1, 7, 3, 0, 6, 2, 4], np.float32)
 
     def body(i, s):

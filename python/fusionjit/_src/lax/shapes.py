@@ -345,17 +345,6 @@ def iota(dtype, size):
 
 
 def broadcasted_iota(dtype, shape, dimension):
-    """Positions along ``dimension`` of an array of ``shape``.
-
-    Built as a rank-1 iota broadcast along ``dimension``: the C++ kernel emitter reads an
-    iota of rank > 1 behind a reshape at the flat (linear) index, giving 0, 1, 2, ... instead
-    of the positions along ``dimension`` (codegen/elemental.cc, EmitReshape passes a linear
-    index through and EmitIota assumes rank 1; tests/test_array_api.py has the repro). Remove
-    the workaround with that fix."""
+    """Positions along ``dimension`` of an array of ``shape``."""
     shape = _shape_tuple(shape, "shape")
-    dimension = int(dimension)
-    dtype = dt.canonicalize(dtype)
-    if len(shape) <= 1 or not 0 <= dimension < len(shape):
-        return iota_p.bind(dtype=dtype, shape=shape, dimension=dimension)
-    line = iota_p.bind(dtype=dtype, shape=(shape[dimension],), dimension=0)
-    return broadcast_in_dim(line, shape, (dimension,))
+    return iota_p.bind(dtype=dt.canonicalize(dtype), shape=shape, dimension=int(dimension))

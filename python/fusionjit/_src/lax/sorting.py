@@ -90,30 +90,7 @@ def _network(carried: list, key_slots: list[int], n_pad: int) -> list:
 
     init = (_const(2, dt.int32), _const(1, dt.int32), carried)
     k, _, arrays = fori_loop(0, rounds, round_, init)
-    return keep_alive(arrays, ew.lt(k, _const(0, dt.int32)))
-
-
-def keep_alive(arrays: list, never) -> list:
-    """Makes each of ``arrays`` (the outputs of a loop) read one element of every other
-    where ``never``, a traced scalar that is always false, holds: all then stay alive after
-    the loop.
-
-    This works around a bug of the C++ buffer assignment: a loop state element that is dead
-    after the loop and starts from a value computed by the entry computation gets a buffer the
-    loop body's temporaries may reuse, corrupting it while the loop runs (reproducer in
-    tests/test_array_api.py::test_loop_dead_carry_core_bug). Remove this with that fix."""
-    firsts = [sh.reshape(sh.slice(a, (0,) * core.get_aval(a).ndim, (1,) * core.get_aval(a).ndim),
-                         ()) if core.get_aval(a).size else None for a in arrays]
-    out = []
-    for i, a in enumerate(arrays):
-        aval = core.get_aval(a)
-        mask = sh.broadcast_in_dim(never, aval.shape, ())
-        for j, first in enumerate(firsts):
-            if j != i and first is not None:
-                other = ew.convert_element_type(first, aval.dtype, aval.weak_type)
-                a = ew.select(mask, sh.broadcast_in_dim(other, aval.shape, ()), a)
-        out.append(a)
-    return out
+    return arrays
 
 
 def sort_rows(operands: list, num_keys: int, descending: bool = False) -> list:

@@ -491,7 +491,6 @@ def ldexp(x1, x2, /):
 
 def _gcd_loop(a, b):
     from fusionjit._src.lax.control_flow import while_loop
-    from fusionjit._src.lax.sorting import keep_alive
 
     def cond(state):
         return reductions.any(lax.ne(state[1], _c(0, state[1])))
@@ -502,8 +501,7 @@ def _gcd_loop(a, b):
         safe = lax.select(nonzero, y, _full(1, y))
         return lax.select(nonzero, y, x), lax.select(nonzero, lax.rem(x, safe), y)
 
-    x, y = while_loop(cond, body, (a, b))
-    return keep_alive([x, y], reductions.any(lax.ne(y, _c(0, y))))[0]
+    return while_loop(cond, body, (a, b))[0]
 
 
 def gcd(x1, x2, /):
