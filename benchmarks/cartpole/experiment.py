@@ -138,6 +138,7 @@ def gpu_missing() -> str | None:
 
 def fusionjit_runner(variant, inputs, backend, profile, lowering, kernel_counts=True):
     import fusionjit
+    gc.collect()   # see _guarded: no collection of old executables inside this compile
     fusionjit.config.update("fusionjit_threefry_lowering",
                             DEFAULT_LOWERING if lowering == "-" else lowering)
     rollout = cp.VARIANTS[variant](cp.fusionjit_lib(), inputs.steps)
