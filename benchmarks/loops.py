@@ -4,7 +4,8 @@
    steps): fusionjit's whole-loop kernel (its default profile), its step-by-step loop (the
    xla profile), and JAX's scan on the CPU;
 2. a CartPole scan (benchmarks/cartpole/cartpole.py: 2048 environments x 10,000 steps, pool
-   actions, float32) in the paper's no-concat and concat-packed forms, for each fusion
+   actions, float32) in the paper's no-concat and concat-packed forms (its `no_concat` and
+   `pool` variants), for each fusion
    profile and unroll factor, against JAX's variants and the hand-written C++ loop
    (benchmarks/cartpole/cartpole_hand.cc: environment blocks outer, steps inner,
    vectorised sin/cos, all cores) - the CPU's limit.
@@ -24,13 +25,11 @@ import time
 import numpy as np
 
 import fusionjit
-import fusionjit.numpy as fnp
 from fusionjit import lax
 from _harness import machine, median_seconds, peers, report
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "cartpole"))
-import cartpole  # noqa: E402
-import hand  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks.cartpole import cartpole, hand  # noqa: E402
 
 
 def timed(fn, args, repeats):
@@ -62,8 +61,8 @@ def overhead_rows(steps, repeats, found):
 
 
 def cartpole_rows(envs, steps, repeats, found):
-    state, actions, resets = cartpole.inputs(envs, steps)
-    args = (state, actions, resets)
+    inputs = cartpole.inputs(envs, steps)
+    args = inputs.args("pool")
     rows, results = [], {}
 
     def add(impl, variant, profile, unroll, fn):
@@ -73,19 +72,20 @@ def cartpole_rows(envs, steps, repeats, found):
                      "ms": t * 1e3, "env_steps_per_s": envs * steps / t,
                      "first_call_s": first})
 
-    for variant in ("pool_no_concat", "pool_concat"):
+    fj = cartpole.fusionjit_lib()
+    for variant in ("no_concat", "pool"):
         make = getattr(cartpole, variant)
         for profile in ("fusionjit", "xla", "xla+concat"):
             for unroll in (1, 10):
                 add("fusionjit", variant, profile, unroll,
-                    fusionjit.jit(make(fnp, lax, unroll), fusion=profile))
+                    fusionjit.jit(make(fj, steps, unroll), fusion=profile))
     if "jax" in found:
-        jax, jnp = found["jax"]
-        for variant in ("pool_no_concat", "pool_concat"):
+        jax_lib = cartpole.jax_lib()
+        for variant in ("no_concat", "pool"):
             for unroll in (1, 10):
                 add("jax", variant, "-", unroll,
-                    jax.jit(getattr(cartpole, variant)(jnp, jax.lax, unroll)))
-    add("hand-written C++", "pool_no_concat", "-", 1, hand.rollout)
+                    jax_lib.jit(getattr(cartpole, variant)(jax_lib, steps, unroll)))
+    add("hand-written C++", "no_concat", "-", 1, hand.rollout)
     return rows, results
 
 
@@ -108,11 +108,11 @@ def main(argv=None):
     # The same program under every profile computes the same trajectories, bit for bit;
     # the C++ uses libmvec's sin/cos, so after many steps its chaotic trajectories differ:
     # its resets per step are compared in total.
-    ref = results[("fusionjit", "pool_no_concat", "xla", 1)]
+    ref = results[("fusionjit", "no_concat", "xla", 1)]
     same = all(np.array_equal(np.asarray(v[0]), np.asarray(ref[0])) and
                np.array_equal(np.asarray(v[1]), np.asarray(ref[1]))
                for (impl, _, _, _), v in results.items() if impl == "fusionjit")
-    hand_resets = int(np.asarray(results[("hand-written C++", "pool_no_concat", "-", 1)][1]).sum())
+    hand_resets = int(np.asarray(results[("hand-written C++", "no_concat", "-", 1)][1]).sum())
     print(f"\nfusionjit's rows agree bit for bit across variants, profiles and unroll factors: "
           f"{same}; resets in total: fusionjit {int(np.asarray(ref[1]).sum())}, hand-written "
           f"C++ {hand_resets}")
@@ -124,7 +124,7 @@ def main(argv=None):
         return min(cands, key=lambda r: r["ms"]) if cands else None
 
     fj, hand_row = best("fusionjit"), best("hand-written C++")
-    fj_concat = min((r for r in rows if r["impl"] == "fusionjit" and r["variant"] == "pool_concat"
+    fj_concat = min((r for r in rows if r["impl"] == "fusionjit" and r["variant"] == "pool"
                      and r["profile"] == "fusionjit"), key=lambda r: r["ms"])
     print(f"\ngoals ({machine()}):")
     print(f"  fusionjit's best ({fj['variant']}, {fj['profile']}, unroll={fj['unroll']}): "

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# The main job: installs what is missing, then runs the demo (a jit-compiled function, its
-# IR before and after the C++ passes, and the result).
+# The main job: installs what is missing (scripts/setup.sh), then runs the paper's CartPole
+# study (python -m benchmarks.cartpole.run): every variant under every fusion profile beside
+# the peers, the table and the goals printed, results.json, results.csv, fig5.png and
+# crossover.png written to results/cartpole. Arguments go to the experiment (--quick,
+# --paper, --out DIR, --envs N, --steps T, --backend cpu|gpu; --help lists them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 ./scripts/setup.sh
-$PY examples/demo.py "$@"
+$PY -m benchmarks.cartpole.run "$@"

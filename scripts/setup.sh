@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs whatever is missing for fusionjit on Debian 12 (safe to run again): Debian
 # packages (LLVM 19, CMake, Ninja, GoogleTest, Graphviz, ccache), the Python build tools,
-# and fusionjit itself with its test extras and the comparison peers (JAX, Gymnasium),
-# built incrementally in build/release. FJ_NO_PEERS=1 leaves the peers out.
+# and fusionjit itself with its test and bench extras (figures, progress bar, notebook
+# runner) and the comparison peers (JAX, Gymnasium), built incrementally in build/release.
+# FJ_NO_PEERS=1 leaves the peers out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,8 +22,8 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 $PY -m pip install -q --disable-pip-version-check "scikit-build-core>=0.10" "pybind11>=2.12" ninja
-EXTRAS=test,peers
-[ "${FJ_NO_PEERS:-0}" = 1 ] && EXTRAS=test
+EXTRAS=test,bench,peers
+[ "${FJ_NO_PEERS:-0}" = 1 ] && EXTRAS=test,bench
 echo "setup: building and installing fusionjit[$EXTRAS] (incremental, build/release)"
 $PY -m pip install -q --disable-pip-version-check --no-build-isolation \
   -Cbuild-dir=build/release -Ccmake.define.FUSIONJIT_BUILD_TESTS=ON ".[$EXTRAS]"

@@ -1,23 +1,29 @@
-"""CartPole-v1 batched over environments, written as a JAX user writes it, once for every
-array library: `xp` is fusionjit.numpy or jax.numpy, `lax` fusionjit.lax or jax.lax.
+"""CartPole-v1 batched over N environments in a `lax.scan` of T steps, written as a JAX user
+writes it, once for every array library: `lib` carries `np` (fusionjit.numpy or jax.numpy),
+`lax` and `random` (see `fusionjit_lib` and `jax_lib`).
 
-Gymnasium's physics (explicit Euler), its constants and thresholds; termination is tested
-on the new state; done environments are reset (gymnax-style: in the same step) from a pool
-of reset states. The rollout variants follow the paper (Snider & Liang 2023, Sec. V):
+Gymnasium's physics (explicit Euler), its constants and thresholds; reward 1 per step;
+termination tested on the new state; done environments are reset in the same step
+(gymnax-style) to four values drawn from uniform(-0.05, 0.05). The paper's variants (Snider &
+Liang 2023, Sec. IV-V), each a builder `variant(lib, steps)` returning a rollout:
 
-- ``pool_concat``: the state packed in one [4, N] array (np.array/stack), the paper's
-  baseline form, with actions and reset states precomputed outside the loop (its "pool");
-- ``pool_no_concat``: the four state arrays carried separately (the paper's 3.41x);
-- either with ``unroll`` (the paper's ``scan(..., unroll=10)``).
+- `baseline`: the paper's Fig. 2: the state packed with `np.array([...])`, a random action
+  and a random reset state drawn inside every step from a key carried by the loop;
+- `pool`: the same step with its random numbers drawn before the loop (the paper's 1.87x);
+- `no_concat`: `pool` with the four state arrays carried separately (3.41x);
+- `unroll`: `no_concat` with `scan(..., unroll=10)` (10.56x);
+- `policy`: `no_concat` with actions from a small MLP policy (4-64-2, tanh, argmax).
 
-Every rollout takes (state [4, N] float32, actions [T, N] bool, resets [R, 4, N] float32)
-and returns (final state [4, N], resets per step [T] int32); step t resets from pool row
-t % R.
+Every rollout returns (final state [4, N], resets per step [T] int32) first. The pools come
+from `random_pool`, which replays the baseline's key schedule: with as many reset rows as
+steps, `pool`, `no_concat` and `unroll` compute exactly the baseline's trajectories.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any
 
 GRAVITY = 9.8
 MASSCART = 1.0
@@ -29,13 +35,42 @@ FORCE_MAG = 10.0
 TAU = 0.02
 THETA_THRESHOLD = 12 * 2 * math.pi / 360
 X_THRESHOLD = 2.4
+RESET_LOW, RESET_HIGH = -0.05, 0.05
+UNROLL = 10
+HIDDEN = 64
 
 
-def physics(xp, x, x_dot, theta, theta_dot, action):
+@dataclass(frozen=True)
+class Lib:
+    """An array library with JAX's API: numpy, lax, random and jit (None where a library
+    has no random numbers or compiler: the NumPy and PyTorch peers)."""
+
+    name: str
+    np: Any
+    lax: Any
+    random: Any
+    jit: Any = None
+
+
+def fusionjit_lib() -> Lib:
+    import fusionjit
+    import fusionjit.numpy
+    import fusionjit.random
+    from fusionjit import lax
+    return Lib("fusionjit", fusionjit.numpy, lax, fusionjit.random, fusionjit.jit)
+
+
+def jax_lib() -> Lib:
+    import jax
+    import jax.numpy
+    return Lib("jax", jax.numpy, jax.lax, jax.random, jax.jit)
+
+
+def physics(np, x, x_dot, theta, theta_dot, action):
     """One Euler step of Gymnasium's CartPoleEnv.step for every environment."""
-    force = xp.where(action, FORCE_MAG, -FORCE_MAG)
-    costheta = xp.cos(theta)
-    sintheta = xp.sin(theta)
+    force = np.where(action, FORCE_MAG, -FORCE_MAG)
+    costheta = np.cos(theta)
+    sintheta = np.sin(theta)
     temp = (force + POLEMASS_LENGTH * theta_dot**2 * sintheta) / TOTAL_MASS
     thetaacc = (GRAVITY * sintheta - costheta * temp) / (
         LENGTH * (4.0 / 3.0 - MASSPOLE * costheta**2 / TOTAL_MASS))
@@ -49,51 +84,181 @@ def terminated(x, theta):
         theta > THETA_THRESHOLD)
 
 
-def pool_no_concat(xp, lax, unroll=1):
-    """The four state arrays carried separately; actions and resets from pools."""
-    def rollout(state, actions, resets):
-        pool = resets.shape[0]
-
-        def step(carry, action):
-            t, x, x_dot, theta, theta_dot = carry
-            x, x_dot, theta, theta_dot = physics(xp, x, x_dot, theta, theta_dot, action)
-            done = terminated(x, theta)
-            reset = resets[t % pool]
-            x = xp.where(done, reset[0], x)
-            x_dot = xp.where(done, reset[1], x_dot)
-            theta = xp.where(done, reset[2], theta)
-            theta_dot = xp.where(done, reset[3], theta_dot)
-            return (t + 1, x, x_dot, theta, theta_dot), done.sum()
-
-        init = (0, state[0], state[1], state[2], state[3])
-        (_, *final), resets_per_step = lax.scan(step, init, actions, unroll=unroll)
-        return xp.stack(final), resets_per_step
-    return rollout
+def draw(random, key, n, dtype):
+    """The baseline's random numbers for one step: the next key, the actions, the resets."""
+    key, k_action, k_reset = random.split(key, 3)
+    action = random.bernoulli(k_action, 0.5, (n,))
+    reset = random.uniform(k_reset, (4, n), dtype, RESET_LOW, RESET_HIGH)
+    return key, action, reset
 
 
-def pool_concat(xp, lax, unroll=1):
-    """The paper's baseline form: the state packed in one [4, N] array."""
-    def rollout(state, actions, resets):
-        pool = resets.shape[0]
+# --- the paper's variants -------------------------------------------------------------------
 
-        def step(carry, action):
-            t, state = carry
-            x, x_dot, theta, theta_dot = state[0], state[1], state[2], state[3]
-            state = xp.stack(physics(xp, x, x_dot, theta, theta_dot, action))
+def baseline(lib: Lib, steps: int):
+    """Fig. 2: the state packed in one [4, N] array, random numbers drawn in the step.
+    rollout(state [4, N], key) -> (state, resets per step, the final key)."""
+    np, lax, random = lib.np, lib.lax, lib.random
+
+    def rollout(state, key):
+        def step(carry, _):
+            state, key = carry
+            key, action, reset = draw(random, key, state.shape[1], state.dtype)
+            x, x_dot, theta, theta_dot = state
+            state = np.array(physics(np, x, x_dot, theta, theta_dot, action))
             done = terminated(state[0], state[2])
-            state = xp.where(done, resets[t % pool], state)
-            return (t + 1, state), done.sum()
+            state = np.where(done, reset, state)
+            return (state, key), done.sum()
 
-        (_, final), resets_per_step = lax.scan(step, (0, state), actions, unroll=unroll)
-        return final, resets_per_step
+        (state, key), resets = lax.scan(step, (state, key), None, length=steps)
+        return state, resets, key
     return rollout
 
 
-def inputs(envs: int, steps: int, pool: int = 16, seed: int = 0):
-    """(state, actions, resets) as NumPy arrays: starting states and the pools."""
+def pool(lib: Lib, steps: int, unroll: int = 1):
+    """Fig. 2 with actions [T, N] and reset states [R, 4, N] drawn before the loop; step t
+    resets from row t % R. rollout(state, actions, resets) -> (state, resets per step)."""
+    np, lax = lib.np, lib.lax
+
+    def rollout(state, actions, resets):
+        def step(carry, action):
+            state, t = carry
+            x, x_dot, theta, theta_dot = state
+            state = np.array(physics(np, x, x_dot, theta, theta_dot, action))
+            done = terminated(state[0], state[2])
+            state = np.where(done, resets[t % resets.shape[0]], state)
+            return (state, t + 1), done.sum()
+
+        (state, _), resets_per_step = lax.scan(step, (state, 0), actions, unroll=unroll)
+        return state, resets_per_step
+    return rollout
+
+
+def no_concat(lib: Lib, steps: int, unroll: int = 1):
+    """`pool` with the four state arrays carried separately."""
+    np, lax = lib.np, lib.lax
+
+    def rollout(state, actions, resets):
+        def step(carry, action):
+            x, x_dot, theta, theta_dot, t = carry
+            x, x_dot, theta, theta_dot = physics(np, x, x_dot, theta, theta_dot, action)
+            done = terminated(x, theta)
+            reset = resets[t % resets.shape[0]]
+            x = np.where(done, reset[0], x)
+            x_dot = np.where(done, reset[1], x_dot)
+            theta = np.where(done, reset[2], theta)
+            theta_dot = np.where(done, reset[3], theta_dot)
+            return (x, x_dot, theta, theta_dot, t + 1), done.sum()
+
+        init = (state[0], state[1], state[2], state[3], 0)
+        (*final, _), resets_per_step = lax.scan(step, init, actions, unroll=unroll)
+        return np.stack(final), resets_per_step
+    return rollout
+
+
+def unroll(lib: Lib, steps: int):
+    """`no_concat` with the loop unrolled ten times, as the paper's scan(..., unroll=10)."""
+    return no_concat(lib, steps, unroll=UNROLL)
+
+
+def policy(lib: Lib, steps: int):
+    """`no_concat` with each action chosen by an MLP policy (4-64-2, tanh, argmax) from the
+    observation. rollout(state, resets, params) -> (state, resets per step)."""
+    np, lax = lib.np, lib.lax
+
+    def rollout(state, resets, params):
+        w1, b1, w2, b2 = params
+
+        def step(carry, _):
+            x, x_dot, theta, theta_dot, t = carry
+            obs = np.stack([x, x_dot, theta, theta_dot], axis=1)
+            logits = np.tanh(obs @ w1 + b1) @ w2 + b2
+            action = np.argmax(logits, axis=1) == 1
+            x, x_dot, theta, theta_dot = physics(np, x, x_dot, theta, theta_dot, action)
+            done = terminated(x, theta)
+            reset = resets[t % resets.shape[0]]
+            x = np.where(done, reset[0], x)
+            x_dot = np.where(done, reset[1], x_dot)
+            theta = np.where(done, reset[2], theta)
+            theta_dot = np.where(done, reset[3], theta_dot)
+            return (x, x_dot, theta, theta_dot, t + 1), done.sum()
+
+        init = (state[0], state[1], state[2], state[3], 0)
+        (*final, _), resets_per_step = lax.scan(step, init, None, length=steps)
+        return np.stack(final), resets_per_step
+    return rollout
+
+
+VARIANTS = {"baseline": baseline, "pool": pool, "no_concat": no_concat, "unroll": unroll,
+            "policy": policy}
+# The inputs each variant's rollout takes, by name (see `Inputs`).
+ARGS = {"baseline": ("state", "key"), "pool": ("state", "actions", "resets"),
+        "no_concat": ("state", "actions", "resets"), "unroll": ("state", "actions", "resets"),
+        "policy": ("state", "resets", "params")}
+# Whether the variant draws random numbers inside its loop (the threefry lowering matters).
+DRAWS_IN_LOOP = {"baseline": True, "pool": False, "no_concat": False, "unroll": False,
+                 "policy": False}
+
+
+# --- inputs ---------------------------------------------------------------------------------
+
+@dataclass
+class Inputs:
+    """The same inputs for every variant and peer, as NumPy arrays."""
+
+    state: Any    # [4, N] starting states
+    key: Any      # uint32[2], the baseline's key
+    actions: Any  # [T, N] bool, the baseline's actions
+    resets: Any   # [R, 4, N], the baseline's reset draws of its first R steps
+    params: Any   # (w1 [4, 64], b1 [64], w2 [64, 2], b2 [2]) of the policy
+
+    @property
+    def envs(self) -> int:
+        return self.state.shape[1]
+
+    @property
+    def steps(self) -> int:
+        return self.actions.shape[0]
+
+    def args(self, variant: str) -> tuple:
+        return tuple(getattr(self, name) for name in ARGS[variant])
+
+
+def random_pool(lib: Lib, key, envs: int, steps: int, rows: int, dtype="float32"):
+    """(actions [steps, N], resets [rows, 4, N]): the random numbers `baseline` draws in its
+    first steps, bit for bit, drawn before the loop."""
+    lax, random = lib.lax, lib.random
+
+    def draws(key, length):
+        def step(key, _):
+            key, action, reset = draw(random, key, envs, dtype)
+            return key, (action, reset)
+        return lax.scan(step, key, None, length=length)[1]
+
+    actions = draws(key, steps)[0]
+    resets = draws(key, rows)[1]
+    return actions, resets
+
+
+def policy_params(seed: int = 0, dtype="float32"):
+    """Weights of the MLP policy, drawn as a framework's default initialiser would."""
     import numpy as np
     rng = np.random.default_rng(seed)
-    state = rng.uniform(-0.05, 0.05, (4, envs)).astype(np.float32)
-    actions = rng.random((steps, envs)) < 0.5
-    resets = rng.uniform(-0.05, 0.05, (pool, 4, envs)).astype(np.float32)
-    return state, actions, resets
+    w1 = rng.normal(0, 1 / math.sqrt(4), (4, HIDDEN))
+    w2 = rng.normal(0, 1 / math.sqrt(HIDDEN), (HIDDEN, 2))
+    b1, b2 = rng.normal(0, 0.1, HIDDEN), rng.normal(0, 0.1, 2)
+    return tuple(p.astype(dtype) for p in (w1, b1, w2, b2))
+
+
+def inputs(envs: int, steps: int, pool_rows: int | None = 16, seed: int = 0,
+           dtype: str = "float32", lib: Lib | None = None) -> Inputs:
+    """Starting states, the baseline's key and its random numbers as pools (`pool_rows`
+    reset rows; None for one per step, which makes every variant the baseline)."""
+    import numpy as np
+    lib = lib or fusionjit_lib()
+    rng = np.random.default_rng(seed)
+    state = rng.uniform(RESET_LOW, RESET_HIGH, (4, envs)).astype(dtype)
+    key = np.asarray(lib.random.PRNGKey(seed))
+    rows = steps if pool_rows is None else min(pool_rows, steps)
+    actions, resets = lib.jit(lambda k: random_pool(lib, k, envs, steps, max(rows, 1), dtype))(key)
+    return Inputs(state, key, np.asarray(actions), np.asarray(resets), policy_params(seed, dtype))
+

@@ -4,7 +4,7 @@ an opaque generator kernel writing its bits to memory, as XLA's cuda_threefry2x3
 of JAX's modes, against ``jax.random.uniform`` on the CPU when JAX is installed; also a
 fused consumer (``u * 2 - 1`` summed), where the fused lowering never writes the bits.
 
-    python benchmarks/random.py [--n 16777216] [--json out.json]
+    python benchmarks/random_bits.py [--n 16777216] [--json out.json]
 """
 
 from __future__ import annotations

@@ -1,0 +1,1 @@
+"""fusionjit's benchmarks; each script also runs on its own (python3 benchmarks/<name>.py)."""
