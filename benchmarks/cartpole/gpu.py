@@ -25,8 +25,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cartpole  # noqa: E402
 
 import fusionjit  # noqa: E402
-import fusionjit.numpy as fnp  # noqa: E402
-from fusionjit import lax as flax  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -44,51 +42,55 @@ def timed(fn, args, repeats, sync):
     return first, statistics.median(times), out
 
 
-def fusionjit_rows(state, actions, resets, repeats, backend="gpu"):
+# The paper's variants (cartpole.py); `baseline` draws its random numbers in the step.
+VARIANTS = ("baseline", "pool", "no_concat", "unroll")
+
+
+def fusionjit_rows(inp, repeats, backend="gpu"):
     """fusionjit on the GPU: each variant under each profile."""
+    lib = cartpole.fusionjit_lib()
     rows = []
-    dev = [fusionjit.jit(lambda x: x, backend=backend)(a) for a in (state, actions, resets)]
-    fusionjit.block_until_ready(dev)
-    variants = [("no_concat", cartpole.pool_no_concat, 1), ("concat", cartpole.pool_concat, 1),
-                ("no_concat, unroll=10", cartpole.pool_no_concat, 10)]
-    for name, make, unroll in variants:
+    for name in VARIANTS:
+        args = [fusionjit.device_put(a) for a in inp.args(name)]
+        dev = [fusionjit.jit(lambda x: x, backend=backend)(a) for a in args]
+        fusionjit.block_until_ready(dev)
         for profile in ("fusionjit", "xla+concat", "xla"):
-            fn = fusionjit.jit(make(fnp, flax, unroll=unroll), fusion=profile, backend=backend)
+            make = cartpole.VARIANTS[name]
+            fn = fusionjit.jit(make(lib, inp.steps), fusion=profile, backend=backend)
             first, t, out = timed(fn, dev, repeats, fusionjit.block_until_ready)
             counts = fusionjit.testing.launch_counts(
-                make(fnp, flax, unroll=unroll), fusion=profile, backend=backend)(*dev)
+                make(lib, inp.steps), fusion=profile, backend=backend)(*dev)
             rows.append({"impl": "fusionjit", "variant": name, "profile": profile, "s": t,
                          "compile_s": first - t, "launches": counts["per_call"],
-                         "out": [np.asarray(o) for o in out]})
+                         "out": [np.asarray(o) for o in out[:2]]})
     return rows
 
 
-def jax_rows(state, actions, resets, repeats):
+def jax_rows(inp, repeats):
     try:
         import jax
-        import jax.numpy as jnp
     except ImportError:
         return [], "JAX is not installed"
     gpus = [d for d in jax.devices() if d.platform == "gpu"]
     if not gpus:
         return [], "JAX sees no GPU"
-    args = [jax.device_put(a, gpus[0]) for a in (state, actions, resets)]
+    lib = cartpole.jax_lib()
     rows = []
-    for name, make, unroll in [("no_concat", cartpole.pool_no_concat, 1),
-                               ("concat", cartpole.pool_concat, 1),
-                               ("no_concat, unroll=10", cartpole.pool_no_concat, 10)]:
-        fn = jax.jit(make(jnp, jax.lax, unroll=unroll))
+    for name in VARIANTS:
+        args = [jax.device_put(a, gpus[0]) for a in inp.args(name)]
+        fn = jax.jit(cartpole.VARIANTS[name](lib, inp.steps))
         start = time.perf_counter()
         compiled = fn.lower(*args).compile()
         compile_s = time.perf_counter() - start
         _, t, out = timed(compiled, args, repeats, jax.block_until_ready)
         rows.append({"impl": "jax", "variant": name, "profile": "-", "s": t,
                      "compile_s": compile_s, "launches": None,
-                     "out": [np.asarray(o) for o in out]})
+                     "out": [np.asarray(o) for o in out[:2]]})
     return rows, ""
 
 
-def hand_rows(state, actions, resets, repeats):
+def hand_rows(inp, repeats):
+    state, actions, resets = inp.state, inp.actions, inp.resets
     try:
         import cupy as cp
     except ImportError:
@@ -152,18 +154,19 @@ def main(argv=None):
     report = {"device": fusionjit.devices(a.backend)[0], "steps": a.steps, "sizes": []}
     print(f"GPU: {report['device']}")
     for envs in a.envs:
-        # Correctness on a short rollout: every implementation against the hand-written kernel.
-        check = cartpole.inputs(envs, a.check_steps)
-        c_rows = fusionjit_rows(*check, 1, a.backend)
-        j_rows, _ = jax_rows(*check, 1) if peers else ([], "")
-        h_rows, _ = hand_rows(*check, 1) if peers else ([], "")
+        # Correctness on a short rollout: every implementation against the hand-written
+        # kernel (a reset row per step: the pool variants then replay the baseline's draws).
+        check = cartpole.inputs(envs, a.check_steps, pool_rows=None)
+        c_rows = fusionjit_rows(check, 1, a.backend)
+        j_rows, _ = jax_rows(check, 1) if peers else ([], "")
+        h_rows, _ = hand_rows(check, 1) if peers else ([], "")
         ref = (h_rows or c_rows)[0]
         compare(c_rows + j_rows + h_rows, ref)
         # Timing on the full rollout.
         inputs = cartpole.inputs(envs, a.steps)
-        rows = fusionjit_rows(*inputs, a.repeats, a.backend)
-        jrows, jax_why = jax_rows(*inputs, a.repeats) if peers else ([], "emulated run")
-        hrows, hand_why = hand_rows(*inputs, a.repeats) if peers else ([], "emulated run")
+        rows = fusionjit_rows(inputs, a.repeats, a.backend)
+        jrows, jax_why = jax_rows(inputs, a.repeats) if peers else ([], "emulated run")
+        hrows, hand_why = hand_rows(inputs, a.repeats) if peers else ([], "emulated run")
         rows += jrows + hrows
         for r, c in zip(rows, c_rows + j_rows + h_rows):
             r["check_max_state_diff"] = c["max_state_diff"]
