@@ -1,0 +1,134 @@
+// The loop passes: trip counts, simplification and unrolling of while loops.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "passes/dce.h"
+#include "passes/while_loop.h"
+#include "test_util.h"
+
+namespace fj {
+namespace {
+
+using testing::Parse;
+
+// x -> x * x, `trips` times (a counter i < trips); `unroll` as given.
+std::string CountedLoop(int unroll, bool dead_carry = false, int trips = 10) {
+  std::string extra_type = dead_carry ? ", f32[4]" : "";
+  std::string state = "(s32[], f32[4]" + extra_type + ")";
+  return R"(
+module m
+
+%body (p: )" + state + R"() -> )" + state + R"( {
+  %p = )" + state + R"( parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %x = f32[4] get-tuple-element(%p), index=1
+  %one = s32[] constant(1)
+  %next = s32[] add(%i, %one)
+  %y = f32[4] multiply(%x, %x)
+)" + (dead_carry ? "  %d = f32[4] get-tuple-element(%p), index=2\n  %e = f32[4] exponential(%d)\n" : "") +
+         "  ROOT %t = " + state + " tuple(%next, %y" + (dead_carry ? ", %e" : "") + R"()
+}
+
+%cond (p: )" + state + R"() -> pred[] {
+  %p = )" + state + R"( parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %n = s32[] constant()" + std::to_string(trips) + R"()
+  ROOT %lt = pred[] compare(%i, %n), direction=LT
+}
+
+ENTRY %main (x: f32[4]) -> (f32[4]) {
+  %x = f32[4] parameter(0)
+  %zero = s32[] constant(0)
+  %init = )" + state + " tuple(%zero, %x" + (dead_carry ? ", %x" : "") + R"()
+  %w = )" + state + R"( while(%init), condition=%cond, body=%body, unroll=)" + std::to_string(unroll) + R"(
+  %r = f32[4] get-tuple-element(%w), index=1
+  ROOT %out = (f32[4]) tuple(%r)
+}
+)";
+}
+
+const Instruction* TheLoop(const Module& m) {
+  const Instruction* found = nullptr;
+  for (const Instruction* i : m.entry()->MakePostOrder()) {
+    if (i->opcode() == Opcode::kWhile) found = i;
+  }
+  return found;
+}
+
+int Count(const Computation& c, Opcode op) {
+  int n = 0;
+  for (const Instruction* i : c.MakePostOrder()) n += i->opcode() == op;
+  return n;
+}
+
+TEST(WhileTripCount, FindsTheCountOfACountedLoop) {
+  auto m = Parse(CountedLoop(0));
+  EXPECT_TRUE(WhileTripCountPass().Run(*m));
+  ASSERT_NE(TheLoop(*m), nullptr);
+  EXPECT_EQ(TheLoop(*m)->attrs().trip_count, 10);
+}
+
+TEST(WhileLoopSimplify, RemovesACarryNothingReads) {
+  auto m = Parse(CountedLoop(0, /*dead_carry=*/true));
+  EXPECT_TRUE(WhileLoopSimplifyPass().Run(*m));
+  const Instruction* loop = TheLoop(*m);
+  ASSERT_NE(loop, nullptr);
+  EXPECT_EQ(loop->shape().tuple_shapes().size(), 2u);
+  DcePass().Run(*m);  // the pass leaves the dead element's ops to DCE, as the pipeline runs
+  EXPECT_EQ(Count(*TheLoop(*m)->while_body(), Opcode::kExp), 0);
+}
+
+TEST(WhileLoopUnroll, RunsTheUsersFactorAndTheRemainderAfterTheLoop) {
+  auto m = Parse(CountedLoop(4));
+  WhileTripCountPass().Run(*m);
+  int64_t noted = 0;
+  std::string why;
+  WhileLoopUnrollPass unroll(false, [&](const Instruction*, int64_t factor, const std::string& w) {
+    noted = factor;
+    why = w;
+  });
+  EXPECT_TRUE(unroll.Run(*m));
+  const Instruction* loop = TheLoop(*m);
+  ASSERT_NE(loop, nullptr);
+  EXPECT_EQ(loop->attrs().trip_count, 2);  // two trips of four steps
+  EXPECT_EQ(Count(*loop->while_body(), Opcode::kMultiply), 4);
+  EXPECT_EQ(Count(*m->entry(), Opcode::kMultiply), 2);  // the two steps left over
+  EXPECT_EQ(noted, 4);
+  EXPECT_NE(why.find("unroll=4"), std::string::npos) << why;
+}
+
+TEST(WhileLoopUnroll, AFactorOfTheTripCountRemovesTheLoop) {
+  auto m = Parse(CountedLoop(10));
+  WhileTripCountPass().Run(*m);
+  EXPECT_TRUE(WhileLoopUnrollPass().Run(*m));
+  EXPECT_EQ(TheLoop(*m), nullptr);
+  EXPECT_EQ(Count(*m->entry(), Opcode::kMultiply), 10);
+}
+
+TEST(WhileLoopUnroll, TheCostModelChoosesOnlyWhenAskedAndSaysWhy) {
+  for (bool choose : {false, true}) {
+    auto m = Parse(CountedLoop(0, false, 100));
+    WhileTripCountPass().Run(*m);
+    int64_t noted = 0;
+    std::string why;
+    WhileLoopUnrollPass unroll(choose, [&](const Instruction*, int64_t factor, const std::string& w) {
+      noted = factor;
+      why = w;
+    });
+    EXPECT_EQ(unroll.Run(*m), choose);
+    if (choose) {
+      // A tiny body of 100 steps: unrolled (by a factor dividing 100), the cost model named.
+      EXPECT_GT(noted, 1);
+      EXPECT_EQ(100 % noted, 0);
+      EXPECT_NE(why.find("cost model"), std::string::npos) << why;
+    } else {
+      EXPECT_EQ(noted, 1);
+      ASSERT_NE(TheLoop(*m), nullptr);
+      EXPECT_EQ(Count(*TheLoop(*m)->while_body(), Opcode::kMultiply), 1);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fj
