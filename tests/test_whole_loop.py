@@ -255,3 +255,14 @@ def test_a_carry_dead_after_the_loop_keeps_its_buffer_through_the_loop():
     want = np.asarray(fusionjit.jit(dead_key, fusion="none")(a))
     for profile in ("xla", "fusionjit"):
         np.testing.assert_array_equal(np.asarray(fusionjit.jit(dead_key, fusion=profile)(a)), want)
+
+
+@pytest.mark.parametrize("profile", ["none", "xla", "fusionjit"])
+def test_two_loops_that_start_from_one_state(profile):
+    # Regression: CSE gives both sorts one initial state tuple; the first loop took its
+    # elements over as its own state and the second started from what the first left.
+    x = np.random.default_rng(1).standard_normal((3, 4)).astype(np.float32)
+    got = fusionjit.jit(lambda a: (fnp.sort(a, axis=1), fnp.sort(a * 1.0 + 0.0, axis=1)),
+                        fusion=profile)(x)
+    for g in got:
+        np.testing.assert_array_equal(np.asarray(g), np.sort(x, axis=1))

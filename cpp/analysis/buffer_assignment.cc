@@ -291,6 +291,14 @@ void BufferAssignment::Assign(const Computation& c, Arena& arena) {
     for (const Instruction* op : schedule[p]->operands()) {
       Value v = Resolve(op);
       frame.last_use[v] = std::max(frame.last_use[v], p);
+      // A tuple's elements are read where the tuple is (two loops may start from one
+      // initial state: the first must not take its elements over as its own state).
+      if (op->opcode() == Opcode::kTuple) {
+        for (const Instruction* e : op->operands()) {
+          Value ev = Resolve(e);
+          frame.last_use[ev] = std::max(frame.last_use[ev], p);
+        }
+      }
     }
   }
   // What the computation returns lives to its end (the parent copies or reads it after).
