@@ -133,6 +133,18 @@ def pool(lib: Lib, steps: int, unroll: int = 1):
     return rollout
 
 
+def step_separate(np, state, action, reset, t):
+    """One step of the four state arrays carried separately; done environments take `reset`
+    ([4, N]). Returns ((x, x_dot, theta, theta_dot, t + 1), resets this step)."""
+    x, x_dot, theta, theta_dot = physics(np, *state, action)
+    done = terminated(x, theta)
+    x = np.where(done, reset[0], x)
+    x_dot = np.where(done, reset[1], x_dot)
+    theta = np.where(done, reset[2], theta)
+    theta_dot = np.where(done, reset[3], theta_dot)
+    return (x, x_dot, theta, theta_dot, t + 1), done.sum()
+
+
 def no_concat(lib: Lib, steps: int, unroll: int = 1):
     """`pool` with the four state arrays carried separately."""
     np, lax = lib.np, lib.lax
@@ -140,14 +152,8 @@ def no_concat(lib: Lib, steps: int, unroll: int = 1):
     def rollout(state, actions, resets):
         def step(carry, action):
             x, x_dot, theta, theta_dot, t = carry
-            x, x_dot, theta, theta_dot = physics(np, x, x_dot, theta, theta_dot, action)
-            done = terminated(x, theta)
             reset = resets[t % resets.shape[0]]
-            x = np.where(done, reset[0], x)
-            x_dot = np.where(done, reset[1], x_dot)
-            theta = np.where(done, reset[2], theta)
-            theta_dot = np.where(done, reset[3], theta_dot)
-            return (x, x_dot, theta, theta_dot, t + 1), done.sum()
+            return step_separate(np, (x, x_dot, theta, theta_dot), action, reset, t)
 
         init = (state[0], state[1], state[2], state[3], 0)
         (*final, _), resets_per_step = lax.scan(step, init, actions, unroll=unroll)
@@ -173,14 +179,8 @@ def policy(lib: Lib, steps: int):
             obs = np.stack([x, x_dot, theta, theta_dot], axis=1)
             logits = np.tanh(obs @ w1 + b1) @ w2 + b2
             action = np.argmax(logits, axis=1) == 1
-            x, x_dot, theta, theta_dot = physics(np, x, x_dot, theta, theta_dot, action)
-            done = terminated(x, theta)
             reset = resets[t % resets.shape[0]]
-            x = np.where(done, reset[0], x)
-            x_dot = np.where(done, reset[1], x_dot)
-            theta = np.where(done, reset[2], theta)
-            theta_dot = np.where(done, reset[3], theta_dot)
-            return (x, x_dot, theta, theta_dot, t + 1), done.sum()
+            return step_separate(np, (x, x_dot, theta, theta_dot), action, reset, t)
 
         init = (state[0], state[1], state[2], state[3], 0)
         (*final, _), resets_per_step = lax.scan(step, init, None, length=steps)
