@@ -674,6 +674,14 @@ def test_lower_as_text_stages():
         lowered.as_text("assembly")
 
 
+def test_compiled_as_text_shows_every_stage():
+    # Compiled.as_text("llvm") once passed no arguments to the recompilation it needs.
+    compiled = fusionjit.jit(lambda a, *, k: fnp.sin(a) * k).lower(_x(), k=2.0).compile()
+    assert "define" in compiled.as_text("llvm")
+    assert "ret" in compiled.as_text("asm")
+    assert "fusion(" in compiled.as_text("optimized")
+
+
 def test_lower_does_not_recompile_a_cached_signature(stats):
     f = Counter(lambda x: x * 3)
     jf = fusionjit.jit(f)

@@ -341,3 +341,29 @@ def test_fj_debug_prints_the_ir_and_llvm_ir(level):
         assert "LLVM IR" in p.stderr and "define void @fj_main" in p.stderr
     else:
         assert "define void @fj_main" not in p.stderr
+
+
+def test_two_scans_drawing_from_one_key():
+    # The CartPole pool: two scans that split the same key step by step, one keeping the
+    # actions, one the resets. Splitting the loops' carries once read instructions it had
+    # just removed (a heap use after free: ASan caught it; now and then the compile failed
+    # with "vector::_M_range_check").
+    import fusionjit.random as random
+
+    def draws(key, length):
+        def step(key, _):
+            key, k_action, k_reset = random.split(key, 3)
+            return key, (random.bernoulli(k_action, 0.5, (8,)),
+                         random.uniform(k_reset, (4, 8), "float32", -0.05, 0.05))
+        return lax.scan(step, key, None, length=length)[1]
+
+    def pool(key):
+        return draws(key, 5)[0], draws(key, 3)[1]
+
+    key = random.PRNGKey(3)
+    actions, resets = fusionjit.jit(pool)(key)
+    with fusionjit.disable_jit():
+        want_actions, want_resets = pool(key)
+    np.testing.assert_array_equal(np.asarray(actions), np.asarray(want_actions))
+    np.testing.assert_array_equal(np.asarray(resets), np.asarray(want_resets))
+    assert np.asarray(resets).shape == (3, 4, 8)

@@ -266,3 +266,29 @@ def test_two_loops_that_start_from_one_state(profile):
                         fusion=profile)(x)
     for g in got:
         np.testing.assert_array_equal(np.asarray(g), np.sort(x, axis=1))
+
+
+@pytest.mark.parametrize("profile", ["none", "xla", "fusionjit"])
+def test_outputs_of_two_sizes_per_step(profile):
+    # Per-step outputs of 8 and of 4 x 8 values from a small carry, no lane carry: whole-loop
+    # fusion once took the larger as the lanes and wrote the smaller's rows over them
+    # (garbage from the second step on).
+    def draws(c):
+        def step(c, _):
+            c = c * 1.5 + 1.0
+            return c, (fnp.arange(8.0) * c[0], fnp.arange(32.0).reshape(4, 8) + c[1])
+        return lax.scan(step, c, None, length=3)
+
+    c0 = np.array([1.0, 2.0], np.float32)
+    c, (small, large) = fusionjit.jit(draws, fusion=profile)(c0)
+    want_c, want_small, want_large = c0.copy(), [], []
+    for _ in range(3):
+        want_c = want_c * np.float32(1.5) + np.float32(1.0)
+        want_small.append(np.arange(8.0, dtype=np.float32) * want_c[0])
+        want_large.append(np.arange(32.0, dtype=np.float32).reshape(4, 8) + want_c[1])
+    np.testing.assert_array_equal(np.asarray(c), want_c)
+    np.testing.assert_array_equal(np.asarray(small), np.stack(want_small))
+    np.testing.assert_array_equal(np.asarray(large), np.stack(want_large))
+    if profile == "fusionjit":
+        (d,) = decisions(draws, c0)
+        assert not d["fuse"] and "does not have the lanes' shape" in d["reason"], d

@@ -149,6 +149,20 @@ Match MatchLoop(const Instruction* loop) {
     m.why_not = "it computes nothing per step";
     return m;
   }
+  // Every step writes each output's row (or reduces a value) over the lanes, whether or not
+  // it depends on a lane carry: outputs of another size would need their own index space.
+  auto other_lanes = [&](const Output& o, const Shape& s) {
+    if (SameLanes(s.dims(), m.lanes)) return false;
+    m.why_not = "output " + std::to_string(o.element) + " (" + s.ToString() + " per step) does not have the lanes' shape (" +
+                Shape(s.dtype(), m.lanes).ToString() + ")";
+    return true;
+  };
+  for (const Output& o : m.lane_outputs) {
+    if (other_lanes(o, o.value->shape())) return m;
+  }
+  for (const Output& o : m.reductions) {
+    if (other_lanes(o, o.value->operand(0)->shape())) return m;
+  }
   for (int k : carries) {
     const Shape& s = root->operand(k)->shape();
     if (SameLanes(s.dims(), m.lanes)) {

@@ -44,6 +44,7 @@ void Computation::RemoveInstruction(Instruction* instruction) {
   auto it = index_.find(instruction);
   FJ_CHECK(it != index_.end(), "removing ", instruction->name(), " not in ", name_);
   instruction->DropAllOperands();
+  removed_.push_back(std::move(*it->second));
   instructions_.erase(it->second);
   index_.erase(it);
 }

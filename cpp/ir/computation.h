@@ -28,8 +28,12 @@ class Computation {
   // with its operands and, for a parameter, in the parameter list at its number.
   Instruction* AddInstruction(std::unique_ptr<Instruction> instruction,
                               const std::string& name_hint = "");
-  // Removes an instruction that has no users and is not the root.
+  // Removes an instruction that has no users and is not the root. Its memory is kept until
+  // ReleaseRemoved() (the pass pipeline calls it after every pass), so a pass that walks a
+  // snapshot of the instructions never reads freed memory: a removed instruction is one
+  // that Contains() no longer finds.
   void RemoveInstruction(Instruction* instruction);
+  void ReleaseRemoved() { removed_.clear(); }
   // Removes `instruction` and every operand that becomes dead, recursively (not parameters).
   void RemoveInstructionAndUnusedOperands(Instruction* instruction);
 
@@ -58,6 +62,7 @@ class Computation {
   std::list<std::unique_ptr<Instruction>> instructions_;
   std::unordered_map<const Instruction*, std::list<std::unique_ptr<Instruction>>::iterator>
       index_;
+  std::vector<std::unique_ptr<Instruction>> removed_;
   std::vector<Instruction*> parameters_;
   Instruction* root_ = nullptr;
   Instruction* fusion_instruction_ = nullptr;

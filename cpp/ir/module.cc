@@ -21,7 +21,13 @@ void Module::RemoveComputation(Computation* c) {
   auto it = std::find_if(computations_.begin(), computations_.end(),
                          [&](const auto& p) { return p.get() == c; });
   FJ_CHECK(it != computations_.end());
+  removed_.push_back(std::move(*it));
   computations_.erase(it);
+}
+
+void Module::ReleaseRemoved() {
+  removed_.clear();
+  for (const auto& c : computations_) c->ReleaseRemoved();
 }
 
 std::vector<Computation*> Module::computations() const {
@@ -86,9 +92,10 @@ void Module::RemoveUnreachableComputations() {
     }
   };
   visit(entry_);
-  computations_.erase(std::remove_if(computations_.begin(), computations_.end(),
-                                     [&](const auto& c) { return !reachable.count(c.get()); }),
-                      computations_.end());
+  auto dead = std::stable_partition(computations_.begin(), computations_.end(),
+                                    [&](const auto& c) { return reachable.count(c.get()) != 0; });
+  for (auto it = dead; it != computations_.end(); ++it) removed_.push_back(std::move(*it));
+  computations_.erase(dead, computations_.end());
 }
 
 std::string Module::UniqueComputationName(const std::string& hint) {

@@ -24,7 +24,10 @@ class Module {
   Computation* AddComputation(const std::string& name_hint);
   Computation* entry() const { return entry_; }
   void set_entry(Computation* c) { entry_ = c; }
+  // Removed computations (and instructions removed from any computation) stay in memory
+  // until ReleaseRemoved(), which the pass pipeline calls after every pass.
   void RemoveComputation(Computation* c);
+  void ReleaseRemoved();
   // Drops computations that neither the entry nor anything it calls refers to.
   void RemoveUnreachableComputations();
 
@@ -50,6 +53,7 @@ class Module {
 
   std::string name_;
   std::vector<std::unique_ptr<Computation>> computations_;
+  std::vector<std::unique_ptr<Computation>> removed_;
   Computation* entry_ = nullptr;
   NameSet computation_names_;
   int64_t next_id_ = 0;

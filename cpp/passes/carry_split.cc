@@ -270,9 +270,12 @@ Instruction* Sink(Instruction* slice) {
 bool LoopCarrySplitPass::Run(Module& module) {
   bool changed = false;
   for (Computation* c : module.ControlFlowComputations()) {
+    // The loops first: splitting one removes the instructions that read its result.
+    std::vector<Instruction*> loops;
     for (Instruction* i : c->MakePostOrder()) {
-      if (i->opcode() == Opcode::kWhile) changed = SplitLoop(i) || changed;
+      if (i->opcode() == Opcode::kWhile) loops.push_back(i);
     }
+    for (Instruction* loop : loops) changed = SplitLoop(loop) || changed;
   }
   return changed;
 }
@@ -281,7 +284,7 @@ bool SliceSinkingPass::Run(Module& module) {
   bool changed = false;
   for (Computation* c : module.ControlFlowComputations()) {
     for (Instruction* slice : c->MakePostOrder()) {
-      if (slice->opcode() != Opcode::kSlice || !c->Contains(slice)) continue;
+      if (!c->Contains(slice) || slice->opcode() != Opcode::kSlice) continue;
       const Instruction* x = slice->operand(0);
       // Only where the producer goes away: every user of it is a slice.
       bool all_slices = !x->users().empty() && !x->IsRoot();

@@ -20,6 +20,7 @@ bool Pipeline::Run(Module& module) {
     for (auto& pass : passes_) {
       auto start = std::chrono::steady_clock::now();
       bool c = pass->Run(module);
+      module.ReleaseRemoved();
       double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       records_.push_back({std::string(pass->name()), c, seconds});

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "passes/carry_split.h"
 #include "passes/dce.h"
 #include "passes/while_loop.h"
 #include "test_util.h"
@@ -128,6 +129,53 @@ TEST(WhileLoopUnroll, TheCostModelChoosesOnlyWhenAskedAndSaysWhy) {
       EXPECT_EQ(Count(*TheLoop(*m)->while_body(), Opcode::kMultiply), 1);
     }
   }
+}
+
+// A [2, 4] carry read only by rows becomes two [4] carries; the instructions that read the
+// loop's result are replaced. (The pass once read them after removing them: ASan, or the
+// compile itself now and then, caught it on the CartPole pool's two loops.)
+TEST(LoopCarrySplit, SplitsARowReadCarryAndRebuildsItsReaders) {
+  const std::string state = "(s32[], f32[2,4])";
+  auto m = Parse(R"(
+module m
+
+%body (p: )" + state + R"() -> )" + state + R"( {
+  %p = )" + state + R"( parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %x = f32[2,4] get-tuple-element(%p), index=1
+  %a = f32[1,4] slice(%x), slice={[0:1:1], [0:4:1]}
+  %b = f32[1,4] slice(%x), slice={[1:2:1], [0:4:1]}
+  %s = f32[1,4] add(%a, %b)
+  %y = f32[2,4] concatenate(%s, %a), dimensions={0}
+  %one = s32[] constant(1)
+  %next = s32[] add(%i, %one)
+  ROOT %t = )" + state + R"( tuple(%next, %y)
+}
+
+%cond (p: )" + state + R"() -> pred[] {
+  %p = )" + state + R"( parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %n = s32[] constant(5)
+  ROOT %lt = pred[] compare(%i, %n), direction=LT
+}
+
+ENTRY %main (x: f32[2,4]) -> (f32[2,4], s32[]) {
+  %x = f32[2,4] parameter(0)
+  %zero = s32[] constant(0)
+  %init = )" + state + R"( tuple(%zero, %x)
+  %w = )" + state + R"( while(%init), condition=%cond, body=%body
+  %r = f32[2,4] get-tuple-element(%w), index=1
+  %c = s32[] get-tuple-element(%w), index=0
+  ROOT %out = (f32[2,4], s32[]) tuple(%r, %c)
+}
+)");
+  EXPECT_TRUE(LoopCarrySplitPass().Run(*m));
+  m->ReleaseRemoved();
+  VerifyModule(*m);
+  const Instruction* loop = TheLoop(*m);
+  ASSERT_NE(loop, nullptr);
+  EXPECT_EQ(loop->shape().tuple_shapes().size(), 3u);  // the counter and two rows
+  EXPECT_EQ(m->entry()->root()->operand(0)->opcode(), Opcode::kConcatenate);  // packed again
 }
 
 }  // namespace

@@ -296,14 +296,15 @@ class Lowered:
         raise ValueError(f"unknown stage {stage!r}; stages: {', '.join(_STAGES)}")
 
     def compile(self) -> "Compiled":
-        return Compiled(self._jitted, self._entry)
+        return Compiled(self._jitted, self._entry, self._args, self._kwargs)
 
 
 class Compiled:
     """A compiled function for one argument signature."""
 
-    def __init__(self, jitted: Jitted, entry: _CacheEntry):
-        self._jitted, self._entry = jitted, entry
+    def __init__(self, jitted: Jitted, entry: _CacheEntry, args, kwargs):
+        # The arguments it was lowered with: the "llvm" and "asm" stages compile again.
+        self._jitted, self._entry, self._args, self._kwargs = jitted, entry, args, kwargs
 
     def __call__(self, *args, **kwargs):
         dyn_args, dyn_kwargs, _, _ = self._jitted._split(args, kwargs)
@@ -319,7 +320,7 @@ class Compiled:
         return self._entry.out_tree.unflatten(outs)
 
     def as_text(self, stage: str = "optimized") -> str:
-        return Lowered(self._jitted, self._entry, None, None).as_text(stage)
+        return Lowered(self._jitted, self._entry, self._args, self._kwargs).as_text(stage)
 
     @property
     def kernels(self) -> list[dict]:
