@@ -229,6 +229,18 @@ def test_fusionjit_runs_the_unmodified_baseline_as_one_kernel_for_the_whole_loop
     assert xla_per_step >= 5 > 10 * per_step
 
 
+def test_fusionjit_runs_the_policy_and_the_physics_in_one_kernel_for_the_whole_loop():
+    # The MLP's matrix products (4-64-2), tanh and argmax stay inside the loop's kernel: each
+    # environment's row of hidden units is its own, the weights the same for all.
+    inputs = cp.inputs(64, 20)
+    per_step, counts = _launches_per_step("policy", "fusionjit", inputs)
+    assert counts["loops"] == [] and counts["per_call"] <= 4, counts
+    (d,) = [d for d in fusionjit.explain(cp.policy(FJ, 20))(*inputs.args("policy")).decisions
+            if d["rule"] == "whole-loop"]
+    assert d["fuse"], d["reason"]
+    assert _launches_per_step("policy", "xla", inputs)[0] >= 4   # dot, tanh, dot, physics
+
+
 def test_kernels_per_step_follow_the_papers_order_under_xla(lowering):
     lowering("custom_call")
     inputs = cp.inputs(64, 20)

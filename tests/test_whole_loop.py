@@ -292,3 +292,66 @@ def test_outputs_of_two_sizes_per_step(profile):
     if profile == "fusionjit":
         (d,) = decisions(draws, c0)
         assert not d["fuse"] and "does not have the lanes' shape" in d["reason"], d
+
+
+def per_lane_mlp(x, y, w1, w2):
+    """Each lane's (x, y) through a 2-16-3 MLP; the next state from the argmax and the row's
+    mean: each lane gets rows of its own (the stack, the hidden units), the weights are shared."""
+    def step(carry, _):
+        x, y = carry
+        h = fnp.tanh(fnp.stack([x, y], axis=1) @ w1)        # [N, 16]
+        logits = h @ w2                                     # [N, 3]
+        a = fnp.argmax(logits, axis=1).astype(x.dtype)
+        return (fnp.tanh(y + 0.1 * a), fnp.tanh(x - h.mean(axis=1))), fnp.sum(a)
+    return lax.scan(step, (x, y), None, length=7)
+
+
+def test_a_per_lane_mlp_runs_in_the_loop_kernel_and_keeps_its_hidden_rows():
+    n = 37
+    x, y = (RNG.uniform(-1, 1, n).astype(np.float32) for _ in range(2))
+    w1 = RNG.normal(0, 1, (2, 16)).astype(np.float32)
+    w2 = RNG.normal(0, 1, (16, 3)).astype(np.float32)
+    (d,) = decisions(per_lane_mlp, x, y, w1, w2)
+    assert d["fuse"], d["reason"]
+    (fx, fy), counts = fusionjit.jit(per_lane_mlp)(x, y, w1, w2)
+    (rx, ry), rcounts = fusionjit.jit(per_lane_mlp, fusion="xla")(x, y, w1, w2)
+    np.testing.assert_allclose(np.asarray(fx), np.asarray(rx), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(fy), np.asarray(ry), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(np.asarray(counts), np.asarray(rcounts))
+    # NumPy, step by step.
+    wx, wy, wc = x.copy(), y.copy(), []
+    for _ in range(7):
+        h = np.tanh(np.stack([wx, wy], axis=1) @ w1)
+        a = np.argmax(h @ w2, axis=1).astype(np.float32)
+        wx, wy = np.tanh(wy + np.float32(0.1) * a), np.tanh(wx - h.mean(axis=1))
+        wc.append(a.sum())
+    np.testing.assert_allclose(np.asarray(fx), wx, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(counts), wc)
+    # The hidden units are computed once per lane and step, kept for both matrix products.
+    llvm = fusionjit.jit(per_lane_mlp).lower(x, y, w1, w2).as_text("llvm")
+    assert "lane_row." in llvm
+
+
+def test_a_step_that_contracts_across_lanes_runs_step_by_step():
+    n = 24
+    x, y = (RNG.uniform(-1, 1, n).astype(np.float32) for _ in range(2))
+
+    def gram(x, y):
+        def step(carry, _):
+            x, y = carry
+            h = fnp.stack([x, y], axis=1)                   # [N, 2]
+            g = h.T @ h                                     # [2, 2]: sums over the lanes
+            return (fnp.tanh(x * g[0, 1]), fnp.tanh(y + g[1, 1] / n)), x * g[0, 0]
+        return lax.scan(step, (x, y), None, length=4)
+
+    (d,) = decisions(gram, x, y)
+    assert not d["fuse"] and "combines or moves the lanes" in d["reason"]
+    (fx, _), fg = fusionjit.jit(gram)(x, y)
+    wx, wy, wg = x.copy(), y.copy(), []
+    for _ in range(4):
+        h = np.stack([wx, wy], axis=1)
+        g = h.T @ h
+        wg.append(wx * g[0, 0])
+        wx, wy = np.tanh(wx * g[0, 1]), np.tanh(wy + g[1, 1] / n)
+    np.testing.assert_allclose(np.asarray(fx), wx, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(fg), np.stack(wg), rtol=1e-4, atol=1e-5)

@@ -2,7 +2,10 @@
 #include "analysis/cost_model.h"
 
 #include <algorithm>
+#include <memory>
 #include <unordered_set>
+
+#include "ir/whole_loop.h"
 
 namespace fj {
 namespace {
@@ -148,7 +151,7 @@ bool IsKeptRowValue(const Instruction* instr, const Shape& kernel) {
   return false;
 }
 
-std::unordered_map<const Instruction*, double> Evaluations(const Computation& fused) {
+std::unordered_map<const Instruction*, double> Evaluations(const Computation& fused, const KeepFn& keep) {
   std::unordered_map<const Instruction*, double> evals;
   std::vector<Instruction*> order = fused.MakePostOrder();
   const Instruction* root = fused.root();
@@ -190,9 +193,34 @@ std::unordered_map<const Instruction*, double> Evaluations(const Computation& fu
     e += same_index;
     if (IsPerRowReduction(x, kernel)) e = std::min(e, Elements(x->shape()));  // once per row
     if (IsKeptRowValue(x, kernel)) e = std::min(e, Elements(x->shape()));     // once per element
+    if (keep && keep(x, e)) e = std::min(e, Elements(x->shape()));
     evals[x] = e;
   }
   return evals;
+}
+
+KeepFn LaneRowKeeper(const InstructionAttrs& attrs, const Computation& step) {
+  auto dims = std::make_shared<LaneDims>(StepLaneDims(attrs, step));
+  double lanes = 1;
+  for (int64_t d : GetWholeLoopLayout(attrs, step).lanes) lanes *= static_cast<double>(d);
+  return [dims, lanes](const Instruction* x, double e) {
+    if (!dims->count(x) || ElementCost(*x) == 0) return false;  // moves nothing: its operand is kept
+    double n = Elements(x->shape());
+    double row = n / lanes;
+    return row >= 2 && row * DTypeBytes(x->dtype()) <= kMaxKeptLaneRowBytes && e > n * 1.01;
+  };
+}
+
+std::vector<const Instruction*> KeptLaneRows(const InstructionAttrs& attrs, const Computation& step) {
+  KeepFn keeps = LaneRowKeeper(attrs, step);
+  std::vector<const Instruction*> kept;
+  Evaluations(step, [&](const Instruction* x, double e) {
+    if (!keeps(x, e)) return false;
+    kept.push_back(x);
+    return true;
+  });
+  std::reverse(kept.begin(), kept.end());  // Evaluations visits users first
+  return kept;
 }
 
 double OperandEvaluations(const Instruction* consumer, int i) {
@@ -208,7 +236,10 @@ KernelCost EstimateKernel(const Instruction* instr) {
   for (const Instruction* op : instr->operands()) c.bytes_read += op->shape().ByteSize();
   c.bytes_written = instr->shape().ByteSize();
   if (instr->opcode() == Opcode::kFusion) {
-    std::unordered_map<const Instruction*, double> evals = Evaluations(*instr->fused_computation());
+    const Computation& fused = *instr->fused_computation();
+    bool whole_loop = instr->fusion_kind() == FusionKind::kWholeLoop;
+    std::unordered_map<const Instruction*, double> evals =
+        Evaluations(fused, whole_loop ? LaneRowKeeper(instr->attrs(), fused) : KeepFn{});
     for (const auto& [i, e] : evals) c.flops += e * ElementCost(*i);
     // A whole-loop kernel's computation is one step: every lane runs every step.
     if (instr->fusion_kind() == FusionKind::kWholeLoop) c.flops *= static_cast<double>(std::max<int64_t>(instr->attrs().trip_count, 1));

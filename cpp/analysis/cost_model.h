@@ -3,7 +3,9 @@
 // fusionjit profile decides fusions with it; explain shows its figures.
 #pragma once
 
+#include <functional>
 #include <unordered_map>
+#include <vector>
 
 #include "ir/module.h"
 #include "support/target.h"
@@ -38,7 +40,19 @@ const Shape& KernelShape(const Computation& fused);
 // evaluation of each user times the user's reads per evaluation (a reduction reads its
 // reduced elements, a dot its contraction). Broadcasts and slices re-evaluate their
 // operand per output element, since nothing is cached across elements.
-std::unordered_map<const Instruction*, double> Evaluations(const Computation& fused);
+// `keep(x, e)`: whether the kernel keeps x's values once computed (x evaluated e times
+// otherwise); a kept value is evaluated once per element.
+using KeepFn = std::function<bool(const Instruction* x, double evaluations)>;
+std::unordered_map<const Instruction*, double> Evaluations(const Computation& fused, const KeepFn& keep = {});
+
+// A whole-loop step (kWholeLoop: see ir/whole_loop.h) keeps, for each lane in each step, the
+// rows of values it would otherwise compute again for every read: a row the lanes' values
+// give each lane (a hidden layer's units) read by a matrix product, a reduction or an argmax.
+// At most this many bytes per lane and value.
+constexpr int64_t kMaxKeptLaneRowBytes = 1024;
+KeepFn LaneRowKeeper(const InstructionAttrs& attrs, const Computation& step);
+// Those values, producers first.
+std::vector<const Instruction*> KeptLaneRows(const InstructionAttrs& attrs, const Computation& step);
 
 // Evaluations of operand `i` of `consumer` (a fusion or a single op).
 double OperandEvaluations(const Instruction* consumer, int i);

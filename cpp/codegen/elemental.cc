@@ -76,6 +76,9 @@ Val ElementalEmitter::Emit(const Instruction* instr, const Index& index) {
     }
     if (in_row) return row.read(index.dims.back(), width_);
   }
+  if (auto kept = lane_rows_.find(instr); kept != lane_rows_.end()) {
+    if (std::optional<Val> v = kept->second(index, width_)) return *v;
+  }
   Val v = EmitUncached(instr, index);
   scopes_.back()[instr].push_back({width_, index, v});
   return v;

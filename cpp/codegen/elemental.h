@@ -115,6 +115,12 @@ class ElementalEmitter {
     reduce_visitor_ = std::move(visit);
   }
   bool KeepsRowValue(const Instruction* instr) const { return row_values_.count(instr) > 0; }
+  // A whole-loop step's kept lane row (KeptLaneRows): `read` loads `instr` at `index` (`width`
+  // lanes) from where the step stored the current lanes' row, or gives nothing where it
+  // cannot (then the value is computed).
+  using LaneRowRead = std::function<std::optional<Val>(const Index& index, int width)>;
+  void KeepLaneRow(const Instruction* instr, LaneRowRead read) { lane_rows_[instr] = std::move(read); }
+  void ForgetLaneRows() { lane_rows_.clear(); }
 
   // GPU: the reductions the lanes of a warp compute together when they are emitted at a
   // warp-uniform index (the row's reductions, a row reduction's outputs). Every lane gets
@@ -182,6 +188,7 @@ class ElementalEmitter {
   int reduction_width_;
   std::vector<std::unordered_map<const Instruction*, std::vector<CacheEntry>>> scopes_;
   std::unordered_map<const Instruction*, RowValue> row_values_;
+  std::unordered_map<const Instruction*, LaneRowRead> lane_rows_;
   const Instruction* visited_reduce_ = nullptr;
   ReduceVisitor reduce_visitor_;
   const WarpCooperation* warp_ = nullptr;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "analysis/cost_model.h"
 #include "codegen/elemental.h"
 #include "codegen/kernel_emitter.h"
 #include "ir/computation.h"
@@ -83,6 +84,67 @@ llvm::Function* EmitWholeLoopBody(llvm::Module& module, const Instruction* fusio
     IndexDim linear = dims.empty() ? lanes.Constant(0) : LinearIndex(lanes, index, dims);
     if (number < states) return LoadElements(b, uniform_slots[number - l.carries], p->dtype(), linear, w);
     return LoadElements(b, operand(number), p->dtype(), linear, w);
+  };
+
+  // The rows each lane keeps during a step (KeptLaneRows), in stack buffers laid out
+  // [row position][lane] for the widest vector, refilled for each vector of lanes.
+  const std::vector<const Instruction*> kept = KeptLaneRows(fusion->attrs(), step);
+  const LaneDims lane_dims = kept.empty() ? LaneDims{} : StepLaneDims(fusion->attrs(), step);
+  std::vector<int64_t> lane_sizes;
+  for (int64_t d : l.lanes) if (d != 1) lane_sizes.push_back(d);
+  std::vector<llvm::Value*> kept_rows;
+  {
+    llvm::IRBuilderBase::InsertPoint ip = b.saveIP();
+    for (const Instruction* x : kept) {
+      int64_t row = x->shape().NumElements() / lanes_n;
+      auto* buffer = b.CreateAlloca(llvm::ArrayType::get(StorageType(ctx, x->dtype()), row * width), nullptr, "lane_row." + x->name());
+      buffer->setAlignment(llvm::Align(64));
+      kept_rows.push_back(buffer);
+    }
+    b.restoreIP(ip);
+  }
+  // Computes the kept rows of the `w` lanes from `lane` and tells the emitter where they are.
+  auto keep_lane_rows = [&](ElementalEmitter& emitter, const IndexDim& lane, int w) {
+    emitter.ForgetLaneRows();
+    LaneMath lanes(b, w);
+    std::vector<IndexDim> lane_at = lane_sizes.size() <= 1 ? std::vector<IndexDim>{lane} : MultiIndex(lanes, lane, lane_sizes).dims;
+    for (size_t k = 0; k < kept.size(); ++k) {
+      const Instruction* x = kept[k];
+      const std::vector<int64_t>& at_lanes = lane_dims.at(x);
+      std::vector<int64_t> row_dims, row_sizes;
+      for (int d = 0; d < x->shape().rank(); ++d) {
+        if (std::find(at_lanes.begin(), at_lanes.end(), d) != at_lanes.end()) continue;
+        row_dims.push_back(d);
+        row_sizes.push_back(x->shape().dim(d));
+      }
+      llvm::Value* buffer = kept_rows[k];
+      DType t = x->dtype();
+      emitter.ForLoop(b.getInt64(0), b.getInt64(x->shape().NumElements() / lanes_n), 1, {},
+                      [&](llvm::Value* r, const std::vector<llvm::Value*>&) {
+        LaneMath one(b, 1);
+        Index in_row = MultiIndex(one, one.Uniform(r), row_sizes);
+        Index at;
+        at.dims.resize(x->shape().rank());
+        for (size_t j = 0; j < at_lanes.size(); ++j) at.dims[at_lanes[j]] = lane_at[j];
+        for (size_t j = 0; j < row_dims.size(); ++j) at.dims[row_dims[j]] = in_row.dims[j];
+        Val v = emitter.Emit(x, at);
+        StoreElements(b, buffer, t, lanes.LaneRamp(b.CreateMul(r, b.getInt64(w))), {lanes.Widen(v), w > 1}, w);
+        return std::vector<llvm::Value*>{};
+      }, "lane_row", {0, false});
+      emitter.KeepLaneRow(x, [&b, x, buffer, row_dims, row_sizes, w](const Index& index, int width) -> std::optional<Val> {
+        if (width != w) return std::nullopt;
+        LaneMath at(b, width);
+        Index idx = index.dims.empty() && index.linear ? MultiIndex(at, *index.linear, x->shape().dims()) : index;
+        if (static_cast<int>(idx.dims.size()) != x->shape().rank()) return std::nullopt;
+        llvm::Value* offset = b.getInt64(0);
+        for (size_t j = 0; j < row_dims.size(); ++j) {
+          const IndexDim& d = idx.dims[row_dims[j]];
+          if (!d.uniform()) return std::nullopt;
+          offset = b.CreateAdd(b.CreateMul(offset, b.getInt64(row_sizes[j])), d.base);
+        }
+        return LoadElements(b, buffer, x->dtype(), at.LaneRamp(b.CreateMul(offset, b.getInt64(width))), width);
+      });
+    }
   };
 
   int64_t block = l.block_lanes;
@@ -176,6 +238,7 @@ llvm::Function* EmitWholeLoopBody(llvm::Module& module, const Instruction* fusio
             std::vector<llvm::Value*> next(cur.size());
             for (int g = 0; g < group; ++g) {
               current.assign(cur.begin() + g * l.carries, cur.begin() + (g + 1) * l.carries);
+              if (!kept.empty()) keep_lane_rows(emitter, lane[g], w);
               for (int c = 0; c < l.carries; ++c) next[g * l.carries + c] = lanes.Widen(emitter.Emit(root->operand(c), at[g]));
               for (int o = 0; o < l.lane_outputs; ++o) {
                 const Instruction* value = root->operand(states + 2 * o);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <limits>
 #include <optional>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "analysis/loop_analysis.h"
@@ -175,28 +176,40 @@ Match MatchLoop(const Instruction* loop) {
       return m;
     }
   }
-  // Which values depend on the lanes, and whether each step is elementwise over them.
+  // Which values depend on the lanes, and where their lane dimensions are: a step may give
+  // each lane a small row of its own (a stack of its state, a matrix product with loop-invariant
+  // weights, a reduction or argmax over the row), as long as no op moves values between lanes.
+  LaneDims lane_dims;
   std::unordered_set<const Instruction*> lane_values;
   for (const Instruction* i : body->MakePostOrder()) {
     if (i->opcode() == Opcode::kGetTupleElement && i->operand(0)->opcode() == Opcode::kParameter) {
-      if (std::find(m.lane.begin(), m.lane.end(), i->tuple_index()) != m.lane.end()) lane_values.insert(i);
+      if (std::find(m.lane.begin(), m.lane.end(), i->tuple_index()) != m.lane.end()) {
+        lane_values.insert(i);
+        lane_dims[i] = NonUnitDims(i->shape());
+      }
       continue;
     }
     if (i == root || i->opcode() == Opcode::kParameter) continue;
     bool lane = false;
     for (const Instruction* op : i->operands()) lane = lane || lane_values.count(op);
     if (!lane) continue;
-    bool shaped = i->shape().IsArray() && SameLanes(i->shape().dims(), m.lanes);
-    bool ok = (IsElementwise(i->opcode()) && shaped) || output_parts.count(i) ||
-              ((i->opcode() == Opcode::kReshape || i->opcode() == Opcode::kBroadcast || i->opcode() == Opcode::kCopy) &&
-               shaped && SameLanes(i->operand(0)->shape().dims(), m.lanes));
-    for (const Output& o : m.reductions) ok = ok || (i == o.value && SameLanes(i->operand(0)->shape().dims(), m.lanes));
-    if (!ok) {
+    std::optional<std::vector<int64_t>> dims;
+    bool reduced_output = false;
+    for (const Output& o : m.reductions) reduced_output = reduced_output || i == o.value;
+    if (output_parts.count(i)) {
+      dims = std::vector<int64_t>{};
+    } else if (reduced_output) {
+      if (SameLanes(i->operand(0)->shape().dims(), m.lanes)) dims = std::vector<int64_t>{};
+    } else if (i->shape().IsArray()) {
+      dims = LaneDimsOf(i, lane_dims);
+    }
+    if (!dims) {
       m.why_not = std::string(OpcodeName(i->opcode())) + " " + Name(i) + " (" + i->shape().ToString() +
                   ") combines or moves the lanes' values: a step is not elementwise over " +
                   Shape(i->shape().IsArray() ? i->dtype() : DType::kF32, m.lanes).ToString();
       return m;
     }
+    lane_dims[i] = *dims;
     lane_values.insert(i);
   }
   for (int k : m.uniform) {

@@ -18,6 +18,8 @@
 // blocks, in order, combines them, so the sums do not depend on how threads split lanes.
 #pragma once
 
+#include <optional>
+#include <unordered_map>
 #include <vector>
 
 #include "ir/instruction.h"
@@ -42,5 +44,22 @@ WholeLoopLayout GetWholeLoopLayout(const InstructionAttrs& attrs, const Computat
 
 // The outputs of such a fusion (see above).
 Shape WholeLoopShape(const InstructionAttrs& attrs, const Computation& step);
+
+// Lane dimensions: a value computed in a step may give each lane a small row of its own (a
+// stack of its state, a matrix product with weights the same for all lanes, an argmax over
+// the row) as long as no op moves values between lanes. These are, for each value that
+// depends on the lanes, the positions of the lanes' (non-unit) dimensions in its shape.
+using LaneDims = std::unordered_map<const Instruction*, std::vector<int64_t>>;
+
+std::vector<int64_t> NonUnitDims(const Shape& s);
+
+// The lane dimensions of `i`'s result, from those of its operands in `known` (the operands
+// that depend on the lanes), or nothing if `i` mixes lanes: reads another lane's values,
+// reduces, contracts or slices across lanes, or reshapes them other than by unit dimensions.
+std::optional<std::vector<int64_t>> LaneDimsOf(const Instruction* i, const LaneDims& known);
+
+// The lane dimensions of every value of a whole-loop step (`step`, of `fusion`) that depends
+// on its lane carries.
+LaneDims StepLaneDims(const InstructionAttrs& attrs, const Computation& step);
 
 }  // namespace fj
