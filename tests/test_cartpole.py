@@ -282,3 +282,15 @@ def test_compiling_the_baseline_again_and_again_in_one_process():
     for _ in range(8):
         fusionjit.jit(cp.baseline(FJ, 48)).lower(*inputs.args("baseline")).compile()
         gc.collect()
+
+
+def test_the_gpu_emulator_is_not_taken_for_a_gpu():
+    # The experiment once ran its GPU half on the emulator (fusionjit.devices() lists
+    # "gpu_emulated:0" on every machine): notebook 3 then ran for minutes.
+    from benchmarks.cartpole import experiment
+    devices = [str(d) for d in fusionjit.devices()]
+    if any(d.startswith("gpu:") for d in devices):
+        assert experiment.gpu_missing() is None
+    else:
+        assert any(d.startswith("gpu_emulated") for d in devices)
+        assert "no GPU backend" in experiment.gpu_missing()

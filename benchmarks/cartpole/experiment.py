@@ -130,7 +130,8 @@ def gpu_missing() -> str | None:
     """Why fusionjit cannot run on a GPU here, or None."""
     import fusionjit
     devices = [str(d) for d in fusionjit.devices()]
-    if any("gpu" in d.lower() or "cuda" in d.lower() for d in devices):
+    # A real GPU ("gpu:0 (NVIDIA H200, ...)"); the emulator ("gpu_emulated:0") does not count.
+    if any(d.startswith("gpu:") for d in devices):
         return None
     return ("fusionjit has no GPU backend here: fusionjit.devices() lists only "
             f"{devices}; run with --backend cpu")
