@@ -479,3 +479,51 @@ def test_an_iota_of_rank_two_read_through_a_reshape(dimension):
         return lax.reshape(i, (12,)) * 2
     want = (np.indices((3, 4))[dimension] * 2).reshape(12)
     np.testing.assert_array_equal(np.asarray(fusionjit.jit(f)()), want)
+
+
+# --- selects whose costly operand is computed only where a lane takes it ---------------------
+
+def _costly(x):
+    return fnp.sin(x) * fnp.cos(2.0 * x) + fnp.exp(-x * x)
+
+
+def _costly_np(x):
+    return np.sin(x) * np.cos(np.float32(2.0) * x) + np.exp(-x * x)
+
+
+@pytest.mark.parametrize("n", [64, 37, 5])
+@pytest.mark.parametrize("mask", ["none", "all", "some", "last"])
+def test_a_select_computes_its_costly_operand_lazily_and_right(n, mask):
+    x = np.linspace(-2, 2, n, dtype=np.float32)
+    y = np.arange(n, dtype=np.float32)
+    m = {"none": np.zeros(n, bool), "all": np.ones(n, bool), "some": np.arange(n) % 7 == 3,
+         "last": np.arange(n) == n - 1}[mask]
+
+    def f(x, y, m):
+        t = _costly(x).reshape(1, n) + fnp.zeros((2, 1), "float32")   # two rows, one predicate
+        return (fnp.where(m, t[0], y), fnp.where(m, t[1] + 1.0, y * 2.0),
+                fnp.where(m, y, _costly(y)))                            # the false side
+
+    got = fusionjit.jit(f)(x, y, m)
+    c = _costly_np(x)
+    want = (np.where(m, c, y), np.where(m, c + 1, y * 2), np.where(m, y, _costly_np(y)))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), w, rtol=1e-5, atol=1e-6)
+    llvm = fusionjit.jit(f).lower(x, y, m).as_text("llvm")
+    assert "lazy.select" in llvm
+
+
+def test_a_costly_value_read_outside_the_select_is_not_lazy():
+    n = 40
+    x = np.linspace(-2, 2, n, dtype=np.float32)
+    m = np.arange(n) % 3 == 0
+
+    def f(x, m):
+        c = _costly(x)
+        return fnp.where(m, c, 0.0), c.sum()
+
+    sel, total = fusionjit.jit(f)(x, m)
+    np.testing.assert_allclose(np.asarray(sel), np.where(m, _costly_np(x), 0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(float(total), _costly_np(x).sum(), rtol=1e-5)
+    cheap = fusionjit.jit(lambda x, m: fnp.where(m, x + 1.0, x)).lower(x, m).as_text("llvm")
+    assert "lazy.select" not in cheap

@@ -7,6 +7,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include <unordered_set>
+
+#include "analysis/cost_model.h"
 #include "codegen/math.h"
 #include "llvm/IR/Intrinsics.h"
 #include "support/error.h"
@@ -180,6 +183,9 @@ Val ElementalEmitter::EmitUncached(const Instruction* instr, const Index& given)
 }
 
 Val ElementalEmitter::EmitElementwise(const Instruction* instr, const Index& index) {
+  if (instr->opcode() == Opcode::kSelect) {
+    if (int lazy = LazySelectOperand(instr)) return EmitLazySelect(instr, index, lazy);
+  }
   std::vector<Val> ops;
   bool varying = false;
   for (const Instruction* op : instr->operands()) {
@@ -208,6 +214,93 @@ Val ElementalEmitter::EmitElementwise(const Instruction* instr, const Index& ind
   }
   if (ops.size() == 1) return {EmitUnaryOp(op, in, instr->dtype(), ops[0].v), varying};
   return {EmitBinaryOp(op, in, instr->direction(), ops[0].v, ops[1].v), varying};
+}
+
+// Work (ElementCost units) an operand of a select must save to be computed lazily: more
+// than a branch on the predicate's lanes costs, about a third of a threefry block.
+constexpr double kLazySelectCost = 30;
+
+const std::unordered_set<const Instruction*>& ElementalEmitter::GuardedBy(const Instruction* pred, int k) {
+  auto key = std::make_pair(pred, k);
+  if (auto it = guarded_.find(key); it != guarded_.end()) return it->second;
+  // Users first: a value is guarded when each of its users is guarded, or is a select on
+  // `pred` that reads it as operand k only.
+  std::unordered_set<const Instruction*>& guarded = guarded_[key];
+  std::vector<Instruction*> order = pred->parent()->MakePostOrder();
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const Instruction* n = *it;
+    Opcode o = n->opcode();
+    if (n->users().empty() || o == Opcode::kParameter || o == Opcode::kConstant) continue;
+    bool all = true;
+    for (const Instruction* u : n->users()) {
+      bool takes = u->opcode() == Opcode::kSelect && u->operand(0) == pred && u->operand(k) == n &&
+                   u->operand(0) != n && u->operand(3 - k) != n;
+      all = all && (takes || guarded.count(u) > 0);
+    }
+    if (all) guarded.insert(n);
+  }
+  return guarded;
+}
+
+int ElementalEmitter::LazySelectOperand(const Instruction* select) {
+  if (auto it = lazy_selects_.find(select); it != lazy_selects_.end()) return it->second;
+  int lazy = 0;
+  if (select->shape().IsArray() && select->operand(0)->shape().SameDims(select->shape())) {
+    for (int k = 1; k <= 2 && !lazy; ++k) {
+      const std::unordered_set<const Instruction*>& guarded = GuardedBy(select->operand(0), k);
+      const Instruction* top = select->operand(k);
+      if (!guarded.count(top)) continue;
+      // The guarded ops this operand computes.
+      double cost = 0;
+      bool simple = true;
+      std::unordered_set<const Instruction*> seen = {top};
+      std::vector<const Instruction*> work = {top};
+      while (!work.empty()) {
+        const Instruction* n = work.back();
+        work.pop_back();
+        cost += ElementCost(*n);
+        // Reductions (shuffles across a GPU warp) and loops of their own stay unconditional.
+        Opcode o = n->opcode();
+        simple = simple && o != Opcode::kReduce && o != Opcode::kArgMax && o != Opcode::kArgMin && o != Opcode::kDot &&
+                 o != Opcode::kCustomCall && o != Opcode::kFusion;
+        for (const Instruction* op : n->operands()) {
+          if (guarded.count(op) && seen.insert(op).second) work.push_back(op);
+        }
+      }
+      if (simple && cost >= kLazySelectCost) lazy = k;
+    }
+  }
+  lazy_selects_[select] = lazy;
+  return lazy;
+}
+
+Val ElementalEmitter::EmitLazySelect(const Instruction* select, const Index& index, int lazy) {
+  Val p = Emit(select->operand(0), index);
+  Val other = Emit(select->operand(3 - lazy), index);
+  // Whether some lane takes the lazy operand.
+  llvm::Value* take = lazy == 1 ? p.v : b_.CreateNot(p.v);
+  llvm::Value* any = take->getType()->isVectorTy() ? b_.CreateOrReduce(take) : take;
+  llvm::Function* fn = b_.GetInsertBlock()->getParent();
+  llvm::LLVMContext& ctx = b_.getContext();
+  llvm::BasicBlock* before = b_.GetInsertBlock();
+  llvm::BasicBlock* compute = llvm::BasicBlock::Create(ctx, "lazy.select", fn);
+  llvm::BasicBlock* merge = llvm::BasicBlock::Create(ctx, "lazy.select.done", fn);
+  b_.CreateCondBr(any, compute, merge);
+  b_.SetInsertPoint(compute);
+  PushScope();  // what is computed here is not there on the other path
+  Val v = Emit(select->operand(lazy), index);
+  bool varying = p.varying || other.varying || v.varying;
+  llvm::Value* value = varying ? Widen(v) : v.v;
+  PopScope();
+  llvm::BasicBlock* computed = b_.GetInsertBlock();
+  b_.CreateBr(merge);
+  b_.SetInsertPoint(merge);
+  llvm::PHINode* phi = b_.CreatePHI(value->getType(), 2);
+  phi->addIncoming(value, computed);
+  phi->addIncoming(llvm::Constant::getNullValue(value->getType()), before);
+  llvm::Value* pv = varying ? Widen(p) : p.v;
+  llvm::Value* ov = varying ? Widen(other) : other.v;
+  return {lazy == 1 ? b_.CreateSelect(pv, phi, ov) : b_.CreateSelect(pv, ov, phi), varying};
 }
 
 llvm::Value* ElementalEmitter::EmitUnaryOp(Opcode op, DType in, DType out, llvm::Value* x) {

@@ -6,8 +6,10 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "codegen/llvm_util.h"
@@ -170,6 +172,12 @@ class ElementalEmitter {
   Val EmitReduce(const Instruction* instr, const Index& index);
   Val EmitArgReduce(const Instruction* instr, const Index& index);
   Val EmitDot(const Instruction* instr, const Index& index);
+  // select(p, a, b) with a (k = 1) or b (k = 2) costly and needed by nothing else: computed
+  // only when some lane takes it (an environment's reset state, drawn only when one is done).
+  int LazySelectOperand(const Instruction* select);
+  // The values only selects on `pred` read, as their operand k (1 or 2), directly or not.
+  const std::unordered_set<const Instruction*>& GuardedBy(const Instruction* pred, int k);
+  Val EmitLazySelect(const Instruction* select, const Index& index, int lazy);
   // Clamped dynamic start indices of a dynamic-(update-)slice, as uniform i64 values.
   std::vector<llvm::Value*> StartIndices(const Instruction* instr, size_t first,
                                          const std::vector<int64_t>& sizes);
@@ -189,6 +197,8 @@ class ElementalEmitter {
   std::vector<std::unordered_map<const Instruction*, std::vector<CacheEntry>>> scopes_;
   std::unordered_map<const Instruction*, RowValue> row_values_;
   std::unordered_map<const Instruction*, LaneRowRead> lane_rows_;
+  std::unordered_map<const Instruction*, int> lazy_selects_;  // LazySelectOperand, by select
+  std::map<std::pair<const Instruction*, int>, std::unordered_set<const Instruction*>> guarded_;
   const Instruction* visited_reduce_ = nullptr;
   ReduceVisitor reduce_visitor_;
   const WarpCooperation* warp_ = nullptr;
