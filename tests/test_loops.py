@@ -357,3 +357,25 @@ def test_launch_counts_of_nested_and_data_dependent_loops():
         lambda x: lax.while_loop(lambda c: c < 100.0, lambda c: c * 2.0, x), fusion="xla")(
             np.float32(1))
     assert w["loops"][0]["iterations"] == 7   # 1, 2, ..., 64, 128
+
+
+def test_a_scan_of_prng_splits_compiles_in_reasonable_time():
+    # The cost model once unrolled this 325-op body 8 times into one kernel: LLVM took
+    # ~30 s over it (the xla profile: 0.5 s). The unrolled body is now capped in size.
+    import time
+
+    import fusionjit.random as fr
+
+    def draws(key):
+        def step(key, _):
+            key, k_action, k_reset = fr.split(key, 3)
+            return key, (fr.bernoulli(k_action, 0.5, (1,)), fr.uniform(k_reset, (4, 1)))
+        return lax.scan(step, key, None, length=40)[1]
+
+    start = time.perf_counter()
+    actions, resets = fusionjit.jit(draws)(fr.PRNGKey(0))
+    assert time.perf_counter() - start < 10.0
+    with fusionjit.disable_jit():
+        want_actions, want_resets = draws(fr.PRNGKey(0))
+    np.testing.assert_array_equal(np.asarray(actions), np.asarray(want_actions))
+    np.testing.assert_array_equal(np.asarray(resets), np.asarray(want_resets))

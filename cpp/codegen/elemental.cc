@@ -606,6 +606,19 @@ Val ElementalEmitter::EmitConcatenate(const Instruction* instr, const Index& ind
     }
     return result;
   }
+  // A constant position: the one operand, no branches. (Branching would emit every
+  // operand, each in a scope of its own, and concatenates of slices of concatenates - a
+  // PRNG key split step after step in an unrolled loop - would grow exponentially.)
+  if (auto* c = llvm::dyn_cast<llvm::ConstantInt>(di.base)) {
+    int64_t at = c->getSExtValue();
+    for (int k = 0; k < n; ++k) {
+      const Instruction* op = instr->operand(k);
+      if (at < offsets[k] || at >= offsets[k] + op->shape().dim(d)) continue;
+      Index sub = index;
+      sub.dims[d] = lanes.Constant(at - offsets[k]);
+      return Emit(op, sub);
+    }
+  }
   // Uniform position along the concatenated dimension: branch to the one operand needed.
   llvm::Function* fn = b_.GetInsertBlock()->getParent();
   llvm::LLVMContext& ctx = b_.getContext();

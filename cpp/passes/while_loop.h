@@ -40,9 +40,11 @@ class WhileLoopUnrollPass : public Pass {
   std::string_view name() const override { return "while-unroll"; }
   bool Run(Module& module) override;
 
-  // The factor the cost model picks for a body of `work` estimated microseconds per
-  // iteration and `trip_count` iterations (1: leave the loop as it is).
-  static int64_t ChooseFactor(double body_us, int64_t trip_count);
+  // Ops of a body unrolled by the cost model's choice, at most.
+  static constexpr int64_t kMaxUnrolledOps = 1024;
+  // The factor the cost model picks for a body of `body_us` estimated microseconds per
+  // iteration and `trip_count` iterations, at most `max_factor` (1: leave the loop as it is).
+  static int64_t ChooseFactor(double body_us, int64_t trip_count, int64_t max_factor);
 
  private:
   bool choose_;

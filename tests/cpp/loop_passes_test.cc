@@ -131,6 +131,14 @@ TEST(WhileLoopUnroll, TheCostModelChoosesOnlyWhenAskedAndSaysWhy) {
   }
 }
 
+TEST(WhileLoopUnroll, TheCostModelKeepsTheUnrolledBodySmall) {
+  // LLVM takes superlinear time on long kernels: the factor shrinks as the body grows.
+  EXPECT_EQ(WhileLoopUnrollPass::ChooseFactor(0.01, 1000, 100), 8);
+  EXPECT_EQ(WhileLoopUnrollPass::ChooseFactor(0.01, 1000, WhileLoopUnrollPass::kMaxUnrolledOps / 325), 2);
+  EXPECT_EQ(WhileLoopUnrollPass::ChooseFactor(0.01, 1000, 1), 1);
+  EXPECT_EQ(WhileLoopUnrollPass::ChooseFactor(0.01, 999, 3), 3);  // no divisor: up to the cap
+}
+
 // A [2, 4] carry read only by rows becomes two [4] carries; the instructions that read the
 // loop's result are replaced. (The pass once read them after removing them: ASan, or the
 // compile itself now and then, caught it on the CartPole pool's two loops.)
