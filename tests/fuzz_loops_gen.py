@@ -47,6 +47,11 @@ class Scope(fp.Generator):
         self.gid.append(i)
         return len(self.nodes) - 1
 
+    def pick(self, pred=None):
+        # Results of loops (ys of T steps) may be larger than the nodes made here.
+        return super().pick(lambda i: self.vals[i].size <= self.max_size
+                            and (pred is None or pred(i)))
+
     def visible(self) -> list:
         return [i for i in self.gid if i is not None]
 

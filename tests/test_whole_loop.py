@@ -292,3 +292,37 @@ def test_outputs_of_two_sizes_per_step(profile):
     if profile == "fusionjit":
         (d,) = decisions(draws, c0)
         assert not d["fuse"] and "does not have the lanes' shape" in d["reason"], d
+
+
+# --- found by the loops fuzzer (tests/fuzz_loops.py) ------------------------------------
+
+@pytest.mark.xfail(strict=True, reason="BUG: whole-loop fusion of an outer loop takes in an "
+                   "inner loop already fused whole (a kWholeLoop fusion inside a kWholeLoop "
+                   "body): codegen has no elemental rule for its get-tuple-element")
+def test_a_loop_in_the_step_of_a_loop_fused_whole():
+    # Loops seed 65, shrunk: the inner loop updates the small carry, the lanes read it.
+    def f(lanes, u):
+        def step(i, c):
+            lanes, u = c
+            return lanes + u[0], lax.fori_loop(0, 2, lambda j, v: v * 0.5, u)
+        return lax.fori_loop(0, 2, step, (lanes, u))
+
+    lanes, u = np.ones(34, np.float32), np.array([1.0, 2.0, 3.0], np.float32)
+    got = fusionjit.jit(f, fusion="fusionjit")(lanes, u)
+    want = fusionjit.jit(f, fusion="xla")(lanes, u)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: explain gives no reason for the boundary between "
+                   "a value computed before a loop fused whole and its read in the step "
+                   "(a closure): 'no fusion pass considered this pair'")
+def test_a_value_closed_over_by_a_loop_fused_whole_has_an_explained_boundary():
+    # Loops seeds 20 and 84, shrunk.
+    def f(x, u):
+        m = fnp.mean(x)
+        return lax.scan(lambda c, _: (c * 0.5 + fnp.tanh(m), None), u, None, length=3)[0]
+
+    ex = fusionjit.explain(f, fusion="fusionjit")(np.ones(5, np.float32), np.zeros(3, np.float32))
+    assert ex.num_kernels == 2
+    assert [str(b) for b in ex.boundaries if b.rule == "no-decision"] == []
