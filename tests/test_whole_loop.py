@@ -6,6 +6,8 @@ cannot run whole must say why."""
 
 from __future__ import annotations
 
+import subprocess
+
 import numpy as np
 import pytest
 
@@ -326,3 +328,50 @@ def test_a_value_closed_over_by_a_loop_fused_whole_has_an_explained_boundary():
     ex = fusionjit.explain(f, fusion="fusionjit")(np.ones(5, np.float32), np.zeros(3, np.float32))
     assert ex.num_kernels == 2
     assert [str(b) for b in ex.boundaries if b.rule == "no-decision"] == []
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: whole-loop fusion of a scan whose only work is a "
+                   "per-step full reduction kept as [1] (keepdims) writes the ys as [1, T] and "
+                   "reduces them to [T]: the result has shape (T,), not (T, 1), and a read of "
+                   "it fails in codegen ('param_0 s32[2] indexed with 2 dimensions')")
+def test_a_per_step_reduction_with_keepdims_next_to_an_unchanged_carry():
+    # Loops seed 107, shrunk: the lanes pass through; each step keeps max(x) as a [1] row.
+    def f(lanes, xs):
+        return lax.scan(lambda c, x: (c, fnp.max(x, keepdims=True)), lanes, xs)
+
+    lanes, xs = np.ones(64, np.int32), np.array([[1, 5], [7, 2]], np.int32)
+    c, ys = fusionjit.jit(f, fusion="fusionjit")(lanes, xs)
+    np.testing.assert_array_equal(np.asarray(c), lanes)
+    np.testing.assert_array_equal(np.asarray(ys), [[5], [7]])
+    last = fusionjit.jit(lambda lanes, xs: f(lanes, xs)[1][-1], fusion="fusionjit")(lanes, xs)
+    np.testing.assert_array_equal(np.asarray(last), [7])
+
+
+@pytest.mark.xfail(strict=True, raises=subprocess.TimeoutExpired,
+                   reason="BUG: the fusionjit profile's compile time explodes with the number "
+                   "of chained threefry computations in one loop body: the cost model unrolls "
+                   "this 16-step chain of key splits by 8 and compiling never ends (the xla "
+                   "profile: 0.1 s; scan(unroll=8) of it: xla 1.8 s, fusionjit > 30 s)")
+def test_a_chain_of_key_splits_compiles_in_seconds():
+    # Loops seeds 371 (a hang after 120 s) and 167 (unroll=33 of split + uniform), shrunk.
+    p = run_script("""
+        import numpy as np, fusionjit, fusionjit.random as random
+        from fusionjit import lax
+        f = fusionjit.jit(lambda key: lax.scan(lambda k, _: (random.split(k)[0], None), key,
+                                               None, length=16)[0])
+        print(np.asarray(f(np.array([1, 1], np.uint32))).tolist())
+    """, timeout=15)
+    assert p.returncode == 0, p.stderr[-2000:]
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: a counted loop whose carry has one element but "
+                   "rank >= 1 ([1], [1, 1]) and reads the loop index fails in codegen under "
+                   "fusionjit: 'add.1 f32[1] indexed with 0 dimensions' ([2] and [] work)")
+@pytest.mark.parametrize("shape", [(1,), (1, 1)])
+def test_a_one_element_carry_that_reads_the_loop_index(shape):
+    # Loops seed 289, shrunk: the carry was min(lanes, keepdims=True) in a while loop's step.
+    def f(v):
+        return lax.fori_loop(0, 3, lambda i, v: v + i.astype(np.float32), v)
+
+    got = fusionjit.jit(f, fusion="fusionjit")(np.ones(shape, np.float32))
+    np.testing.assert_array_equal(np.asarray(got), np.full(shape, 4.0, np.float32))
