@@ -53,7 +53,11 @@ LOOP_CHUNK = 15
 # xfail(strict=True) of its own (checked in a child process, so that a crash stays an xfail),
 # e.g. {94: "BUG: segfault in codegen: a kernel's scalar output read through a reverse"}.
 # A key ("large", seed) or ("loops", seed) is a seed of that tier.
-KNOWN_BUGS: dict[int | tuple[str, int], str] = {}
+KNOWN_BUGS: dict[int | tuple[str, int], str] = {
+    ("loops", 20): "BUG: explain gives no reason for the boundary between a value computed "
+                   "before a loop fused whole and its read in the step (test_whole_loop.py::"
+                   "test_a_value_closed_over_by_a_loop_fused_whole_has_an_explained_boundary)",
+}
 
 CHUNKS = [(lo, min(lo + CHUNK, SEED + N_PROGRAMS)) for lo in range(SEED, SEED + N_PROGRAMS, CHUNK)]
 LARGE_CHUNKS = [(lo, min(lo + LARGE_CHUNK, LARGE_SEED + N_LARGE))
