@@ -56,7 +56,7 @@ LOOP_CHUNK = 15
 KNOWN_BUGS: dict[int | tuple[str, int], str] = {
     ("loops", 20): "BUG: explain gives no reason for the boundary between a value computed "
                    "before a loop fused whole and its read in the step (test_whole_loop.py::"
-                   "test_a_value_closed_over_by_a_loop_fused_whole_has_an_explained_boundary)",
+                   "test_a_value_computed_before_a_loop_fused_whole_has_an_explained_boundary)",
 }
 
 CHUNKS = [(lo, min(lo + CHUNK, SEED + N_PROGRAMS)) for lo in range(SEED, SEED + N_PROGRAMS, CHUNK)]
