@@ -56,6 +56,10 @@ the large tier (about 6 programs/s with --jobs 2 on two cores)::
 
     python3 tests/fuzz_programs.py --tier large --start 0 --count 1000000 --jobs 2 \\
         --keep-going --time-limit 14400 --shrink
+
+The loops tier runs about 1.3 programs/s on one core (a hang costs --timeout seconds)::
+
+    python3 tests/fuzz_programs.py --tier loops --start 0 --count 3000 --keep-going
 """
 
 from __future__ import annotations
