@@ -21,8 +21,10 @@ shared mask, sin and cos of one value, stack of rows sliced back, reductions, re
 the carry, the x slices and a few closed-over values, plus ``R.split`` / ``R.uniform`` /
 ``R.bernoulli`` on the key, and in a fifth of the steps a nested loop (a scan, possibly over
 the rows of a step value, a fori_loop, or a cond). Each new carry leaf is tamed so nothing
-explodes over T steps (tanh, clip, a leaky mix with the old value, a reset where a mask
-holds, or the old value unchanged); a step returns zero to three ys of different shapes
+explodes over T steps (tanh, clip, a leaky mix with the old value, sin(old + tanh(new)),
+which remembers every step where the others contract, a reset where a mask holds, or the old
+value unchanged); most carries have an int32 counter, which shows the trip count exactly; a
+step returns zero to three ys of different shapes
 (lane-shaped, [k, N], small, or ``sum(mask)``/max/min/mean reductions).
 
 The program is one Python function over ``xp``, ``L`` and ``R`` (``Program.source()`` prints

@@ -153,7 +153,8 @@ class Scope(fp.Generator):
 
     def update(self, p, role, mask) -> int:
         """The new value of carry leaf ``p`` (a local id), tamed so that T steps stay
-        bounded: tanh, clip, a leaky mix, a reset where ``mask`` holds, or ``p`` itself."""
+        bounded: tanh, clip, a leaky mix, sin(old + tanh(new)), a reset where ``mask``
+        holds, or ``p`` itself."""
         shape, d = self.shape(p), self.dtype(p)
         if role == "counter":
             return self.add("add", [p], "{0} + I(1)", self.bound(p) + 1)
@@ -167,8 +168,11 @@ class Scope(fp.Generator):
         def fit(e):
             return e if self.shape(v) == shape else f"xp.broadcast_to({e}, {_lit(shape)})"
         if d == F32:
+            # sin(old + ...) keeps a record of every step (the contracting forms forget).
             expr = self.choice([fit("xp.tanh({0})"), fit("xp.clip({0}, F(-2.0), F(2.0))"),
-                                "F(0.5) * {1} + F(0.5) * xp.tanh({0})"])
+                                "F(0.5) * {1} + F(0.5) * xp.tanh({0})",
+                                "xp.sin({1} + F(0.5) * xp.tanh({0}))",
+                                "xp.sin({1} + F(0.5) * xp.tanh({0}))"])
             bound = max(FBOUND, self.bound(p))
         elif d == I32:
             expr = self.choice([fit("xp.clip({0}, I(-9), I(9))"),
@@ -282,7 +286,7 @@ class LoopGenerator(fp.Generator):
                 shape = _lit(self.choice([(2,), (3,)]))
                 ids.append(sc.add("const", [], f"xp.zeros({shape}, F)", 0))
             roles.append("uniform")
-        if counter or self.chance(0.4):
+        if counter or self.chance(0.7):     # a counter shows the trip count exactly
             ints = [j for j in range(n) if sc.dtype(j) == I32 and sc.shape(j) == ()]
             ids.append(sc.choice(ints) if ints and self.chance(0.6) else
                        sc.add("const", [], "I(0)", 0))
@@ -463,6 +467,12 @@ class LoopGenerator(fp.Generator):
         post = [i for i in top.block if isinstance(i, int) and i > max(outs)]
         pool = outs + post
         outputs = list(dict.fromkeys(self.choice(pool) for _ in range(1 + self.r(4))))
+        for lp in top.block:    # most loops' results are read (a dead loop now and then)
+            if isinstance(lp, Loop) and not set(outputs) & set(lp.outs) and self.chance(0.9):
+                outputs.append(self.choice(lp.outs))
+            if isinstance(lp, Loop) and "counter" in lp.roles and self.chance(0.5):
+                outputs.append(lp.outs[lp.roles.index("counter")])
+        outputs = list(dict.fromkeys(outputs))
         if not set(outputs) & set(outs):
             outputs.append(self.choice(outs))
         prog = LoopProgram(self.seed, self.nodes, outputs, self.data, top=top.block)

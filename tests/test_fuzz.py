@@ -268,7 +268,7 @@ def test_loop_generator_is_deterministic_and_rarely_fragile():
         loops = list(fl._loops(a.top))
         assert 1 <= len([s for s in a.top if isinstance(s, fl.Loop)]) <= 2
         kinds.update(lp.kind for lp in loops)
-        assert 1 <= len(a.outputs) <= 5
+        assert 1 <= len(a.outputs) <= 8
         fragile += a.fragile
     assert kinds == {"scan", "fori", "while", "cond", "switch"}
     assert fragile <= 4
