@@ -24,8 +24,8 @@ python3 tests/fuzz_programs.py --tier large --start 0 --count 1000000 --jobs 2 -
 The loops tier (tests/fuzz_loops.py: lax.scan, fori_loop, while_loop, cond and switch over
 pytree carries of lane arrays, small uniform arrays, counters and PRNG keys, nested loops,
 ys of several shapes, steps from the straight-line generator) runs FJ_FUZZ_LOOP_PROGRAMS
-(default 60) programs from seed FJ_FUZZ_LOOP_SEED (default 0), 15 per test. Float results
-are compared with a float64 NumPy evaluation (plain Python loops) within
+(default 45: about 50 s of one core) programs from seed FJ_FUZZ_LOOP_SEED (default 0), 15 per
+test. Float results are compared with a float64 NumPy evaluation (plain Python loops) within
 2e-4 * (1 + |ref|) + 4 times the float32 evaluation's deviation from it; ints, bools and
 random bits (against jax.random) exactly.
 """
@@ -45,7 +45,7 @@ CHUNK = 25
 N_LARGE = int(os.environ.get("FJ_FUZZ_LARGE_PROGRAMS", "60"))
 LARGE_SEED = int(os.environ.get("FJ_FUZZ_LARGE_SEED", "0"))
 LARGE_CHUNK = 12
-N_LOOPS = int(os.environ.get("FJ_FUZZ_LOOP_PROGRAMS", "60"))
+N_LOOPS = int(os.environ.get("FJ_FUZZ_LOOP_PROGRAMS", "45"))
 LOOP_SEED = int(os.environ.get("FJ_FUZZ_LOOP_SEED", "0"))
 LOOP_CHUNK = 15
 
@@ -53,10 +53,13 @@ LOOP_CHUNK = 15
 # xfail(strict=True) of its own (checked in a child process, so that a crash stays an xfail),
 # e.g. {94: "BUG: segfault in codegen: a kernel's scalar output read through a reverse"}.
 # A key ("large", seed) or ("loops", seed) is a seed of that tier.
+_UNEXPLAINED_BEFORE_LOOP = (
+    "BUG: explain gives no reason for the boundary between a value computed before a loop "
+    "fused whole and the loop's kernel (test_whole_loop.py::"
+    "test_a_value_computed_before_a_loop_fused_whole_has_an_explained_boundary)")
 KNOWN_BUGS: dict[int | tuple[str, int], str] = {
-    ("loops", 20): "BUG: explain gives no reason for the boundary between a value computed "
-                   "before a loop fused whole and its read in the step (test_whole_loop.py::"
-                   "test_a_value_computed_before_a_loop_fused_whole_has_an_explained_boundary)",
+    ("loops", 9): _UNEXPLAINED_BEFORE_LOOP,
+    ("loops", 20): _UNEXPLAINED_BEFORE_LOOP,
 }
 
 CHUNKS = [(lo, min(lo + CHUNK, SEED + N_PROGRAMS)) for lo in range(SEED, SEED + N_PROGRAMS, CHUNK)]
