@@ -24,15 +24,15 @@ the rows of a step value, a fori_loop, or a cond). Each new carry leaf is tamed 
 explodes over T steps (tanh, clip, a leaky mix with the old value, sin(old + tanh(new)),
 which remembers every step where the others contract, a reset where a mask holds, or the old
 value unchanged); most carries have an int32 counter, which shows the trip count exactly; a
-step returns zero to three ys of different shapes
-(lane-shaped, [k, N], small, or ``sum(mask)``/max/min/mean reductions).
+step returns zero to three ys of different shapes (lane-shaped, [k, N], small, or
+``sum(mask)``/max/min/mean reductions). The generator is tests/fuzz_loops_gen.py.
 
 The program is one Python function over ``xp``, ``L`` and ``R`` (``Program.source()`` prints
 it): with fusionjit.numpy, fusionjit.lax and fusionjit.random under jit, with NumPy,
 ``NumpyLoops`` (scan, fori_loop, while_loop, cond and switch as plain Python loops) and
 ``NumpyRandom`` (jax.random on NumPy arrays: fusionjit's random streams must be JAX's bit
-for bit; without JAX, programs drawing random numbers are compared between profiles only),
-and, to settle doubts, with jax.numpy, jax.lax and jax.random.
+for bit; without JAX, programs drawing random numbers are fragile, see below), and, to
+settle doubts, with jax.numpy, jax.lax and jax.random.
 
 Tolerances. The reference is the NumPy evaluation in float64; ``dev_i``, the largest
 difference of the float32 NumPy evaluation from it, measures how the T steps amplify
@@ -43,6 +43,10 @@ inputs redrawn four times first) when a float result is not finite, an int or bo
 differs between float32 and float64, ``dev_i`` exceeds 1e-3 * (1 + max |ref|), or a float
 comparison, floor or float->int/bool conversion in any step comes within 1e-4 (relative)
 of its jump (``MarginNumpy`` records them; bodies write them as xp.less, xp.astype, ...).
+
+Shrinking (fuzz_programs.shrink, through ``LoopProgram.smaller``): outputs dropped, a loop
+bypassed (its carry results read its initial values), carry leaves nothing reads dropped,
+loops shortened, not unrolled, not reversed, nodes bypassed, then simpler inputs.
 """
 
 from __future__ import annotations
