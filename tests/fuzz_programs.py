@@ -4,9 +4,12 @@ A seed (``numpy.random.Generator``) gives a random program: a DAG of 8-30 nodes 
 random input arrays (rank 0-3, dims 1-9; float32 mostly, also int32 and bool) made of
 elementwise ops, NumPy broadcasting, broadcast_to/expand_dims, reductions, concatenate/stack,
 slices (negative steps too), reshape, transpose and astype, returning 1-3 of its nodes.
-That is the small tier (the default): every node has at most 2048 elements. The large tier
-(``--tier large``, tests/fuzz_large.py, whose docstring says what it generates and how its
-tolerances scale with the reduction lengths) reaches what users run on large arrays:
+That is the small tier (the default): every node has at most 2048 elements. The loops tier
+(``--tier loops``, tests/fuzz_loops.py) puts such straight-line code in the steps of
+lax.scan, fori_loop and while_loop and the branches of cond and switch (nested too, with
+random keys split in the steps). The large tier (``--tier large``, tests/fuzz_large.py,
+whose docstring says what it generates and how its tolerances scale with the reduction
+lengths) reaches what users run on large arrays:
 nodes of up to 2M elements past the thread-pool and tree-reduction thresholds (65536),
 softmax / layer-norm shaped row kernels with 16-70001-element rows, float64 (x64 on),
 uint32, dot/matmul, lax.pad and dynamic slices at traced start indices.
@@ -40,7 +43,7 @@ a segfault or a hang is reported like any other failure; prints progress and sto
 first failure with its reproducer)::
 
     python3 tests/fuzz_programs.py --start 0 --count 1000000 [--jobs 2]
-        [--tier small|large] [--threads 2,3,4]
+        [--tier small|large|loops] [--threads 2,3,4]
         [--profiles none,xla,xla+concat,fusionjit] [--keep-going] [--time-limit SECONDS]
         [--shrink] [--none-opt-level 0]
     python3 tests/fuzz_programs.py --show SEED                      # print a program
@@ -53,6 +56,10 @@ the large tier (about 6 programs/s with --jobs 2 on two cores)::
 
     python3 tests/fuzz_programs.py --tier large --start 0 --count 1000000 --jobs 2 \\
         --keep-going --time-limit 14400 --shrink
+
+The loops tier runs about 1.3 programs/s on one core (a hang costs --timeout seconds)::
+
+    python3 tests/fuzz_programs.py --tier loops --start 0 --count 3000 --keep-going
 """
 
 from __future__ import annotations
@@ -73,7 +80,7 @@ if __name__ == "__main__":
     sys.modules.setdefault("fuzz_programs", sys.modules[__name__])
 
 PROFILES = ("none", "xla", "xla+concat", "fusionjit")
-TIERS = ("small", "large")
+TIERS = ("small", "large", "loops")
 # LLVM optimisation level for the reference profile "none" (one kernel per op): at the
 # default level 2 it costs half of all compile time; at 0 it is 4x cheaper, and comparing
 # unoptimised reference code with optimised fused code is the stronger differential test.
@@ -215,6 +222,36 @@ class Program:
         """What save_program stores besides the nodes and the data."""
         return {}
 
+    # -- shrinking hooks --------------------------------------------------------------
+    def size(self) -> tuple:
+        """What shrinking makes smaller (compared as tuples): the ops, then the outputs."""
+        return (sum(n.op != "input" for n in self.nodes), len(self.outputs))
+
+    def pruned(self) -> "Program":
+        """The program without what its outputs do not use."""
+        return _dce(self)
+
+    def smaller(self):
+        """Candidate simplifications, most promising first (``shrink`` keeps the first that
+        is smaller by ``size()`` and still fails): outputs dropped, a node bypassed (an
+        operand, or another earlier node of its shape and dtype, takes its place) or cut
+        (its NumPy value becomes an input)."""
+        outs = self.outputs
+        if len(outs) > 1:
+            options = [[o] for o in dict.fromkeys(outs)]
+            options += [outs[:k] + outs[k + 1:] for k in range(len(outs))] if len(outs) > 2 else []
+            for kept in options:
+                yield _dce(self.derive(outputs=kept))
+        for i in range(len(self.nodes) - 1, -1, -1):
+            n = self.nodes[i]
+            if n.op == "input":
+                continue
+            same = [a for a in range(i) if self.nodes[a].shape == n.shape
+                    and self.nodes[a].dtype == n.dtype]
+            for a in sorted(same, key=lambda a: (a not in n.args, -a)):
+                yield _replace(self, i, a)
+            yield _cut(self, i)
+
     # -- printing ---------------------------------------------------------------------
     def dt_short(self, dtype) -> str:
         return _DT_SHORT[dtype]
@@ -336,7 +373,7 @@ class Generator:
             env[f"v{a}"] = self.vals[a]
         with np.errstate(all="ignore"):
             v = np.asarray(eval(node.render({a: f"v{a}" for a in args}), env))
-        if v.size > MAX_SIZE or v.ndim > MAX_RANK or v.size == 0:
+        if v.size > self.max_size or v.ndim > self.max_rank or v.size == 0:
             raise _Reject
         if v.dtype not in (F32, I32, BOOL):
             raise AssertionError(f"generator made dtype {v.dtype}: {node.expr}")
@@ -532,13 +569,13 @@ class Generator:
             for i, dim in enumerate(s):
                 if dim == 1 and self.chance(0.6):
                     s[i] = 1 + self.r(9)
-        while len(s) < MAX_RANK and (self.chance(0.5) or tuple(s) == self.shape(x)):
+        while len(s) < self.max_rank and (self.chance(0.5) or tuple(s) == self.shape(x)):
             s.insert(0, 1 + self.r(6))
         return self.add("broadcast_to", [x], f"xp.broadcast_to({{0}}, {_lit(s)})",
                         self.bound(x))
 
     def gen_expand_dims(self):
-        x = self.pick(lambda i: len(self.shape(i)) < MAX_RANK)
+        x = self.pick(lambda i: len(self.shape(i)) < self.max_rank)
         r = len(self.shape(x))
         ax = self.r(2 * r + 2) - (r + 1)
         return self.add("expand_dims", [x], f"xp.expand_dims({{0}}, {ax})", self.bound(x))
@@ -592,7 +629,7 @@ class Generator:
                         max(self.bound(p) for p in parts))
 
     def gen_stack(self):
-        x = self.pick(lambda i: len(self.shape(i)) < MAX_RANK)
+        x = self.pick(lambda i: len(self.shape(i)) < self.max_rank)
         s, d = self.shape(x), self.dtype(x)
         cands = [i for i in range(len(self.nodes)) if self.dtype(i) == d and self.shape(i) == s]
         parts = [x] + [self.choice(cands) for _ in range(1 + (self.r(3) == 0))]
@@ -643,7 +680,7 @@ class Generator:
                 factors.append(p)
                 m //= p
             p += 1
-        rank = self.r(MAX_RANK) + 1 if n > 1 else self.r(3)
+        rank = self.r(self.max_rank) + 1 if n > 1 else self.r(3)
         rank = max(rank, 0 if n == 1 else 1)
         dims = [1] * rank
         for f in factors:
@@ -809,11 +846,14 @@ def _condition(prog: Program, gen: Generator, tries: int = 5):
 
 
 def generate(seed, tier: str = "small") -> Program:
-    """The program of ``seed`` (an int, or a tuple of ints) in ``tier`` ("small", or "large":
-    tests/fuzz_large.py)."""
+    """The program of ``seed`` (an int, or a tuple of ints) in ``tier`` ("small", "large":
+    tests/fuzz_large.py, or "loops": tests/fuzz_loops.py)."""
     if tier == "large":
         import fuzz_large
         return fuzz_large.generate(seed)
+    if tier == "loops":
+        import fuzz_loops
+        return fuzz_loops.generate(seed)
     if tier != "small":
         raise ValueError(f"unknown tier {tier!r}; tiers: {', '.join(TIERS)}")
     rng = np.random.default_rng(seed if isinstance(seed, int) else list(seed))
@@ -1040,13 +1080,10 @@ def _refresh(prog: Program) -> Program:
 
 
 def shrink(prog: Program, fails, log=None) -> Program:
-    """The program with the fewest ops found for which ``fails(program)`` holds (``prog``
-    fails): drops outputs, bypasses nodes (an operand of the same shape and dtype takes a
-    node's place) and cuts the graph (a node's NumPy value becomes an input), then tries
-    simpler input values."""
-    def ops(p):
-        return sum(n.op != "input" for n in p.nodes)
-
+    """The smallest program found (by ``Program.size``) for which ``fails(program)`` holds
+    (``prog`` fails): tries the program's ``smaller()`` candidates (the straight-line
+    tiers: outputs dropped, nodes bypassed, the graph cut) until none fails, then simpler
+    input values."""
     def ok(p):
         _refresh(p)
         try:
@@ -1054,38 +1091,18 @@ def shrink(prog: Program, fails, log=None) -> Program:
         except Exception:  # noqa: BLE001 - a candidate the checker cannot handle
             return False
 
-    best = _dce(prog)
+    best = prog.pruned()
     if not ok(best):
         best = prog
     changed = True
     while changed:
         changed = False
-        if len(best.outputs) > 1:
-            outs = best.outputs
-            options = [[o] for o in dict.fromkeys(outs)]
-            options += [outs[:k] + outs[k + 1:] for k in range(len(outs))] if len(outs) > 2 else []
-            for kept in options:
-                cand = _dce(best.derive(outputs=kept))
-                if ok(cand):
-                    best, changed = cand, True
-                    break
-        for i in range(len(best.nodes) - 1, -1, -1):
-            if i >= len(best.nodes) or best.nodes[i].op == "input":
-                continue
-            n = best.nodes[i]
-            same = [a for a in range(i) if best.nodes[a].shape == n.shape
-                    and best.nodes[a].dtype == n.dtype]
-            # Its operands first, then the other earlier nodes of its shape and dtype.
-            same = sorted(same, key=lambda a: (a not in n.args, -a))
-            makers = [lambda a=a, i=i: _replace(best, i, a) for a in same]
-            makers.append(lambda i=i: _cut(best, i))
-            for make in makers:
-                cand = make()
-                if ops(cand) < ops(best) and ok(cand):
-                    best, changed = cand, True
-                    if log:
-                        log(f"  shrunk to {ops(best)} ops, {len(best.data)} inputs")
-                    break
+        for cand in best.smaller():
+            if cand.size() < best.size() and ok(cand):
+                best, changed = cand, True
+                if log:
+                    log(f"  shrunk to size {best.size()}, {len(best.data)} inputs")
+                break
     # Simpler input values (once, simplest first).
     for k in range(len(best.data)):
         for simple in best.simpler(k):
@@ -1147,6 +1164,9 @@ def load_program(path: str) -> Program:
     if meta.get("tier", "small") == "large":
         import fuzz_large
         cls = fuzz_large.LargeProgram
+    elif meta.get("tier", "small") == "loops":
+        import fuzz_loops
+        cls = fuzz_loops.LoopProgram
     return cls(tuple(seed) if isinstance(seed, list) else seed, nodes, meta["outputs"],
                data, meta["fragile"], meta.get("note", ""), **meta.get("extra", {}))
 
@@ -1278,11 +1298,13 @@ def main(argv=None):
                     help="comma-separated fusion profiles (default: all four)")
     ap.add_argument("--jobs", type=int, default=1, help="worker processes")
     ap.add_argument("--chunk", type=int, default=None,
-                    help="seeds per work item (default: 50, 20 for --tier large)")
+                    help="seeds per work item (default: 50, 20 for --tier large or loops)")
     ap.add_argument("--tier", choices=TIERS, default="small",
                     help="small (the default): nodes of at most 2048 elements; large: "
                          "tests/fuzz_large.py (thread pool, tree reductions, row kernels, "
-                         "float64, uint32, dot, pad, dynamic slices)")
+                         "float64, uint32, dot, pad, dynamic slices); loops: "
+                         "tests/fuzz_loops.py (scan, fori_loop, while_loop, cond, switch, "
+                         "random keys in loop steps)")
     ap.add_argument("--threads", default=None,
                     help="comma-separated FUSIONJIT_NUM_THREADS values for the worker "
                          "processes, one per work item in turn (default: inherited; "
@@ -1315,7 +1337,7 @@ def main(argv=None):
             ap.error(f"unknown profile {p!r}; profiles: {', '.join(PROFILES)}")
 
     if args.chunk is None:
-        args.chunk = 20 if args.tier == "large" else 50
+        args.chunk = 50 if args.tier == "small" else 20
     if args.threads is None and args.tier == "large" and not args.worker:
         args.threads = "2,3,4"
     threads = [t for t in (args.threads or "").split(",") if t]
