@@ -99,6 +99,10 @@ Match MatchLoop(const Instruction* loop) {
       m.why_not = "its body holds " + std::string(OpcodeName(op)) + " " + Name(i);
       return m;
     }
+    if (op == Opcode::kFusion && i->fusion_kind() == FusionKind::kWholeLoop) {
+      m.why_not = "its body holds a loop that runs as one kernel of its own, " + Name(i);
+      return m;
+    }
   }
   int n = root->operand_count();
   std::vector<int> carries;
