@@ -325,12 +325,7 @@ class LargeProgram(Program):
         if self.fragile:    # rounding may move a jump: profiles may legitimately differ
             return None
         if got.dtype.kind in "biu":
-            if np.array_equal(got, want):
-                return None
-            bad = np.argwhere(got != want)
-            k = tuple(bad[0])
-            return (f"{what}: {len(bad)} of {got.size} elements differ (exact compare); "
-                    f"first at {k}: got {got[k]!r}, expected {want[k]!r}")
+            return fp.exact_mismatch(got, want, what)
         dev = c.dev[i] if against == "numpy" else c.dev_order[i]
         rtol, atol = (fp.RTOL, fp.ATOL) if self.fdtype == "f32" else (RTOL64, ATOL64)
         g, w = got.astype(np.float64), want.astype(np.float64)

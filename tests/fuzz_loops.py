@@ -376,12 +376,7 @@ class LoopProgram(Program):
         if self.fragile:
             return None
         if got.dtype.kind in "biu":
-            if np.array_equal(got, want):
-                return None
-            bad = np.argwhere(got != want)
-            k = tuple(bad[0])
-            return (f"{what}: {len(bad)} of {got.size} elements differ (exact compare); first "
-                    f"at {k}: got {got[k]!r}, expected {want[k]!r}")
+            return fp.exact_mismatch(got, want, what)
         g, w = got.astype(np.float64), want.astype(np.float64)
         err = np.abs(g - w)
         tol = ATOL + RTOL * np.abs(w) + K_DEV * c["dev"][i]

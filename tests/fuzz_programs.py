@@ -891,6 +891,16 @@ class Failure:
         return "\n".join(lines)
 
 
+def exact_mismatch(got, want, what):
+    """None if the int/bool arrays ``got`` and ``want`` are equal, else where they differ."""
+    if np.array_equal(got, want):
+        return None
+    bad = np.argwhere(got != want)
+    k = tuple(bad[0])
+    return (f"{what}: {len(bad)} of {got.size} elements differ (exact compare); "
+            f"first at {k}: got {got[k]!r}, expected {want[k]!r}")
+
+
 def _compare(got, want, what):
     """None, or a description of how ``got`` differs from ``want``."""
     got, want = np.asarray(got), np.asarray(want)
