@@ -86,6 +86,8 @@ TIERS = ("small", "large", "loops")
 # unoptimised reference code with optimised fused code is the stronger differential test.
 # FJ_FUZZ_NONE_OPT_LEVEL=2 (or --none-opt-level 2) compiles it like the others.
 NONE_OPT_LEVEL = os.environ.get("FJ_FUZZ_NONE_OPT_LEVEL", "0")
+# IR verification after every pass (FJ_CHECKS=0 turns it off).
+FUZZ_CHECKS = os.environ.get("FJ_CHECKS", "1") not in ("0", "", "false", "no", "off")
 RTOL = ATOL = 1e-4
 # A program is ill-conditioned when NumPy float32 and float64 differ by more than this.
 COND_TOL = 2.5e-5
@@ -938,11 +940,15 @@ def run_profiles(prog: Program, profiles=PROFILES):
     import fusionjit
     fn = prog.function()
     res = {}
+    checks = fusionjit.config.fusionjit_checks
     with prog.config():
         args = prog.jit_args()
         for p in profiles:
             level = fusionjit.config.fusionjit_opt_level
             try:
+                # The IR verifier after every pass that changes the module: a pass that
+                # leaves a wrong shape behind fails here, not later as wrong values.
+                fusionjit.config.update("fusionjit_checks", FUZZ_CHECKS)
                 if p == "none" and NONE_OPT_LEVEL not in ("", None):
                     fusionjit.config.update("fusionjit_opt_level", int(NONE_OPT_LEVEL))
                 jf = fusionjit.jit(fn, fusion=p)
@@ -958,6 +964,7 @@ def run_profiles(prog: Program, profiles=PROFILES):
             finally:
                 if fusionjit.config.fusionjit_opt_level != level:
                     fusionjit.config.update("fusionjit_opt_level", level)
+                fusionjit.config.update("fusionjit_checks", checks)
     return fn, args, res
 
 

@@ -398,10 +398,6 @@ def test_a_value_computed_before_a_loop_fused_whole_has_an_explained_boundary(re
     assert [str(b) for b in ex.boundaries if b.rule == "no-decision"] == []
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: whole-loop fusion of a scan whose only work is a "
-                   "per-step full reduction kept as [1] (keepdims) writes the ys as [1, T] and "
-                   "reduces them to [T]: the result has shape (T,), not (T, 1), and a read of "
-                   "it fails in codegen ('param_0 s32[2] indexed with 2 dimensions')")
 def test_a_per_step_reduction_with_keepdims_next_to_an_unchanged_carry():
     # Loops seed 107, shrunk: the lanes pass through; each step keeps max(x) as a [1] row.
     def f(lanes, xs):
@@ -444,9 +440,6 @@ def test_a_chain_of_key_splits_the_user_unrolls_compiles_in_seconds():
     assert p.returncode == 0, p.stderr[-2000:]
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a counted loop whose carry has one element but "
-                   "rank >= 1 ([1], [1, 1]) and reads the loop index fails in codegen under "
-                   "fusionjit: 'add.1 f32[1] indexed with 0 dimensions' ([2] and [] work)")
 @pytest.mark.parametrize("shape", [(1,), (1, 1)])
 def test_a_one_element_carry_that_reads_the_loop_index(shape):
     # Loops seed 289, shrunk: the carry was min(lanes, keepdims=True) in a while loop's step.

@@ -203,7 +203,7 @@ llvm::Function* EmitWholeLoopBody(llvm::Module& module, const Instruction* fusio
       for (int g = 0; g < group; ++g) {
         llvm::Value* first = b.CreateAdd(e, b.getInt64(static_cast<int64_t>(g) * w));
         lane[g] = l.lanes.empty() ? lanes.Constant(0) : lanes.LaneRamp(first);
-        if (!l.lanes.empty()) at[g].linear = lane[g];
+        at[g].linear = lane[g];  // also for lanes [] next to values of shape [1]
         block_index[g] = b.CreateUDiv(first, b.getInt64(block));
       }
       // Carried: each member's lane carries, then the uniform carries' elements.

@@ -342,6 +342,8 @@ void Fuse(Instruction* loop, const Match& m, int64_t block_lanes) {
         Instruction* partials = pb.GetTupleElement(fusion, lane_n + uni_n + out_n + static_cast<int>(j));
         Literal identity = reduce->operand(1)->literal();
         value = pb.Reduce(partials, pb.Constant(std::move(identity)), {0}, reduce->to_apply());
+        // A step's reduction kept as [1] (keepdims) stacks to [T, 1].
+        if (value->shape().dims() != u->shape().dims()) value = pb.Reshape(value, u->shape().dims());
       }
     }
     FJ_CHECK(value, "whole-loop fusion: no value for state element ", k);
