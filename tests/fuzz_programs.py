@@ -432,6 +432,8 @@ class Generator:
             return s is not None and _size(s) <= self.max_size and len(s) <= self.max_rank
 
         cands = [i for i in range(len(self.nodes)) if ok(i)]
+        if not cands:
+            raise _Reject
         if not isinstance(x, tuple) and len(cands) > 1 and self.chance(0.8):
             cands.remove(x)
         if dtype is not None:

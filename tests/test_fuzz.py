@@ -53,14 +53,7 @@ LOOP_CHUNK = 15
 # xfail(strict=True) of its own (checked in a child process, so that a crash stays an xfail),
 # e.g. {94: "BUG: segfault in codegen: a kernel's scalar output read through a reverse"}.
 # A key ("large", seed) or ("loops", seed) is a seed of that tier.
-_UNEXPLAINED_BEFORE_LOOP = (
-    "BUG: explain gives no reason for the boundary between a value computed before a loop "
-    "fused whole and the loop's kernel (test_whole_loop.py::"
-    "test_a_value_computed_before_a_loop_fused_whole_has_an_explained_boundary)")
-KNOWN_BUGS: dict[int | tuple[str, int], str] = {
-    ("loops", 9): _UNEXPLAINED_BEFORE_LOOP,
-    ("loops", 20): _UNEXPLAINED_BEFORE_LOOP,
-}
+KNOWN_BUGS: dict[int | tuple[str, int], str] = {}
 
 CHUNKS = [(lo, min(lo + CHUNK, SEED + N_PROGRAMS)) for lo in range(SEED, SEED + N_PROGRAMS, CHUNK)]
 LARGE_CHUNKS = [(lo, min(lo + LARGE_CHUNK, LARGE_SEED + N_LARGE))

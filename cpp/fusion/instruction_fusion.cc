@@ -137,6 +137,11 @@ FusionDecision InstructionFusionPass::ShouldFuse(const Instruction* producer,
   if (!producer_is_reduction && !IsLoopFusibleProducer(producer)) {
     return FusionDecision::No("not-fusible", Describe(producer) + " cannot be computed inside another kernel");
   }
+  if (consumer->opcode() == Opcode::kFusion && consumer->fusion_kind() == FusionKind::kWholeLoop) {
+    return FusionDecision::No("whole-loop-kernel",
+                              "loop " + Name(consumer) + " runs all its steps in one kernel, which reads the values computed "
+                              "before it from memory (fused in, " + Name(producer) + " would be computed again in every step)");
+  }
   if (!IsFusibleConsumer(consumer)) {
     return FusionDecision::No("consumer-not-fusible",
                               Describe(consumer) + " cannot take fused producers (it is a kernel of its own)");
@@ -255,8 +260,10 @@ bool InstructionFusionPass::RunOn(Computation* comp) {
     // Fusing removes instructions: only look at ones still in the computation.
     if (removed.count(consumer) || !comp->Contains(consumer)) continue;
     if (!IsFusibleConsumer(consumer)) {
-      // A kernel of its own (a dot): say so for each of its producers, for explain.
-      if (log_ && consumer->opcode() == Opcode::kDot) {
+      // A kernel of its own (a dot, a loop fused whole): say so for each of its producers,
+      // for explain.
+      bool whole_loop = consumer->opcode() == Opcode::kFusion && consumer->fusion_kind() == FusionKind::kWholeLoop;
+      if (log_ && (consumer->opcode() == Opcode::kDot || whole_loop)) {
         for (Instruction* op : consumer->operands()) {
           if (NeedsKernel(op) || op->opcode() == Opcode::kFusion) log_->Record(std::string(name()), op, consumer, ShouldFuse(op, consumer));
         }
