@@ -270,6 +270,14 @@ def test_loop_generator_is_deterministic_and_rarely_fragile():
     assert fragile <= 4
 
 
+def test_loop_generator_rejects_a_node_without_partners():
+    # Loops seeds 5034 and 5046 crashed the generator (a compare with no operand of a shape
+    # that broadcasts with it): the node is rejected and another drawn.
+    import fuzz_loops as fl
+    for seed in (5034, 5046):
+        assert fl.generate(seed).outputs
+
+
 def test_loop_printed_source_is_the_program():
     """The reproducer a failure prints computes what the checks compute (NumPy loops)."""
     import fuzz_loops as fl
