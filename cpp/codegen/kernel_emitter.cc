@@ -633,6 +633,10 @@ llvm::Function* EmitTableWrapper(llvm::Module& module, llvm::Function* body, con
   llvm::Function* wrapper =
       llvm::Function::Create(wrapper_type, llvm::GlobalValue::ExternalLinkage, name, module);
   wrapper->addFnAttr(llvm::Attribute::NoUnwind);
+  // The program calls each kernel once: inlined, thousands of kernels (an unrolled scan,
+  // profile none) become one function of thousands of loops, which LLVM's loop analyses
+  // take minutes over (ScalarEvolution walks the dominating conditions of each loop).
+  wrapper->addFnAttr(llvm::Attribute::NoInline);
   Builder wb(llvm::BasicBlock::Create(ctx, "entry", wrapper));
   std::vector<llvm::Value*> args;
   for (int i = 0; i < num_buffers; ++i) {

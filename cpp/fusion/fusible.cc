@@ -1,9 +1,11 @@
 // Fusibility predicates (see fusible.h).
 #include "fusion/fusible.h"
 
-#include <map>
-#include <set>
+#include <algorithm>
+#include <cstdint>
+#include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 namespace fj {
 namespace {
@@ -163,35 +165,47 @@ const Instruction* ReductionHero(const Computation& fused) {
 
 int EmittedCount(const Computation& fused, const Instruction* instr) {
   // Each instruction gets the set of "index sources" it is requested with: the root's own
-  // index, or one new index per (index-changing user, operand slot, user's source).
-  std::map<const Instruction*, std::set<std::pair<const Instruction*, int>>> sources;
+  // index, or one new index per (index-changing user, operand slot, user's source). Sets are
+  // sorted runs in one pool (this runs for every candidate pair of the fusion passes: in
+  // kernels of thousands of ops, e.g. unrolled chains of PRNG key splits, std::sets were the
+  // compiler's hot spot), capped at kEmittedCountCap sources: only the count matters.
   std::vector<Instruction*> order = fused.MakePostOrder();
+  const int n = static_cast<int>(order.size());
+  std::unordered_map<const Instruction*, int> position;
+  position.reserve(order.size());
+  for (int p = 0; p < n; ++p) position[order[p]] = p;
+  std::vector<uint64_t> pool, s;
+  std::vector<std::pair<size_t, size_t>> run(order.size());  // [begin, end) in pool
   const Instruction* root = fused.root();
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    const Instruction* x = *it;
-    auto& s = sources[x];
-    if (x == root) s.insert({nullptr, 0});
+  for (int p = n - 1; p >= 0; --p) {
+    const Instruction* x = order[p];
+    s.clear();
+    if (x == root) s.push_back(0);
     for (const Instruction* u : x->users()) {
-      const auto& us = sources[u];
+      auto at = position.find(u);
+      if (at == position.end()) continue;
+      auto [begin, end] = run[at->second];
       for (int k = 0; k < u->operand_count(); ++k) {
         if (u->operand(k) != x) continue;
         bool forwards = u->opcode() == Opcode::kTuple ||
-                        (IsElementwise(u->opcode()) && u->shape().IsArray() &&
-                         x->shape().SameDims(u->shape()));
+                        (IsElementwise(u->opcode()) && u->shape().IsArray() && x->shape().SameDims(u->shape()));
         if (forwards) {
-          s.insert(us.begin(), us.end());
+          s.insert(s.end(), pool.begin() + static_cast<std::ptrdiff_t>(begin), pool.begin() + static_cast<std::ptrdiff_t>(end));
         } else {
-          // A new index per source of the user (capped: only the count matters).
-          int n = 0;
-          for (auto src = us.begin(); src != us.end() && n < 64; ++src, ++n) {
-            s.insert({u, k * 64 + n});
-          }
+          // A new index per source of the user.
+          uint64_t id = (static_cast<uint64_t>(at->second) + 1) << 32 | static_cast<uint64_t>(k) << 12;
+          for (size_t m = 0; m < end - begin && m < kEmittedCountCap; ++m) s.push_back(id | m);
         }
       }
     }
+    std::sort(s.begin(), s.end());
+    s.erase(std::unique(s.begin(), s.end()), s.end());
+    if (s.size() > kEmittedCountCap) s.resize(kEmittedCountCap);
     if (x == instr) return static_cast<int>(s.size());
+    run[p] = {pool.size(), pool.size() + s.size()};
+    pool.insert(pool.end(), s.begin(), s.end());
   }
-  return static_cast<int>(sources[instr].size());
+  return 0;
 }
 
 int EmittedCountOfProducer(const Instruction* producer, const Instruction* consumer) {

@@ -30,7 +30,9 @@ bool IsReduction(const Instruction* instr);  // reduce, argmax, argmin
 const Instruction* ReductionHero(const Computation& fused);
 
 // How many times the emitter would compute `instr` inside `fused`: the number of distinct
-// indices it is requested with (XLA's FusionNodeIndexingEvaluation).
+// indices it is requested with (XLA's FusionNodeIndexingEvaluation), at most
+// kEmittedCountCap.
+inline constexpr size_t kEmittedCountCap = 64;
 int EmittedCount(const Computation& fused, const Instruction* instr);
 // The same for a producer fused into `consumer` (a fusion or a single op).
 int EmittedCountOfProducer(const Instruction* producer, const Instruction* consumer);

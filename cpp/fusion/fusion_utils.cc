@@ -81,12 +81,32 @@ Instruction* FuseInstructions(const std::vector<Instruction*>& members_in,
   Computation* comp = members_in[0]->parent();
   Module* module = comp->parent();
   std::unordered_set<const Instruction*> in_set(members_in.begin(), members_in.end());
-  // Members in topological order (the computation's post order).
+  // Members in topological order: a depth-first walk through the members' operands (directly
+  // or through a get-tuple-element of a member), not the whole computation's post order,
+  // which made growing a kernel of n ops one producer at a time cost n times the
+  // computation's size.
   std::vector<Instruction*> members;
-  for (Instruction* i : comp->MakePostOrder()) {
-    if (in_set.count(i)) members.push_back(i);
+  std::unordered_set<const Instruction*> placed;
+  auto member_operand = [&](Instruction* op) -> Instruction* {
+    if (in_set.count(op)) return op;
+    if (op->opcode() == Opcode::kGetTupleElement && in_set.count(op->operand(0))) return op->operand(0);
+    return nullptr;
+  };
+  for (Instruction* start : members_in) {
+    FJ_CHECK(start->parent() == comp, "fusion members outside the computation");
+    std::vector<std::pair<Instruction*, int>> stack;  // (member, next operand to look at)
+    if (!placed.count(start)) stack.push_back({start, 0});
+    while (!stack.empty()) {
+      auto& [m, next] = stack.back();
+      if (next < m->operand_count()) {
+        Instruction* op = member_operand(m->operand(next++));
+        if (op && !placed.count(op)) stack.push_back({op, 0});
+        continue;
+      }
+      if (placed.insert(m).second) members.push_back(m);
+      stack.pop_back();
+    }
   }
-  FJ_CHECK(members.size() == in_set.size(), "fusion members outside the computation");
 
   Computation* fused = module->AddComputation("fused_computation");
   Builder fb(fused);
