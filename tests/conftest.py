@@ -11,6 +11,11 @@ from hypothesis import HealthCheck, settings
 
 import fusionjit
 
+# The IR verifier after every pass that changes a module, in every test (FJ_CHECKS=0 turns it
+# off): a pass that leaves an invalid graph fails where it happens.
+if "FJ_CHECKS" not in os.environ:
+    fusionjit.config.update("fusionjit_checks", True)
+
 settings.register_profile(
     "ci", max_examples=int(os.environ.get("FJ_HYPOTHESIS_EXAMPLES", "25")), deadline=None,
     derandomize=True, suppress_health_check=[HealthCheck.too_slow])

@@ -5,6 +5,7 @@ constant folding's bits, failing custom calls and FJ_DEBUG."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -327,6 +328,18 @@ def test_an_exception_in_a_custom_call_is_raised_not_aborting():
 
 
 # --- FJ_DEBUG ---------------------------------------------------------------------------
+
+def test_fj_debug_1_prints_the_timings_of_passes_and_codegen():
+    p = run_script("""
+        import fusionjit, fusionjit.numpy as fnp
+        fusionjit.jit(lambda x: fnp.sin(x) + 1)(fnp.ones(4))
+    """, env={"FJ_DEBUG": "1"})
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert re.search(r"instruction-fusion +changed +[0-9.]+ ms", p.stderr), p.stderr[-2000:]
+    totals = r"passes [0-9.]+ ms, codegen \(LLVM, (cpu|gpu)\) [0-9.]+ ms, 1 kernels"
+    assert re.search(totals, p.stderr), p.stderr[-2000:]
+    assert "as traced" not in p.stderr
+
 
 @pytest.mark.parametrize("level", [2, 3])
 def test_fj_debug_prints_the_ir_and_llvm_ir(level):

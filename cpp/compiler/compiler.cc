@@ -2,6 +2,7 @@
 #include "compiler/compiler.h"
 
 #include <chrono>
+#include <cstdio>
 
 #include "analysis/buffer_assignment.h"
 #include "codegen/cpu/cpu_compiler.h"
@@ -165,6 +166,11 @@ std::unique_ptr<Compilation> Compile(const Module& traced, const CompileOptions&
                                                          buffers.temp_bytes(), program.kernels, program.loops);
   }
   result->seconds_codegen = Since(start);
+  if (GetDebugFlags().debug_level >= 1) {
+    std::fprintf(stderr, "[fusionjit] %s: passes %.1f ms, codegen (LLVM, %s) %.1f ms, %zu kernels\n",
+                 module->name().c_str(), result->seconds_passes * 1e3, target.is_gpu() ? "gpu" : "cpu",
+                 result->seconds_codegen * 1e3, result->executable->kernels().size());
+  }
   result->optimized = std::move(module);
   return result;
 }

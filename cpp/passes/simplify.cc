@@ -43,6 +43,11 @@ Instruction* Simplify(Instruction* instr) {
       return nullptr;
     case Opcode::kDivide:
       return IsConstantValue(y, 1) ? same_shape(x) : nullptr;
+    case Opcode::kMaximum:
+    case Opcode::kMinimum:
+    case Opcode::kAnd:
+    case Opcode::kOr:
+      return x == y ? x : nullptr;  // idempotent (max(NaN, NaN) is NaN)
     case Opcode::kNegate:
     case Opcode::kNot:
       return x->opcode() == instr->opcode() ? x->operand(0) : nullptr;

@@ -140,6 +140,28 @@ ENTRY %main (x: f32[4,3]) -> (f32[4,3], f32[4,3]) {
   EXPECT_EQ(m->entry()->instruction_count(), 2) << m->ToString();
 }
 
+TEST(Simplify, IdempotentOpsOfOneValueAreThatValue) {
+  // max(x, x), min(x, x), and(p, p), or(p, p) (loops fuzz seed 5003 made a kernel of one).
+  std::unique_ptr<Module> m = Parse(R"(
+module m
+ENTRY %main (x: f32[4], p: pred[4]) -> (f32[4], f32[4], pred[4], pred[4], f32[4]) {
+  %x = f32[4] parameter(0)
+  %p = pred[4] parameter(1)
+  %mx = f32[4] maximum(%x, %x)
+  %mn = f32[4] minimum(%x, %x)
+  %a = pred[4] and(%p, %p)
+  %o = pred[4] or(%p, %p)
+  %y = f32[4] maximum(%x, %mn)
+  ROOT %t = (f32[4], f32[4], pred[4], pred[4], f32[4]) tuple(%mx, %mn, %a, %o, %y)
+}
+)");
+  SimplifyPass simplify;
+  for (int i = 0; i < 2; ++i) simplify.Run(*m);
+  VerifyModule(*m);
+  const Instruction* root = m->entry()->root();
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(root->operand(i)->opcode(), Opcode::kParameter) << m->ToString();
+}
+
 TEST(Simplify, KeepsFloatMultiplyByZero) {
   // x * 0 is not 0 for NaN or infinity.
   bool changed = true;
