@@ -11,7 +11,13 @@ namespace {
 size_t HashInstruction(const Instruction* i) {
   size_t h = std::hash<int>()(static_cast<int>(i->opcode()));
   auto mix = [&](size_t v) { h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
-  mix(std::hash<std::string>()(i->shape().ToString()));
+  const Shape& shape = i->shape();
+  if (shape.IsArray()) {  // no string per instruction: CSE runs after every fusion round
+    mix(static_cast<size_t>(shape.dtype()));
+    for (int64_t d : shape.dims()) mix(std::hash<int64_t>()(d));
+  } else {
+    mix(std::hash<std::string>()(shape.ToString()));
+  }
   for (const Instruction* op : i->operands()) mix(std::hash<const void*>()(op));
   for (int64_t d : i->dimensions()) mix(std::hash<int64_t>()(d));
   if (i->opcode() == Opcode::kConstant) mix(i->literal().Hash());
