@@ -37,4 +37,6 @@ cd tests
 LD_PRELOAD="$ASAN_LIB $UBSAN_LIB" PYTHONPATH="$PWD/../$PKG" FJ_STRESS_SECONDS=${FJ_STRESS_SECONDS:-2} \
   $PY -m pytest -q -p no:cacheprovider -p no:xdist \
   test_reliability.py test_threads_memory.py test_jit.py test_errors.py test_whole_loop.py \
+  test_array_api.py::test_from_dlpack_shares_aligned_memory_and_keeps_it_alive \
+  test_array_api.py::test_from_dlpack_copies_what_it_cannot_share \
   -k "not memory_is_flat" "$@"

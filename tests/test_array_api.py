@@ -5,6 +5,7 @@ the loop, is tested in test_whole_loop.py)."""
 
 from __future__ import annotations
 
+import gc
 import pickle
 
 import numpy as np
@@ -537,10 +538,50 @@ def test_dlpack_pickle_device_put():
     assert x[1, 2].item() == 10.0
 
 
+def _aligned(n, dtype, offset_bytes=0):
+    """A NumPy array of n elements whose data starts offset_bytes past a 64-byte boundary."""
+    item = np.dtype(dtype).itemsize
+    raw = np.zeros(n * item + 128, np.uint8)
+    start = (-raw.ctypes.data) % 64 + offset_bytes
+    return raw[start:start + n * item].view(dtype)
+
+
+def test_from_dlpack_shares_aligned_memory_and_keeps_it_alive():
+    x = _aligned(1000, np.float32)
+    x[:] = np.arange(1000)
+    y = fusionjit.dlpack.from_dlpack(x)
+    assert np.shares_memory(np.asarray(y), x)
+    assert fusionjit.dlpack.from_dlpack(x, copy=False) is not None
+    x[0] = 42.0  # as in JAX: the exporter's writes show through a zero-copy import
+    assert float(fusionjit.jit(lambda a: a[0] * 2)(y)) == 84.0
+    del x
+    gc.collect()
+    np.testing.assert_array_equal(np.asarray(y)[:3], [42.0, 1.0, 2.0])  # still alive
+    assert float(fnp.sum(y)) == 42.0 + sum(range(1, 1000))
+
+
+def test_from_dlpack_copies_what_it_cannot_share():
+    unaligned = _aligned(8, np.int32, offset_bytes=4)
+    y = fusionjit.dlpack.from_dlpack(unaligned)
+    assert not np.shares_memory(np.asarray(y), unaligned)
+    np.testing.assert_array_equal(y, unaligned)
+    with pytest.raises(BufferError, match="not 64-byte aligned"):
+        fusionjit.dlpack.from_dlpack(unaligned, copy=False)
+    aligned = _aligned(8, np.float32)
+    assert not np.shares_memory(np.asarray(fusionjit.dlpack.from_dlpack(aligned, copy=True)),
+                                aligned)
+    if not fusionjit.config.fusionjit_enable_x64:
+        with pytest.raises(BufferError, match="dtype becomes float32"):
+            fusionjit.dlpack.from_dlpack(_aligned(8, np.float64), copy=False)
+
+
 def test_torch_dlpack_if_installed():
     torch = pytest.importorskip("torch")
     t = torch.arange(5, dtype=torch.float32)
     np.testing.assert_array_equal(fusionjit.dlpack.from_dlpack(t), t.numpy())
+    big = torch.arange(4096, dtype=torch.float32)  # torch's CPU allocator aligns to 64 bytes
+    shared = fusionjit.dlpack.from_dlpack(big)
+    assert np.shares_memory(np.asarray(shared), big.numpy()) == (big.data_ptr() % 64 == 0)
     back = torch.from_dlpack(fnp.arange(3.0))
     assert back.tolist() == [0.0, 1.0, 2.0]
 

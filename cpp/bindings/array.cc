@@ -91,6 +91,26 @@ PyArray ArrayFromNumpy(const py::array& x, bool weak_type) {
   return a;
 }
 
+std::optional<PyArray> ArrayViewOfNumpy(const py::array& x, bool weak_type) {
+  std::optional<DType> t = DTypeFromNumpy(x.dtype());
+  bool contiguous = (x.flags() & py::array::c_style) != 0;
+  if (!t || !IsNativeByteOrder(x.dtype()) || !contiguous || x.dtype().itemsize() != DTypeBytes(*t)) return std::nullopt;
+  void* data = const_cast<void*>(x.data());
+  if (reinterpret_cast<uintptr_t>(data) % 64 != 0) return std::nullopt;
+  PyArray a;
+  a.dtype = *t;
+  a.weak_type = weak_type;
+  for (int i = 0; i < x.ndim(); ++i) a.shape.push_back(x.shape(i));
+  // The NumPy array (and through it the exporter's memory) lives as long as the buffer.
+  auto* owner = new py::object(x);
+  a.buffer = Buffer::Wrap(data, a.nbytes(), [owner] {
+    if (!Py_IsInitialized()) return;  // at exit: leak rather than touch a dead interpreter
+    py::gil_scoped_acquire gil;
+    delete owner;
+  });
+  return a;
+}
+
 PyTypeObject* ArrayType() { return g_array_type; }
 
 py::object WrapArray(PyArray a) { return py::cast(std::move(a)); }
@@ -148,6 +168,7 @@ void DefineArray(py::module_& m) {
                                /*readonly=*/true);
       });
   m.def("array_from_numpy", &ArrayFromNumpy, "x"_a, "weak_type"_a = false);
+  m.def("array_view_of_numpy", &ArrayViewOfNumpy, "x"_a, "weak_type"_a = false);
   g_array_type = reinterpret_cast<PyTypeObject*>(cls.ptr());
 }
 

@@ -38,6 +38,9 @@ int NumpyTypeNum(DType t);
 py::array NumpyView(const PyArray& a);
 // Copies a C-contiguous NumPy array of a supported dtype into a new PyArray.
 PyArray ArrayFromNumpy(const py::array& x, bool weak_type);
+// A PyArray sharing `x`'s memory (and keeping `x` alive), when it is C-contiguous, of a
+// supported dtype in native byte order and 64-byte aligned; else nothing (copy instead).
+std::optional<PyArray> ArrayViewOfNumpy(const py::array& x, bool weak_type);
 
 // The Python type object of fusionjit.Array (for exact-type checks on the hot path).
 PyTypeObject* ArrayType();

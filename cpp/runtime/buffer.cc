@@ -87,7 +87,19 @@ std::shared_ptr<Buffer> Buffer::AllocateOn(const std::shared_ptr<Device>& device
   return std::shared_ptr<Buffer>(new Buffer(device->Allocate(bytes), bytes, device));
 }
 
+std::shared_ptr<Buffer> Buffer::Wrap(void* data, int64_t bytes, std::function<void()> release) {
+  if (bytes < 0) ThrowInvalidArgument("negative buffer size");
+  if (reinterpret_cast<uintptr_t>(data) % kAlignment != 0) ThrowInvalidArgument("wrapped memory is not 64-byte aligned");
+  std::shared_ptr<Buffer> b(new Buffer(data, bytes, nullptr));
+  b->release_ = std::move(release);
+  return b;
+}
+
 Buffer::~Buffer() {
+  if (release_) {
+    release_();
+    return;
+  }
   if (device_) {
     device_->Free(data_, size_);
     return;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 
@@ -18,6 +19,10 @@ class Buffer : public std::enable_shared_from_this<Buffer> {
   static std::shared_ptr<Buffer> Allocate(int64_t bytes);
   // Memory on `device` (host memory when it is null).
   static std::shared_ptr<Buffer> AllocateOn(const std::shared_ptr<Device>& device, int64_t bytes);
+  // Host memory someone else owns (a DLPack import: zero copy); `release` runs when the
+  // buffer is destroyed. `data` must be 64-byte aligned, as the buffers Allocate makes:
+  // generated code and program copies assume it.
+  static std::shared_ptr<Buffer> Wrap(void* data, int64_t bytes, std::function<void()> release);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -45,6 +50,7 @@ class Buffer : public std::enable_shared_from_this<Buffer> {
   mutable std::mutex copies_mu_;
   mutable std::shared_ptr<Buffer> host_copy_;
   mutable std::shared_ptr<Buffer> device_copy_;
+  std::function<void()> release_;  // for wrapped memory
 };
 
 }  // namespace fj

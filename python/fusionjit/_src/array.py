@@ -24,6 +24,12 @@ def from_numpy(x: np.ndarray, dtype=None, weak_type: bool = False) -> Array:
     return _core.array_from_numpy(x, weak_type)
 
 
+def view_of_numpy(x: np.ndarray) -> Array | None:
+    """An Array sharing ``x``'s memory (zero copy; it keeps ``x`` alive) when ``x`` is
+    C-contiguous, 64-byte aligned and of a supported dtype as it is; else None."""
+    return _core.array_view_of_numpy(x, False)
+
+
 def scalar(value, dtype, weak: bool) -> Array:
     return _core.array_from_numpy(np.asarray(value, dtype=dtype), weak)
 

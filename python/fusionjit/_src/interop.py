@@ -12,6 +12,7 @@ import numpy as np
 
 from fusionjit._src import array as array_mod
 from fusionjit._src import core
+from fusionjit._src import dtypes as dt
 from fusionjit._src import errors
 from fusionjit._src.array import Array
 
@@ -42,8 +43,14 @@ def _dlpack_device(self):
 
 def from_dlpack(x, /, *, device=None, copy=None):
     """An Array from any object with ``__dlpack__`` (NumPy, PyTorch CPU tensors, ...) or a
-    fusionjit Array (returned as is unless ``copy``). The data is copied once into a
-    fusionjit buffer; ``copy=False`` is refused for foreign arrays for that reason."""
+    fusionjit Array (returned as is unless ``copy``), as ``jax.dlpack.from_dlpack``.
+
+    Zero copy (the Array shares the exporter's memory and keeps it alive) when the data is
+    C-contiguous, 64-byte aligned and of a dtype fusionjit keeps as it is; otherwise copied
+    once (e.g. float64 without x64, or NumPy's 16-byte aligned small arrays), and
+    ``copy=False`` raises BufferError then. ``copy=True`` always copies. As in JAX, writing
+    to the exporter's memory afterwards changes a zero-copy Array: fusionjit assumes it does
+    not."""
     if device is not None and not str(device).startswith("cpu"):
         raise ValueError(errors.located(f"from_dlpack: unknown device {device!r}; fusionjit "
                                         f"runs on 'cpu'"))
@@ -52,15 +59,25 @@ def from_dlpack(x, /, *, device=None, copy=None):
     if not hasattr(x, "__dlpack__"):
         raise TypeError(errors.located(
             f"from_dlpack needs an object with __dlpack__, got {type(x).__name__}"))
-    if copy is False:
-        raise ValueError(errors.located(
-            "from_dlpack(copy=False): fusionjit arrays own their memory, so importing "
-            "always copies once; pass copy=None"))
     try:
         view = np.from_dlpack(x)
     except (BufferError, RuntimeError, TypeError) as e:
         raise BufferError(errors.located(f"from_dlpack: cannot import this array: {e}")) \
             from None
+    if not copy:
+        shared = None
+        if dt.canonicalize(view.dtype) == view.dtype:
+            shared = array_mod.view_of_numpy(view)
+        if shared is not None:
+            return shared
+        if copy is False:
+            why = ("its dtype becomes " + str(dt.canonicalize(view.dtype))
+                   if dt.canonicalize(view.dtype) != view.dtype else
+                   "it is not C-contiguous" if not view.flags.c_contiguous else
+                   "its data is not 64-byte aligned")
+            raise BufferError(errors.located(
+                f"from_dlpack(copy=False): cannot share this array's memory ({why}); "
+                f"pass copy=None to copy it"))
     return array_mod.from_numpy(view)
 
 
