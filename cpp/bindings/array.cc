@@ -72,6 +72,19 @@ py::array NumpyView(const PyArray& a) {
   return out;
 }
 
+namespace {
+
+// A PyArray of `x`'s dtype `t` and shape, without a buffer yet.
+PyArray ArrayHeader(const py::array& x, DType t, bool weak_type) {
+  PyArray a;
+  a.dtype = t;
+  a.weak_type = weak_type;
+  for (int i = 0; i < x.ndim(); ++i) a.shape.push_back(x.shape(i));
+  return a;
+}
+
+}  // namespace
+
 PyArray ArrayFromNumpy(const py::array& x, bool weak_type) {
   std::optional<DType> t = DTypeFromNumpy(x.dtype());
   if (!t) {
@@ -82,10 +95,7 @@ PyArray ArrayFromNumpy(const py::array& x, bool weak_type) {
   py::array c = IsNativeByteOrder(x.dtype()) ? py::array::ensure(x, py::array::c_style)
                                              : py::array::ensure(x.attr("astype")(NumpyDType(*t)),
                                                                  py::array::c_style);
-  PyArray a;
-  a.dtype = *t;
-  a.weak_type = weak_type;
-  for (int i = 0; i < c.ndim(); ++i) a.shape.push_back(c.shape(i));
+  PyArray a = ArrayHeader(c, *t, weak_type);
   a.buffer = Buffer::Allocate(a.nbytes());
   if (a.nbytes() > 0) std::memcpy(a.buffer->data(), c.data(), a.nbytes());
   return a;
@@ -96,11 +106,8 @@ std::optional<PyArray> ArrayViewOfNumpy(const py::array& x, bool weak_type) {
   bool contiguous = (x.flags() & py::array::c_style) != 0;
   if (!t || !IsNativeByteOrder(x.dtype()) || !contiguous || x.dtype().itemsize() != DTypeBytes(*t)) return std::nullopt;
   void* data = const_cast<void*>(x.data());
-  if (reinterpret_cast<uintptr_t>(data) % 64 != 0) return std::nullopt;
-  PyArray a;
-  a.dtype = *t;
-  a.weak_type = weak_type;
-  for (int i = 0; i < x.ndim(); ++i) a.shape.push_back(x.shape(i));
+  if (reinterpret_cast<uintptr_t>(data) % Buffer::kAlignment != 0) return std::nullopt;
+  PyArray a = ArrayHeader(x, *t, weak_type);
   // The NumPy array (and through it the exporter's memory) lives as long as the buffer.
   auto* owner = new py::object(x);
   a.buffer = Buffer::Wrap(data, a.nbytes(), [owner] {

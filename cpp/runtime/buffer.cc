@@ -17,7 +17,7 @@
 namespace fj {
 namespace {
 
-constexpr size_t kAlignment = 64;
+constexpr size_t kAlignment = Buffer::kAlignment;
 constexpr size_t kMaxCachedBytes = size_t{256} << 20;  // per process
 constexpr size_t kMinCachedBlock = 4096;                // smaller ones: malloc is fast
 

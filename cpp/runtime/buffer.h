@@ -15,13 +15,14 @@ namespace fj {
 
 class Buffer : public std::enable_shared_from_this<Buffer> {
  public:
+  // Host buffers start at a multiple of this: generated code and program copies assume it.
+  static constexpr size_t kAlignment = 64;
   // Host memory. Throws fj::Error if it cannot be allocated.
   static std::shared_ptr<Buffer> Allocate(int64_t bytes);
   // Memory on `device` (host memory when it is null).
   static std::shared_ptr<Buffer> AllocateOn(const std::shared_ptr<Device>& device, int64_t bytes);
   // Host memory someone else owns (a DLPack import: zero copy); `release` runs when the
-  // buffer is destroyed. `data` must be 64-byte aligned, as the buffers Allocate makes:
-  // generated code and program copies assume it.
+  // buffer is destroyed. `data` must be kAlignment-aligned, as the buffers Allocate makes.
   static std::shared_ptr<Buffer> Wrap(void* data, int64_t bytes, std::function<void()> release);
   ~Buffer();
   Buffer(const Buffer&) = delete;

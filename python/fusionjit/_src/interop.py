@@ -65,14 +65,12 @@ def from_dlpack(x, /, *, device=None, copy=None):
         raise BufferError(errors.located(f"from_dlpack: cannot import this array: {e}")) \
             from None
     if not copy:
-        shared = None
-        if dt.canonicalize(view.dtype) == view.dtype:
-            shared = array_mod.view_of_numpy(view)
+        kept = dt.canonicalize(view.dtype)
+        shared = array_mod.view_of_numpy(view) if kept == view.dtype else None
         if shared is not None:
             return shared
         if copy is False:
-            why = ("its dtype becomes " + str(dt.canonicalize(view.dtype))
-                   if dt.canonicalize(view.dtype) != view.dtype else
+            why = (f"its dtype becomes {kept}" if kept != view.dtype else
                    "it is not C-contiguous" if not view.flags.c_contiguous else
                    "its data is not 64-byte aligned")
             raise BufferError(errors.located(
