@@ -31,7 +31,8 @@ if [ "${FJ_NO_GPU_EMULATION:-0}" != 1 ]; then
   (cd tests && FUSIONJIT_DEFAULT_BACKEND=gpu_emulated FJ_CHECK_PTX=$ptx_check \
     $PY -m pytest -q -n 2 -p no:cacheprovider -m "not slow" \
     -k "not bit_exact_with_jax_live and not depend_on_the_thread_count" \
-    test_ops.py test_loops.py test_whole_loop.py test_multi_output.py test_random.py)
+    test_ops.py test_loops.py test_whole_loop.py test_multi_output.py test_random.py \
+    test_small_dtypes.py)
 fi
 if [ "${FJ_NO_SANITIZE:-0}" != 1 ]; then
   echo "test: sanitizers"

@@ -1,6 +1,7 @@
-"""JAX's type promotion with weak types, for fusionjit's dtypes (bool, int32, int64, uint32,
-uint64, float32, float64) and Python scalars: ``fnp.promote_types``, ``fnp.result_type`` and
-the dtype and weak type of ``x + y``, with 64-bit types off and on.
+"""JAX's type promotion with weak types, for fusionjit's dtypes (bool, int8/16/32/64,
+uint8/16/32/64, bfloat16, float16, float32, float64) and Python scalars:
+``fnp.promote_types``, ``fnp.result_type`` and the dtype and weak type of ``x + y``, with
+64-bit types off and on.
 
 The expected answers are hard-coded from JAX's documented promotion table
 (https://jax.readthedocs.io/en/latest/type_promotion.html); when JAX is installed they are
@@ -17,28 +18,40 @@ import fusionjit
 import fusionjit.numpy as fnp
 from conftest import HAVE_JAX, requires_jax
 
-T = ["bool", "int32", "int64", "uint32", "uint64", "float32", "float64"]
+T = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+     "bfloat16", "float16", "float32", "float64"]
 PAIRS = [(a, b) for a in T for b in T]
 
-# JAX's promotion table (64-bit types enabled), restricted to fusionjit's dtypes. "i*" and
-# "f*" are the weak types of Python ints and floats. Row and column order: COLS.
-COLS = ["bool", "int32", "int64", "uint32", "uint64", "float32", "float64", "i*", "f*"]
+# JAX's promotion table (64-bit types enabled), without the complex types, in short names
+# (_LONG). "i*" and "f*" are the weak types of Python ints and floats. Order: COLS.
+COLS = T + ["i*", "f*"]
 _TABLE_TEXT = """
-        bool     int32    int64    uint32   uint64   float32  float64  i*       f*
-bool    bool     int32    int64    uint32   uint64   float32  float64  i*       f*
-int32   int32    int32    int64    int64    f*       float32  float64  int32    f*
-int64   int64    int64    int64    int64    f*       float32  float64  int64    f*
-uint32  uint32   int64    int64    uint32   uint64   float32  float64  uint32   f*
-uint64  uint64   f*       f*       uint64   uint64   float32  float64  uint64   f*
-float32 float32  float32  float32  float32  float32  float32  float64  float32  float32
-float64 float64  float64  float64  float64  float64  float64  float64  float64  float64
-i*      i*       int32    int64    uint32   uint64   float32  float64  i*       f*
-f*      f*       f*       f*       f*       f*       float32  float64  f*       f*
+     b1   i8   i16  i32  i64  u8   u16  u32  u64  bf16 f16  f32  f64  i*   f*
+b1   b1   i8   i16  i32  i64  u8   u16  u32  u64  bf16 f16  f32  f64  i*   f*
+i8   i8   i8   i16  i32  i64  i16  i32  i64  f*   bf16 f16  f32  f64  i8   f*
+i16  i16  i16  i16  i32  i64  i16  i32  i64  f*   bf16 f16  f32  f64  i16  f*
+i32  i32  i32  i32  i32  i64  i32  i32  i64  f*   bf16 f16  f32  f64  i32  f*
+i64  i64  i64  i64  i64  i64  i64  i64  i64  f*   bf16 f16  f32  f64  i64  f*
+u8   u8   i16  i16  i32  i64  u8   u16  u32  u64  bf16 f16  f32  f64  u8   f*
+u16  u16  i32  i32  i32  i64  u16  u16  u32  u64  bf16 f16  f32  f64  u16  f*
+u32  u32  i64  i64  i64  i64  u32  u32  u32  u64  bf16 f16  f32  f64  u32  f*
+u64  u64  f*   f*   f*   f*   u64  u64  u64  u64  bf16 f16  f32  f64  u64  f*
+bf16 bf16 bf16 bf16 bf16 bf16 bf16 bf16 bf16 bf16 bf16 f32  f32  f64  bf16 bf16
+f16  f16  f16  f16  f16  f16  f16  f16  f16  f16  f32  f16  f32  f64  f16  f16
+f32  f32  f32  f32  f32  f32  f32  f32  f32  f32  f32  f32  f32  f64  f32  f32
+f64  f64  f64  f64  f64  f64  f64  f64  f64  f64  f64  f64  f64  f64  f64  f64
+i*   i*   i8   i16  i32  i64  u8   u16  u32  u64  bf16 f16  f32  f64  i*   f*
+f*   f*   f*   f*   f*   f*   f*   f*   f*   f*   bf16 f16  f32  f64  f*   f*
 """
 
 
+_LONG = {"b1": "bool", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
+         "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64", "bf16": "bfloat16",
+         "f16": "float16", "f32": "float32", "f64": "float64", "i*": "i*", "f*": "f*"}
+
+
 def _parse_table():
-    rows = [line.split() for line in _TABLE_TEXT.strip().splitlines()]
+    rows = [[_LONG[w] for w in line.split()] for line in _TABLE_TEXT.strip().splitlines()]
     header, body = rows[0], rows[1:]
     assert header == COLS
     table = {}
@@ -127,7 +140,7 @@ def test_promote_types(x64):
     wrong = []
     for a, b in PAIRS:
         want = expected(a, b, x64)[0]
-        for got in (fnp.promote_types(a, b), fnp.promote_types(np.dtype(a), getattr(np, b))):
+        for got in (fnp.promote_types(a, b), fnp.promote_types(np.dtype(a), np.dtype(b).type)):
             if np.dtype(got) != want:
                 wrong.append(f"promote_types({a}, {b}) = {got}, expected {want}")
     assert not wrong, "\n".join(wrong)

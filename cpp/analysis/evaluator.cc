@@ -17,7 +17,15 @@ namespace {
 template <typename F>
 auto DispatchDType(DType t, F&& f) {
   switch (t) {
-    case DType::kPred: return f(uint8_t{});
+    case DType::kPred: return f(bool{});
+    case DType::kS8: return f(int8_t{});
+    case DType::kS16: return f(int16_t{});
+    case DType::kU8: return f(uint8_t{});
+    case DType::kU16: return f(uint16_t{});
+    case DType::kF16: case DType::kBF16:
+      // Only conversions and data movement see 16-bit floats here (EvaluateInstruction).
+      FJ_CHECK(false, "evaluator: arithmetic on " + std::string(DTypeName(t)));
+      break;
     case DType::kS32: return f(int32_t{});
     case DType::kS64: return f(int64_t{});
     case DType::kU32: return f(uint32_t{});
@@ -61,7 +69,7 @@ int64_t Linear(const std::vector<int64_t>& idx, const std::vector<int64_t>& stri
 template <typename T>
 constexpr bool kIsFloat = std::is_floating_point_v<T>;
 template <typename T>
-constexpr bool kIsPred = std::is_same_v<T, uint8_t>;
+constexpr bool kIsPred = std::is_same_v<T, bool>;
 
 template <typename T>
 T IntPow(T base, T exp) {
@@ -219,7 +227,23 @@ To ConvertValue(From x) {
   }
 }
 
+Literal ConvertLiteral(const Literal& x, DType to);
+
+// To or from f16/bf16, as codegen does it: through f32.
+Literal ConvertLowPrecision(const Literal& x, DType to) {
+  if (IsLowPrecisionFloat(to)) {
+    Literal wide = IsFloat(x.dtype()) ? x : ConvertLiteral(x, DType::kF32);
+    Literal out(x.shape().WithDType(to));
+    for (int64_t i = 0; i < x.num_elements(); ++i) out.SetDouble(i, wide.GetDouble(i));
+    return out;
+  }
+  Literal f32(x.shape().WithDType(DType::kF32));
+  for (int64_t i = 0; i < x.num_elements(); ++i) f32.SetDouble(i, x.GetDouble(i));
+  return ConvertLiteral(f32, to);
+}
+
 Literal ConvertLiteral(const Literal& x, DType to) {
+  if (IsLowPrecisionFloat(x.dtype()) || IsLowPrecisionFloat(to)) return ConvertLowPrecision(x, to);
   Literal out(x.shape().WithDType(to));
   DispatchDType(x.dtype(), [&](auto from_tag) {
     using From = decltype(from_tag);
@@ -330,6 +354,12 @@ std::optional<Literal> EvaluateInstruction(const Instruction& instr,
   const Shape& shape = instr.shape();
   Opcode op = instr.opcode();
   if (!shape.IsArray()) return std::nullopt;
+  if (!MovesBitsOnly(op)) {
+    // Arithmetic on f16/bf16 is rewritten to f32 before folding (passes/low_precision.h).
+    bool low = IsLowPrecisionFloat(shape.dtype());
+    for (const Literal* o : ops) low = low || IsLowPrecisionFloat(o->dtype());
+    if (low) return std::nullopt;
+  }
   switch (op) {
     case Opcode::kConstant:
       return instr.literal();

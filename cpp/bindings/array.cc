@@ -21,13 +21,41 @@ int64_t PyArray::size() const {
   return n;
 }
 
+namespace {
+
+// bfloat16 is not a NumPy type: the ml_dtypes package (as JAX uses) registers it. Its type
+// number is known once ml_dtypes is imported; -1 until then, or when it is not installed.
+int BFloat16TypeNum(bool import) {
+  static int num = -1;
+  if (num < 0) {
+    py::module_ sys = py::module_::import("sys");
+    bool loaded = sys.attr("modules").contains("ml_dtypes");
+    if (loaded || import) {
+      try {
+        num = py::dtype::from_args(py::module_::import("ml_dtypes").attr("bfloat16")).num();
+      } catch (py::error_already_set&) {
+        return -1;
+      }
+    }
+  }
+  return num;
+}
+
+}  // namespace
+
 int NumpyTypeNum(DType t) {
   switch (t) {
     case DType::kPred: return py::detail::npy_api::NPY_BOOL_;
+    case DType::kS8: return py::dtype::of<int8_t>().num();
+    case DType::kS16: return py::dtype::of<int16_t>().num();
     case DType::kS32: return py::dtype::of<int32_t>().num();
     case DType::kS64: return py::dtype::of<int64_t>().num();
+    case DType::kU8: return py::dtype::of<uint8_t>().num();
+    case DType::kU16: return py::dtype::of<uint16_t>().num();
     case DType::kU32: return py::dtype::of<uint32_t>().num();
     case DType::kU64: return py::dtype::of<uint64_t>().num();
+    case DType::kF16: return py::dtype("float16").num();
+    case DType::kBF16: return BFloat16TypeNum(/*import=*/false);
     case DType::kF32: return py::detail::npy_api::NPY_FLOAT_;
     case DType::kF64: return py::detail::npy_api::NPY_DOUBLE_;
   }
@@ -35,9 +63,16 @@ int NumpyTypeNum(DType t) {
 }
 
 py::dtype NumpyDType(DType t) {
-  static py::dtype* cache[7] = {};
+  static py::dtype* cache[kNumDTypes] = {};
   int i = static_cast<int>(t);
-  if (!cache[i]) cache[i] = new py::dtype(NumpyTypeNum(t));
+  if (!cache[i]) {
+    if (t == DType::kBF16) {
+      FJ_CHECK(BFloat16TypeNum(/*import=*/true) >= 0, "bfloat16 arrays need the ml_dtypes package");
+      cache[i] = new py::dtype(py::dtype::from_args(py::module_::import("ml_dtypes").attr("bfloat16")));
+    } else {
+      cache[i] = new py::dtype(NumpyTypeNum(t));
+    }
+  }
   return *cache[i];
 }
 
@@ -48,9 +83,15 @@ bool IsNativeByteOrder(const py::dtype& d) {
 }
 
 std::optional<DType> DTypeFromNumpy(const py::dtype& d) {
+  static const std::vector<int> nums = [] {
+    std::vector<int> v(kNumDTypes);
+    for (DType t : kAllDTypes) v[static_cast<int>(t)] = t == DType::kBF16 ? -1 : NumpyTypeNum(t);
+    return v;
+  }();
   int num = d.num();
   for (DType t : kAllDTypes) {
-    if (NumpyTypeNum(t) == num && d.itemsize() == DTypeBytes(t)) return t;
+    int n = t == DType::kBF16 ? BFloat16TypeNum(/*import=*/false) : nums[static_cast<int>(t)];
+    if (n == num && d.itemsize() == DTypeBytes(t)) return t;
   }
   return std::nullopt;
 }
@@ -160,6 +201,8 @@ void DefineArray(py::module_& m) {
         return d ? d->Describe() : std::string("cpu");
       })
       .def_buffer([](const PyArray& a) {
+        // PEP 3118 has no format for bfloat16: NumPy then takes the array through __array__.
+        if (a.dtype == DType::kBF16) throw py::buffer_error("bfloat16 has no buffer format; use numpy.asarray");
         std::vector<py::ssize_t> shape(a.shape.begin(), a.shape.end());
         std::vector<py::ssize_t> strides(shape.size());
         py::ssize_t stride = DTypeBytes(a.dtype);

@@ -13,6 +13,7 @@
 #include "codegen/math.h"
 #include "llvm/IR/Intrinsics.h"
 #include "support/error.h"
+#include "support/float16.h"
 
 namespace fj::codegen {
 namespace {
@@ -116,8 +117,7 @@ Val ElementalEmitter::EmitUncached(const Instruction* instr, const Index& given)
       if (instr->shape().NumElements() == 1) {
         const Literal& lit = instr->literal();
         llvm::Type* t = RegisterType(b_.getContext(), lit.dtype());
-        if (IsFloat(lit.dtype())) return {llvm::ConstantFP::get(t, lit.GetDouble(0)), false};
-        return {llvm::ConstantInt::get(t, lit.GetUint64(0)), false};
+        return {ScalarConstant(t, lit), false};
       }
       return reader_(instr, index, width_);
     }
@@ -307,6 +307,12 @@ llvm::Value* ElementalEmitter::EmitUnaryOp(Opcode op, DType in, DType out, llvm:
   llvm::Type* type = x->getType();
   llvm::LLVMContext& ctx = b_.getContext();
   int width = type->isVectorTy() ? static_cast<int>(llvm::cast<llvm::FixedVectorType>(type)->getNumElements()) : 1;
+  if (op == Opcode::kConvert && (IsLowPrecisionFloat(in) || IsLowPrecisionFloat(out))) {
+    return EmitLowPrecisionConvert(x, in, out);
+  }
+  if (IsLowPrecisionFloat(in) && op != Opcode::kCopy && op != Opcode::kBitcastConvert) {
+    ThrowInternal("codegen: ", OpcodeName(op), " on ", DTypeName(in), " (the low-precision pass computes it in f32)");
+  }
   auto unary_intrinsic = [&](llvm::Intrinsic::ID id) { return b_.CreateUnaryIntrinsic(id, x); };
   switch (op) {
     case Opcode::kNegate:
@@ -372,6 +378,67 @@ llvm::Value* ElementalEmitter::EmitUnaryOp(Opcode op, DType in, DType out, llvm:
     default:
       ThrowUnimplemented("codegen: unary ", OpcodeName(op));
   }
+}
+
+llvm::Value* ElementalEmitter::EmitLowPrecisionConvert(llvm::Value* x, DType in, DType out) {
+  if (in == out) return x;
+  if (IsLowPrecisionFloat(in)) return EmitUnaryOp(Opcode::kConvert, DType::kF32, out, EmitToF32(x, in));
+  llvm::Value* f = in == DType::kF32 ? x : EmitUnaryOp(Opcode::kConvert, in, DType::kF32, x);
+  return EmitFromF32(f, out);
+}
+
+namespace {
+
+// An integer or float type with `like`'s vector width.
+llvm::Type* Like(llvm::Value* like, llvm::Type* scalar) {
+  llvm::Type* t = like->getType();
+  return t->isVectorTy() ? llvm::VectorType::get(scalar, llvm::cast<llvm::VectorType>(t)->getElementCount()) : scalar;
+}
+
+}  // namespace
+
+llvm::Value* ElementalEmitter::EmitToF32(llvm::Value* bits, DType in) {
+  using namespace half_bits;
+  llvm::Type* i32 = Like(bits, b_.getInt32Ty());
+  llvm::Type* f32 = Like(bits, b_.getFloatTy());
+  auto c = [&](uint32_t v) { return llvm::ConstantInt::get(i32, v); };
+  llvm::Value* w = b_.CreateZExt(bits, i32);
+  if (in == DType::kBF16) return b_.CreateBitCast(b_.CreateShl(w, 16), f32);
+  llvm::Value* sign = b_.CreateShl(b_.CreateAnd(w, c(0x8000u)), 16);
+  llvm::Value* em = b_.CreateAnd(w, c(0x7fffu));
+  llvm::Value* special = b_.CreateOr(c(kF32Inf), b_.CreateShl(b_.CreateAnd(em, c(0x3ffu)), 13));
+  llvm::Value* normal = b_.CreateAdd(b_.CreateShl(em, 13), c(kRebias));
+  llvm::Value* sub = b_.CreateBitCast(
+      b_.CreateFSub(b_.CreateBitCast(b_.CreateAdd(em, c(kHalf)), f32), llvm::ConstantFP::get(f32, 0.5)), i32);
+  llvm::Value* out = b_.CreateSelect(b_.CreateICmpUGE(em, c(0x7c00u)), special,
+                                     b_.CreateSelect(b_.CreateICmpUGE(em, c(0x400u)), normal, sub));
+  return b_.CreateBitCast(b_.CreateOr(sign, out), f32);
+}
+
+llvm::Value* ElementalEmitter::EmitFromF32(llvm::Value* x, DType out) {
+  using namespace half_bits;
+  llvm::Type* i32 = Like(x, b_.getInt32Ty());
+  llvm::Type* i16 = Like(x, b_.getInt16Ty());
+  auto c = [&](uint32_t v) { return llvm::ConstantInt::get(i32, v); };
+  llvm::Value* bits = b_.CreateBitCast(x, i32);
+  llvm::Value* a = b_.CreateAnd(bits, c(0x7fffffffu));
+  llvm::Value* nan = b_.CreateICmpUGT(a, c(kF32Inf));
+  if (out == DType::kBF16) {
+    llvm::Value* lsb = b_.CreateAnd(b_.CreateLShr(bits, 16), c(1));
+    llvm::Value* rounded = b_.CreateLShr(b_.CreateAdd(b_.CreateAdd(bits, c(0x7fffu)), lsb), 16);
+    llvm::Value* quiet = b_.CreateOr(b_.CreateLShr(bits, 16), c(0x40u));
+    return b_.CreateTrunc(b_.CreateSelect(nan, quiet, rounded), i16);
+  }
+  llvm::Value* sign = b_.CreateAnd(b_.CreateLShr(bits, 16), c(0x8000u));
+  llvm::Value* nan_bits = b_.CreateOr(c(0x7e00u), b_.CreateAnd(b_.CreateLShr(a, 13), c(0x3ffu)));
+  llvm::Value* lsb = b_.CreateAnd(b_.CreateLShr(a, 13), c(1));
+  llvm::Value* r = b_.CreateLShr(b_.CreateAdd(b_.CreateAdd(b_.CreateSub(a, c(kRebias)), c(0xfffu)), lsb), 13);
+  llvm::Value* normal = b_.CreateSelect(b_.CreateICmpULT(r, c(0x7c00u)), r, c(0x7c00u));
+  llvm::Type* f32 = x->getType();
+  llvm::Value* sub = b_.CreateSub(
+      b_.CreateBitCast(b_.CreateFAdd(b_.CreateBitCast(a, f32), llvm::ConstantFP::get(f32, 0.5)), i32), c(kHalf));
+  llvm::Value* h = b_.CreateSelect(nan, nan_bits, b_.CreateSelect(b_.CreateICmpUGE(a, c(kF16MinNormal)), normal, sub));
+  return b_.CreateTrunc(b_.CreateOr(sign, h), i16);
 }
 
 llvm::Value* ElementalEmitter::SaturatingFloatToInt(llvm::Value* x, DType in, DType out,
@@ -520,6 +587,7 @@ Val ElementalEmitter::EmitIota(const Instruction* instr, const Index& index) {
   bool varying = !i.uniform();
   llvm::Value* v = varying ? lanes.Materialize(i) : i.base;
   llvm::Type* to = varying ? WithWidth(scalar, width_) : scalar;
+  if (IsLowPrecisionFloat(t)) ThrowInternal("codegen: iota of ", DTypeName(t), " (the low-precision pass computes it in f32)");
   v = IsFloat(t) ? b_.CreateSIToFP(v, to) : b_.CreateTrunc(v, to);
   return {v, varying};
 }

@@ -64,6 +64,12 @@ class ElementalEmitter {
                             llvm::Value* b);
   // float -> int conversion that saturates at the type's range and maps NaN to 0.
   llvm::Value* SaturatingFloatToInt(llvm::Value* x, DType in, DType out, llvm::Type* to);
+  // Conversions to and from f16/bf16 (i16 bits in registers), through f32 as XLA converts
+  // (f64 -> f32 -> f16 rounds twice), by the steps of
+  // support/float16.h so that compiled and constant-folded values agree bit for bit.
+  llvm::Value* EmitLowPrecisionConvert(llvm::Value* x, DType in, DType out);
+  llvm::Value* EmitToF32(llvm::Value* bits, DType in);
+  llvm::Value* EmitFromF32(llvm::Value* x, DType out);
   // Applies a scalar combiner computation (e.g. add) to two values of the same form.
   llvm::Value* EmitCombiner(const Computation& combiner, llvm::Value* a, llvm::Value* b);
   // Folds the lanes of a vector with a combiner.

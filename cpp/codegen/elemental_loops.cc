@@ -31,8 +31,7 @@ llvm::Value* ElementalEmitter::EmitCombiner(const Computation& combiner, llvm::V
       case Opcode::kConstant: {
         llvm::Type* t = WithWidth(RegisterType(b_.getContext(), instr->dtype()), width);
         const Literal& lit = instr->literal();
-        v = IsFloat(lit.dtype()) ? llvm::ConstantFP::get(t, lit.GetDouble(0))
-                                 : llvm::ConstantInt::get(t, lit.GetUint64(0));
+        v = ScalarConstant(t, lit);
         break;
       }
       case Opcode::kSelect:

@@ -8,6 +8,9 @@ namespace fj::codegen {
 llvm::Type* RegisterType(llvm::LLVMContext& ctx, DType t) {
   switch (t) {
     case DType::kPred: return llvm::Type::getInt1Ty(ctx);
+    case DType::kS8: case DType::kU8: return llvm::Type::getInt8Ty(ctx);
+    // f16 and bf16 are their bits in registers too: kernels only move and convert them.
+    case DType::kS16: case DType::kU16: case DType::kF16: case DType::kBF16: return llvm::Type::getInt16Ty(ctx);
     case DType::kS32: case DType::kU32: return llvm::Type::getInt32Ty(ctx);
     case DType::kS64: case DType::kU64: return llvm::Type::getInt64Ty(ctx);
     case DType::kF32: return llvm::Type::getFloatTy(ctx);
@@ -28,6 +31,11 @@ llvm::Constant* ConstantOf(llvm::Type* type, double v) {
   llvm::Type* scalar = type->getScalarType();
   if (scalar->isFloatingPointTy()) return llvm::ConstantFP::get(type, v);
   return llvm::ConstantInt::get(type, static_cast<uint64_t>(static_cast<int64_t>(v)), true);
+}
+
+llvm::Constant* ScalarConstant(llvm::Type* type, const Literal& lit) {
+  if (IsFloat(lit.dtype()) && !IsLowPrecisionFloat(lit.dtype())) return llvm::ConstantFP::get(type, lit.GetDouble(0));
+  return llvm::ConstantInt::get(type, lit.GetUint64(0));
 }
 
 llvm::Value* LaneMath::Splat(llvm::Value* scalar) {

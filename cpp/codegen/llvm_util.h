@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "ir/dtype.h"
+#include "ir/literal.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/Module.h"
 
@@ -71,5 +72,8 @@ class LaneMath {
 
 // A constant of element type `t` with the value `v`, as scalar or splat vector of `type`.
 llvm::Constant* ConstantOf(llvm::Type* type, double v);
+// A one-element literal as a constant of `type` (its register type, or a vector of it):
+// floats by value, integers and 16-bit floats by their bits.
+llvm::Constant* ScalarConstant(llvm::Type* type, const Literal& lit);
 
 }  // namespace fj::codegen

@@ -17,6 +17,7 @@
 #include "passes/custom_call_expansion.h"
 #include "passes/cse.h"
 #include "passes/dce.h"
+#include "passes/low_precision.h"
 #include "passes/simplify.h"
 #include "passes/while_loop.h"
 #include "runtime/custom_calls.h"
@@ -42,6 +43,11 @@ std::string DefaultGpuArch(Backend backend) {
 }  // namespace
 
 std::vector<PassRecord> RunOptimizationPasses(Module& module, const CompileOptions& options) {
+  // First, and under every option: nothing after it computes on 16-bit floats.
+  Pipeline normalize("normalization");
+  normalize.AddPass<LowPrecisionPass>();
+  normalize.Run(module);
+  std::vector<PassRecord> records = normalize.records();
   Pipeline simplify("simplification");
   if (options.simplify) {
     simplify.AddPass<SimplifyPass>();
@@ -53,7 +59,7 @@ std::vector<PassRecord> RunOptimizationPasses(Module& module, const CompileOptio
     simplify.AddPass<DcePass>();
   }
   simplify.Run(module);
-  std::vector<PassRecord> records = simplify.records();
+  for (const PassRecord& r : simplify.records()) records.push_back(r);
   if (options.simplify) {
     // Loops: trip counts, forwarding and dead carries; then simplification again over what
     // forwarding exposed. (Unrolling belongs to each fusion plan: a loop that runs as one

@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "support/error.h"
+#include "support/float16.h"
 
 namespace fj {
 
@@ -31,6 +32,12 @@ double Literal::GetDouble(int64_t i) const {
   const char* p = reinterpret_cast<const char*>(storage_.data());
   switch (dtype()) {
     case DType::kPred: return reinterpret_cast<const uint8_t*>(p)[i] ? 1.0 : 0.0;
+    case DType::kS8: return reinterpret_cast<const int8_t*>(p)[i];
+    case DType::kS16: return reinterpret_cast<const int16_t*>(p)[i];
+    case DType::kU8: return reinterpret_cast<const uint8_t*>(p)[i];
+    case DType::kU16: return reinterpret_cast<const uint16_t*>(p)[i];
+    case DType::kF16: return F16ToF32(reinterpret_cast<const uint16_t*>(p)[i]);
+    case DType::kBF16: return BF16ToF32(reinterpret_cast<const uint16_t*>(p)[i]);
     case DType::kS32: return reinterpret_cast<const int32_t*>(p)[i];
     case DType::kS64: return static_cast<double>(reinterpret_cast<const int64_t*>(p)[i]);
     case DType::kU32: return reinterpret_cast<const uint32_t*>(p)[i];
@@ -45,6 +52,11 @@ int64_t Literal::GetInt64(int64_t i) const {
   const char* p = reinterpret_cast<const char*>(storage_.data());
   switch (dtype()) {
     case DType::kPred: return reinterpret_cast<const uint8_t*>(p)[i] ? 1 : 0;
+    case DType::kS8: return reinterpret_cast<const int8_t*>(p)[i];
+    case DType::kS16: return reinterpret_cast<const int16_t*>(p)[i];
+    case DType::kU8: return reinterpret_cast<const uint8_t*>(p)[i];
+    case DType::kU16: return reinterpret_cast<const uint16_t*>(p)[i];
+    case DType::kF16: case DType::kBF16: return static_cast<int64_t>(GetDouble(i));
     case DType::kS32: return reinterpret_cast<const int32_t*>(p)[i];
     case DType::kS64: return reinterpret_cast<const int64_t*>(p)[i];
     case DType::kU32: return reinterpret_cast<const uint32_t*>(p)[i];
@@ -59,6 +71,7 @@ uint64_t Literal::GetUint64(int64_t i) const {
   const char* p = reinterpret_cast<const char*>(storage_.data());
   switch (DTypeBytes(dtype())) {
     case 1: return reinterpret_cast<const uint8_t*>(p)[i];
+    case 2: return reinterpret_cast<const uint16_t*>(p)[i];
     case 4: return reinterpret_cast<const uint32_t*>(p)[i];
     default: return reinterpret_cast<const uint64_t*>(p)[i];
   }
@@ -68,6 +81,12 @@ void Literal::SetDouble(int64_t i, double v) {
   char* p = reinterpret_cast<char*>(storage_.data());
   switch (dtype()) {
     case DType::kPred: reinterpret_cast<uint8_t*>(p)[i] = v != 0.0; break;
+    case DType::kS8: reinterpret_cast<int8_t*>(p)[i] = static_cast<int8_t>(v); break;
+    case DType::kS16: reinterpret_cast<int16_t*>(p)[i] = static_cast<int16_t>(v); break;
+    case DType::kU8: reinterpret_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(v); break;
+    case DType::kU16: reinterpret_cast<uint16_t*>(p)[i] = static_cast<uint16_t>(v); break;
+    case DType::kF16: reinterpret_cast<uint16_t*>(p)[i] = F64ToF16(v); break;
+    case DType::kBF16: reinterpret_cast<uint16_t*>(p)[i] = F64ToBF16(v); break;
     case DType::kS32: reinterpret_cast<int32_t*>(p)[i] = static_cast<int32_t>(v); break;
     case DType::kS64: reinterpret_cast<int64_t*>(p)[i] = static_cast<int64_t>(v); break;
     case DType::kU32: reinterpret_cast<uint32_t*>(p)[i] = static_cast<uint32_t>(v); break;
@@ -91,6 +110,7 @@ void Literal::SetUint64(int64_t i, uint64_t v) {
   char* p = reinterpret_cast<char*>(storage_.data());
   switch (DTypeBytes(dtype())) {
     case 1: reinterpret_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(v); break;
+    case 2: reinterpret_cast<uint16_t*>(p)[i] = static_cast<uint16_t>(v); break;
     case 4: reinterpret_cast<uint32_t*>(p)[i] = static_cast<uint32_t>(v); break;
     default: reinterpret_cast<uint64_t*>(p)[i] = v; break;
   }
@@ -134,7 +154,7 @@ std::string Literal::FormatElement(DType dtype, double d, int64_t s, uint64_t u)
   if (std::isnan(d)) return "nan";
   if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
   char buf[64];
-  std::to_chars_result r = dtype == DType::kF32
+  std::to_chars_result r = dtype != DType::kF64
                                ? std::to_chars(buf, buf + sizeof(buf), static_cast<float>(d))
                                : std::to_chars(buf, buf + sizeof(buf), d);
   return std::string(buf, r.ptr);

@@ -39,6 +39,18 @@ bool IsTranscendental(Opcode op) { return Info(op).flags & kT; }
 bool IsCommutative(Opcode op) { return Info(op).flags & kC; }
 bool IsStructural(Opcode op) { return Info(op).flags & kS; }
 
+bool MovesBitsOnly(Opcode op) {
+  switch (op) {
+    case Opcode::kConstant: case Opcode::kConvert: case Opcode::kBitcastConvert: case Opcode::kCopy:
+    case Opcode::kSelect: case Opcode::kBroadcast: case Opcode::kReshape: case Opcode::kTranspose:
+    case Opcode::kSlice: case Opcode::kDynamicSlice: case Opcode::kDynamicUpdateSlice:
+    case Opcode::kConcatenate: case Opcode::kPad: case Opcode::kReverse: case Opcode::kFusion:
+      return true;
+    default:
+      return IsStructural(op);
+  }
+}
+
 std::string_view ComparisonDirectionName(ComparisonDirection d) {
   static constexpr std::string_view kNames[] = {"EQ", "NE", "LT", "LE", "GT", "GE"};
   return kNames[static_cast<int>(d)];

@@ -22,6 +22,10 @@ bool IsCommutative(Opcode op);
 // Parameter, tuple, get-tuple-element, while, conditional, call, custom call: no elemental
 // form, so never folded, fused or emitted per element.
 bool IsStructural(Opcode op);
+// Opcodes that only move, select or convert element bits (and structural ones): on f16 and
+// bf16 they stay 16-bit. Every other opcode with a 16-bit float operand or result computes,
+// and the low-precision pass rewrites it to compute in f32 (passes/low_precision.h).
+bool MovesBitsOnly(Opcode op);
 
 enum class ComparisonDirection : uint8_t { kEq, kNe, kLt, kLe, kGt, kGe };
 std::string_view ComparisonDirectionName(ComparisonDirection d);  // "EQ", ...

@@ -87,6 +87,8 @@ const std::vector<CustomCall>& Registry() {
        "Threefry-2x32 (20 rounds): (k0, k1, x0, x1) -> (y0, y1), u32", true},
       {"sort_key_val.1", FJ_GUARDED("sort_key_val.1", SortKeyVal<1>),
        "stable sort of rows by u32 keys, 1-byte values", false},
+      {"sort_key_val.2", FJ_GUARDED("sort_key_val.2", SortKeyVal<2>),
+       "stable sort of rows by u32 keys, 2-byte values", false},
       {"sort_key_val.4", FJ_GUARDED("sort_key_val.4", SortKeyVal<4>),
        "stable sort of rows by u32 keys, 4-byte values", false},
       {"sort_key_val.8", FJ_GUARDED("sort_key_val.8", SortKeyVal<8>),

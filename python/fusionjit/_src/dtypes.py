@@ -1,9 +1,10 @@
 """Dtypes and JAX's type promotion, with weak-typed Python scalars.
 
-fusionjit supports bool, int32, int64, uint32, uint64, float32, float64. With
-``fusionjit_enable_x64`` off (the default, as in JAX) 64-bit types are canonicalised to
-their 32-bit counterparts. Promotion follows JAX's lattice
-(https://jax.readthedocs.io/en/latest/type_promotion.html) restricted to these types:
+fusionjit supports bool, int8/16/32/64, uint8/16/32/64, float16, bfloat16 (the ``ml_dtypes``
+package's, as JAX uses; available when ml_dtypes is installed), float32 and float64; complex
+numbers are not supported. With ``fusionjit_enable_x64`` off (the default, as in JAX) 64-bit
+types are canonicalised to their 32-bit counterparts. Promotion follows JAX's lattice
+(https://jax.readthedocs.io/en/latest/type_promotion.html) without the complex types:
 Python ints and floats are *weak*: they take the dtype of the array they meet.
 """
 
@@ -14,20 +15,39 @@ import numpy as np
 from fusionjit._src import errors
 from fusionjit._src.config import config
 
+try:
+    import ml_dtypes
+except ImportError:  # pragma: no cover - ml_dtypes comes with fusionjit's dependencies
+    ml_dtypes = None
+
 bool_ = np.dtype(np.bool_)
+int8 = np.dtype(np.int8)
+int16 = np.dtype(np.int16)
 int32 = np.dtype(np.int32)
 int64 = np.dtype(np.int64)
+uint8 = np.dtype(np.uint8)
+uint16 = np.dtype(np.uint16)
 uint32 = np.dtype(np.uint32)
 uint64 = np.dtype(np.uint64)
+float16 = np.dtype(np.float16)
+# None without ml_dtypes: bfloat16 is then not supported.
+bfloat16 = np.dtype(ml_dtypes.bfloat16) if ml_dtypes is not None else None
 float32 = np.dtype(np.float32)
 float64 = np.dtype(np.float64)
 
-SUPPORTED = (bool_, int32, int64, uint32, uint64, float32, float64)
-_IR_NAMES = {bool_: "pred", int32: "s32", int64: "s64", uint32: "u32", uint64: "u64",
-             float32: "f32", float64: "f64"}
+SUPPORTED = tuple(d for d in (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
+                              float16, bfloat16, float32, float64) if d is not None)
+_IR_NAMES = {bool_: "pred", int8: "s8", int16: "s16", int32: "s32", int64: "s64",
+             uint8: "u8", uint16: "u16", uint32: "u32", uint64: "u64",
+             float16: "f16", float32: "f32", float64: "f64"}
+_SHORT = {bool_: "bool", int8: "i8", int16: "i16", int32: "i32", int64: "i64",
+          uint8: "u8", uint16: "u16", uint32: "u32", uint64: "u64",
+          float16: "f16", float32: "f32", float64: "f64"}
+if bfloat16 is not None:
+    _IR_NAMES[bfloat16] = "bf16"
+    _SHORT[bfloat16] = "bf16"
 _FROM_IR = {v: k for k, v in _IR_NAMES.items()}
-_SHORT = {bool_: "bool", int32: "i32", int64: "i64", uint32: "u32", uint64: "u64",
-          float32: "f32", float64: "f64"}
+_FLOATS = frozenset(d for d in (float16, bfloat16, float32, float64) if d is not None)
 
 
 def x64_enabled() -> bool:
@@ -51,6 +71,8 @@ def dtype(x) -> np.dtype:
     if x is float:
         return float64 if x64_enabled() else float32
     if isinstance(x, str):
+        if x == "bfloat16" and bfloat16 is not None:
+            return bfloat16
         return np.dtype(x)
     if hasattr(x, "dtype"):
         return np.dtype(x.dtype)
@@ -73,8 +95,10 @@ def canonicalize(d) -> np.dtype:
         elif d == float64:
             d = float32
     if d not in _IR_NAMES:
+        hint = (" (bfloat16 needs the ml_dtypes package: pip install ml_dtypes)"
+                if d.name == "bfloat16" else "")
         raise TypeError(errors.located(
-            f"fusionjit does not support dtype {d}; supported: {supported_names()}. "
+            f"fusionjit does not support dtype {d}{hint}; supported: {supported_names()}. "
             f"Convert first, e.g. x.astype(numpy.float32) or x.astype(numpy.int32)"))
     return d
 
@@ -104,7 +128,20 @@ def default_float() -> np.dtype:
 
 
 def is_float(d) -> bool:
-    return np.dtype(d).kind == "f"
+    """True for every floating dtype, bfloat16 included (NumPy calls its kind 'V')."""
+    d = np.dtype(d)
+    return d.kind == "f" or d in _FLOATS
+
+
+def finfo(d):
+    """``numpy.finfo`` that also knows bfloat16 (ml_dtypes' finfo covers every float)."""
+    return ml_dtypes.finfo(d) if ml_dtypes is not None else np.finfo(d)
+
+
+def is_low_precision(d) -> bool:
+    """float16 and bfloat16: stored in 16 bits, each operation computed in float32."""
+    d = np.dtype(d)
+    return d.itemsize == 2 and is_float(d)
 
 
 def is_int(d) -> bool:
@@ -124,17 +161,26 @@ def is_bool(d) -> bool:
 # Python int and float.
 _LATTICE = {
     "b1": ["i*"],
-    "i*": ["u32", "i32"],
+    "i*": ["u8", "i8"],
+    "u8": ["i16", "u16"],
+    "u16": ["i32", "u32"],
     "u32": ["i64", "u64"],
+    "i8": ["i16"],
+    "i16": ["i32"],
     "i32": ["i64"],
     "i64": ["f*"],
     "u64": ["f*"],
-    "f*": ["f32"],
+    "f*": ["bf16", "f16"],
+    "bf16": ["f32"],
+    "f16": ["f32"],
     "f32": ["f64"],
     "f64": [],
 }
-_NODE = {bool_: "b1", int32: "i32", int64: "i64", uint32: "u32", uint64: "u64",
-         float32: "f32", float64: "f64"}
+_NODE = {bool_: "b1", int8: "i8", int16: "i16", int32: "i32", int64: "i64", uint8: "u8",
+         uint16: "u16", uint32: "u32", uint64: "u64", float16: "f16", float32: "f32",
+         float64: "f64"}
+if bfloat16 is not None:
+    _NODE[bfloat16] = "bf16"
 
 
 def _upper_set(node: str) -> set[str]:

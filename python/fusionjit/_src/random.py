@@ -336,6 +336,29 @@ def _random_bits64(data, shape: tuple):
     return lax.bitwise_or(lax.shift_left(y0, to_array(32, u64, False)), y1)
 
 
+def _random_bits_narrow(data, shape: tuple, width: int):
+    """8 or 16 random bits per element, as JAX: partitionable, the low bits of the 32-bit
+    draw; otherwise each 32-bit word of ceil(width * n / 32) split into 32 / width parts,
+    lowest bits first (``bits.view(uint8/uint16)``)."""
+    d = np.dtype(f"uint{width}")
+    if _partitionable():
+        return lax.convert_element_type(_random_bits32(data, shape), d)
+    batch = aval(data).shape[:-1]
+    n = int(np.prod(shape, dtype=np.int64))
+    parts = 32 // width
+    words = -(-n * width // 32)
+    counts = lax.iota(U32, words)
+    if batch:
+        counts = lax.broadcast_in_dim(counts, batch + (words,), (len(batch),))
+    w = _hash_pairs(data, counts)
+    mask = to_array(np.iinfo(d).max, U32, False)
+    pieces = [lax.bitwise_and(lax.shift_right_logical(w, to_array(width * i, U32, False)), mask)
+              for i in range(parts)]
+    flat = lax.reshape(shapes.stack(pieces, axis=-1), batch + (words * parts,))
+    flat = lax.slice_in_dim(flat, 0, n, axis=len(batch))
+    return lax.reshape(lax.convert_element_type(flat, d), batch + shape)
+
+
 def _rewrap(data, typed: bool):
     return PRNGKeyArray(data) if typed else data
 
@@ -383,8 +406,10 @@ def bits(key, shape=(), dtype=None):
     data, _ = _key("bits", key)
     shape = shape_arg(shape, "bits")
     d = np.dtype(np.uint32) if dtype is None else np.dtype(dtype)
+    if d in (np.dtype(np.uint8), np.dtype(np.uint16)):
+        return _random_bits_narrow(data, shape, 8 * d.itemsize)
     if d not in (np.dtype(np.uint32), np.dtype(np.uint64)):
-        fail(f"bits() supports uint32 and uint64 (uint64 with x64), got {d}")
+        fail(f"bits() supports uint8, uint16, uint32 and uint64 (uint64 with x64), got {d}")
     if d == np.dtype(np.uint64):
         if not dt.x64_enabled():
             fail("64-bit random bits need fusionjit_enable_x64")
@@ -416,6 +441,17 @@ def uniform(key, shape=(), dtype=None, minval=0.0, maxval=1.0):
         u = _random_bits64(data, shape)
         udt, nbits, nmant = np.dtype(np.uint64), 64, 52
         one = np.array(1.0, np.float64).view(np.uint64)
+    elif dt.is_low_precision(d):
+        # JAX draws at least 8 bits more than the mantissa's: 16 for float16, 8 for bfloat16.
+        udt, nmant = np.dtype(np.uint16), 10 if d == dt.float16 else 7
+        rng_bits = 16 if nmant >= 8 else 8
+        u = lax.convert_element_type(_random_bits_narrow(data, shape, rng_bits), udt)
+        one = np.array(1.0, d).view(np.uint16)
+        shift = to_array(rng_bits - nmant, udt, False)
+        float_bits = lax.bitwise_or(lax.shift_right_logical(u, shift), to_array(one, udt, False))
+        floats = lax.sub(lax.bitcast_convert_type(float_bits, d), to_array(1.0, d, False))
+        # Rounded after the multiply and after the add, as XLA computes 16-bit floats.
+        return lax.max(minval, lax.add(lax.mul(floats, lax.sub(maxval, minval)), minval))
     else:
         u = _random_bits32(data, shape)
         udt, nbits, nmant, one = U32, 32, 23, np.array(1.0, np.float32).view(np.uint32)
@@ -543,12 +579,17 @@ def normal(key, shape=(), dtype=None):
     d = _float_dtype("normal", dtype)
     lo = np.nextafter(np.array(-1.0, d), np.array(0.0, d))
     u = uniform(key, shape, d, lo, 1.0)
-    return lax.mul(to_array(np.sqrt(2.0), d, False), _erf_inv(u))
+    if dt.is_low_precision(d):
+        # XLA computes erf_inv of 16-bit floats in float32 and rounds the result once.
+        e = lax.convert_element_type(_erf_inv(lax.convert_element_type(u, dt.float32)), d)
+    else:
+        e = _erf_inv(u)
+    return lax.mul(to_array(np.sqrt(2.0), d, False), e)
 
 
 def gumbel(key, shape=(), dtype=None):
     d = _float_dtype("gumbel", dtype)
-    u = uniform(key, shape, d, float(np.finfo(d).tiny), 1.0)
+    u = uniform(key, shape, d, float(dt.finfo(d).tiny), 1.0)
     return ufuncs.negative(ufuncs.log(ufuncs.negative(ufuncs.log(u))))
 
 

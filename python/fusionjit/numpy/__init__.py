@@ -56,12 +56,21 @@ bitwise_invert = invert
 pow = power  # noqa: A001
 
 bool_ = _np.bool_
+int8 = _np.int8
+int16 = _np.int16
 int32 = _np.int32
 int64 = _np.int64
+uint8 = _np.uint8
+uint16 = _np.uint16
 uint32 = _np.uint32
 uint64 = _np.uint64
+float16 = _np.float16
 float32 = _np.float32
 float64 = _np.float64
+try:
+    from ml_dtypes import bfloat16  # noqa: F401  (the scalar type, as jax.numpy.bfloat16)
+except ImportError:  # pragma: no cover
+    pass
 dtype = _np.dtype
 __array_api_version__ = "2023.12"
 pi = _np.pi

@@ -42,7 +42,7 @@ def sort_key(x):
     nan = sh.broadcast_in_dim(_const(np.nan, d), core.get_aval(x).shape, ())
     x = ew.select(ew.ne(x, x), nan, x)
     width = d.itemsize * 8
-    int_type = dt.int32 if width == 32 else dt.int64
+    int_type = {16: dt.int16, 32: dt.int32, 64: dt.int64}[width]
     bits = ew.bitcast_convert_type(x, int_type)
     sign = ew.shift_right_arithmetic(bits, _const(width - 1, int_type))
     magnitude = _const(np.iinfo(int_type).max, int_type)

@@ -14,9 +14,9 @@ _KINDS = {
     "signed integer": lambda d: d.kind == "i",
     "unsigned integer": lambda d: d.kind == "u",
     "integral": lambda d: d.kind in "iu",
-    "real floating": lambda d: d.kind == "f",
+    "real floating": lambda d: dt.is_float(d),
     "complex floating": lambda d: d.kind == "c",
-    "numeric": lambda d: d.kind in "iufc",
+    "numeric": lambda d: d.kind in "iufc" or dt.is_float(d),
 }
 
 
@@ -55,9 +55,9 @@ def isdtype(dtype, kind) -> bool:
 def finfo(dtype):
     """Machine limits of a float dtype (or of an array's dtype)."""
     d = _as_dtype(dtype, "finfo")
-    if d.kind != "f":
+    if not dt.is_float(d):
         fail(f"finfo needs a floating-point dtype, got {d}", ValueError)
-    return np.finfo(d)
+    return dt.finfo(d)
 
 
 def iinfo(int_type):
@@ -87,7 +87,8 @@ class _NamespaceInfo:
                 "integral": dt.default_int(), "indexing": dt.default_int()}
 
     def dtypes(self, *, device=None, kind=None):
-        names = {"bool": dt.bool_, "int32": dt.int32, "uint32": dt.uint32,
+        names = {"bool": dt.bool_, "int8": dt.int8, "int16": dt.int16, "int32": dt.int32,
+                 "uint8": dt.uint8, "uint16": dt.uint16, "uint32": dt.uint32,
                  "float32": dt.float32}
         if dt.x64_enabled():
             names.update(int64=dt.int64, uint64=dt.uint64, float64=dt.float64)

@@ -390,7 +390,7 @@ def nan_to_num(x, copy: bool = True, nan=0.0, posinf=None, neginf=None):
     d = aval(x).dtype
     if not dt.is_float(d):
         return x
-    info = np.finfo(d)
+    info = dt.finfo(d)
     posinf = info.max if posinf is None else posinf
     neginf = info.min if neginf is None else neginf
 
@@ -406,7 +406,7 @@ def nan_to_num(x, copy: bool = True, nan=0.0, posinf=None, neginf=None):
 
 def _float_layout(d):
     """(unsigned type, mantissa bits, exponent bias) of a float dtype."""
-    info = np.finfo(d)
+    info = dt.finfo(d)
     return _uint_type(d), info.nmant, info.maxexp - 1
 
 
@@ -430,7 +430,7 @@ def exp2_accurate(x):
     """2**x as 2**floor(x) (exact) times exp(frac * log 2): the rounding of x * log(2) would
     cost |x| ulps."""
     d = aval(x).dtype
-    limit = 4 * (np.finfo(d).maxexp + np.finfo(d).nmant)
+    limit = 4 * (dt.finfo(d).maxexp + dt.finfo(d).nmant)
     clamped = lax.clamp(_c(-limit, x), x, _c(limit, x))
     whole = lax.floor(clamped)
     frac = lax.exp(lax.mul(lax.sub(clamped, whole), _c(np.log(2.0), x)))
@@ -445,7 +445,7 @@ def frexp(x, /):
     (x,) = _float_args("frexp", x)
     d = aval(x).dtype
     u, mant, bias = _float_layout(d)
-    subnormal = lax.lt(lax.abs(x), _c(np.finfo(d).smallest_normal, x))
+    subnormal = lax.lt(lax.abs(x), _c(dt.finfo(d).smallest_normal, x))
     scaled = lax.select(subnormal, lax.mul(x, _c(2.0 ** (mant + 1), x)), x)
     bits = lax.bitcast_convert_type(scaled, u)
     biased = lax.bitwise_and(lax.shift_right_logical(bits, to_array(np.array(mant, u))),
@@ -479,7 +479,7 @@ def ldexp(x1, x2, /):
     t = lax.sub(lax.add(lax.convert_element_type(e, k_int), lax.convert_element_type(x2, k_int)),
                 to_array(np.ones((), k_int)))
     d = aval(m).dtype
-    emin = to_array(np.array(np.finfo(d).minexp, k_int))
+    emin = to_array(np.array(dt.finfo(d).minexp, k_int))
     high = _exact_power_of_two(lax.max(t, emin), d)
     low = _exact_power_of_two(lax.min(lax.sub(t, emin), to_array(np.zeros((), k_int))), d)
     out = lax.mul(lax.mul(lax.mul(m, _c(2, m)), high), low)

@@ -57,7 +57,7 @@ def array(object, dtype=None, copy: bool = True, ndmin: int = 0):  # noqa: A002
                 value = np.asarray(object)
             except Exception as e:  # noqa: BLE001
                 fail(f"cannot convert {type(object).__name__} to an array: {e}")
-            if value.dtype.kind not in "biuf":
+            if value.dtype.kind not in "biuf" and not dt.is_float(value.dtype):
                 fail(f"cannot convert a value of dtype {value.dtype} to a fusionjit array; "
                      f"supported dtypes: {dt.supported_names()}")
             if value.dtype == np.float64 and isinstance(object, (list, tuple)) and dtype is None:
