@@ -69,6 +69,7 @@ double ElementCost(const Instruction& instr) {
     case Opcode::kPad:
     case Opcode::kDynamicSlice:
     case Opcode::kDynamicUpdateSlice:
+    case Opcode::kGather:
     case Opcode::kIota:
       return 0.5;
     case Opcode::kDivide:

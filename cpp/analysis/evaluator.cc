@@ -486,6 +486,31 @@ std::optional<Literal> EvaluateInstruction(const Instruction& instr,
         return s;
       });
     }
+    case Opcode::kGather: {
+      const Literal& x = *ops[0];
+      const Literal& indices = *ops[1];
+      const GatherDims& g = instr.attrs().gather;
+      const std::vector<int64_t>& sizes = instr.dimensions();
+      std::vector<int64_t> xs = RowMajorStrides(x.shape().dims());
+      std::vector<int64_t> is = RowMajorStrides(indices.shape().dims());
+      auto contains = [](const std::vector<int64_t>& v, int64_t d) { return std::count(v.begin(), v.end(), d) > 0; };
+      bool implicit = g.index_vector_dim == indices.shape().rank();
+      return Gather(x, shape, [&](const std::vector<int64_t>& o) {
+        std::vector<int64_t> at, offset, xi(x.shape().rank(), 0);
+        for (int d = 0; d < shape.rank(); ++d) (contains(g.offset_dims, d) ? offset : at).push_back(o[d]);
+        if (!implicit) at.insert(at.begin() + g.index_vector_dim, 0);
+        for (size_t k = 0; k < g.start_index_map.size(); ++k) {
+          if (!implicit) at[g.index_vector_dim] = static_cast<int64_t>(k);
+          int64_t d = g.start_index_map[k];
+          xi[d] = std::clamp<int64_t>(indices.GetInt64(Linear(at, is)), 0, x.shape().dim(d) - sizes[d]);
+        }
+        size_t next = 0;
+        for (int d = 0; d < x.shape().rank(); ++d) {
+          if (!contains(g.collapsed_slice_dims, d)) xi[d] += offset[next++];
+        }
+        return Linear(xi, xs);
+      });
+    }
     case Opcode::kDynamicSlice: {
       const Literal& x = *ops[0];
       std::vector<int64_t> strides = RowMajorStrides(x.shape().dims());

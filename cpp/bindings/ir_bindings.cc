@@ -77,6 +77,14 @@ InstructionAttrs ParseAttrs(const py::dict& attrs) {
       a.dot.lhs_contracting = IntList(v);
     } else if (key == "rhs_contracting") {
       a.dot.rhs_contracting = IntList(v);
+    } else if (key == "offset_dims") {
+      a.gather.offset_dims = IntList(v);
+    } else if (key == "collapsed_slice_dims") {
+      a.gather.collapsed_slice_dims = IntList(v);
+    } else if (key == "start_index_map") {
+      a.gather.start_index_map = IntList(v);
+    } else if (key == "index_vector_dim") {
+      a.gather.index_vector_dim = py::cast<int64_t>(v);
     } else if (key == "padding") {
       for (py::handle p : v) {
         py::tuple t = py::reinterpret_borrow<py::tuple>(p);

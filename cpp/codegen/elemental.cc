@@ -167,6 +167,8 @@ Val ElementalEmitter::EmitUncached(const Instruction* instr, const Index& given)
       return EmitPad(instr, index);
     case Opcode::kDynamicSlice:
       return EmitDynamicSlice(instr, index);
+    case Opcode::kGather:
+      return EmitGather(instr, index);
     case Opcode::kDynamicUpdateSlice:
       return EmitDynamicUpdateSlice(instr, index);
     case Opcode::kReduce:
@@ -792,6 +794,38 @@ Val ElementalEmitter::EmitDynamicSlice(const Instruction* instr, const Index& in
   Index sub;
   for (size_t k = 0; k < starts.size(); ++k) sub.dims.push_back(lanes.Add(index.dims[k], lanes.Uniform(starts[k])));
   return Emit(instr->operand(0), sub);
+}
+
+// Each output element reads the operand at start + offset: the start from the indices at the
+// element's batch position (clamped so that the slice fits, as XLA), the offset from its
+// offset_dims. A varying index makes a gathered (per-lane) read.
+Val ElementalEmitter::EmitGather(const Instruction* instr, const Index& index) {
+  LaneMath lanes = Lanes();
+  const Instruction* x = instr->operand(0);
+  const Instruction* indices = instr->operand(1);
+  const GatherDims& g = instr->attrs().gather;
+  const std::vector<int64_t>& sizes = instr->dimensions();
+  auto contains = [](const std::vector<int64_t>& v, int64_t d) { return std::count(v.begin(), v.end(), d) > 0; };
+  std::vector<IndexDim> batch, offset;
+  for (int d = 0; d < instr->shape().rank(); ++d) (contains(g.offset_dims, d) ? offset : batch).push_back(index.dims[d]);
+  bool implicit = g.index_vector_dim == indices->shape().rank();
+  Index sub;
+  sub.dims.assign(x->shape().rank(), lanes.Constant(0));
+  for (size_t k = 0; k < g.start_index_map.size(); ++k) {
+    Index at;
+    at.dims = batch;
+    if (!implicit) at.dims.insert(at.dims.begin() + g.index_vector_dim, lanes.Constant(static_cast<int64_t>(k)));
+    Val v = Emit(indices, at);
+    llvm::Value* s = ToI64(v, indices->dtype());
+    IndexDim start = v.varying ? IndexDim{nullptr, 0, s} : lanes.Uniform(s);
+    int64_t d = g.start_index_map[k];
+    sub.dims[d] = lanes.Clamp(start, 0, x->shape().dim(d) - sizes[d]);
+  }
+  size_t next = 0;
+  for (int d = 0; d < x->shape().rank(); ++d) {
+    if (!contains(g.collapsed_slice_dims, d)) sub.dims[d] = lanes.Add(sub.dims[d], offset[next++]);
+  }
+  return Emit(x, sub);
 }
 
 Val ElementalEmitter::EmitDynamicUpdateSlice(const Instruction* instr, const Index& index) {

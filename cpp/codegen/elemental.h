@@ -174,6 +174,7 @@ class ElementalEmitter {
   Val EmitConcatenate(const Instruction* instr, const Index& index);
   Val EmitPad(const Instruction* instr, const Index& index);
   Val EmitDynamicSlice(const Instruction* instr, const Index& index);
+  Val EmitGather(const Instruction* instr, const Index& index);
   Val EmitDynamicUpdateSlice(const Instruction* instr, const Index& index);
   Val EmitReduce(const Instruction* instr, const Index& index);
   Val EmitArgReduce(const Instruction* instr, const Index& index);

@@ -79,6 +79,10 @@ bool ReusesOperandElements(const Instruction* consumer, int i) {
     case Opcode::kDynamicSlice:
     case Opcode::kDynamicUpdateSlice:
       return i >= (consumer->opcode() == Opcode::kDynamicSlice ? 1 : 2);
+    case Opcode::kGather:
+      // The operand's elements may be read by many indices; an index by every element of
+      // its slice.
+      return i == 0 || consumer->shape().NumElements() > consumer->operand(1)->shape().NumElements();
     case Opcode::kFusion: {
       const Computation* fused = consumer->fused_computation();
       // Any use of the parameter through a reusing op reuses it.

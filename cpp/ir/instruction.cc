@@ -9,7 +9,7 @@
 namespace fj {
 
 bool InstructionAttrs::operator==(const InstructionAttrs& o) const {
-  if (!(dimensions == o.dimensions && slice == o.slice && dot == o.dot &&
+  if (!(dimensions == o.dimensions && slice == o.slice && dot == o.dot && gather == o.gather &&
         padding == o.padding && direction == o.direction && index == o.index &&
         fusion_kind == o.fusion_kind && custom_call_target == o.custom_call_target &&
         custom_call_config == o.custom_call_config && unroll == o.unroll &&

@@ -31,6 +31,16 @@ struct DotDims {
   }
 };
 
+// XLA's GatherDimensionNumbers. slice_sizes live in InstructionAttrs::dimensions.
+struct GatherDims {
+  std::vector<int64_t> offset_dims, collapsed_slice_dims, start_index_map;
+  int64_t index_vector_dim = 0;
+  bool operator==(const GatherDims& o) const {
+    return offset_dims == o.offset_dims && collapsed_slice_dims == o.collapsed_slice_dims &&
+           start_index_map == o.start_index_map && index_vector_dim == o.index_vector_dim;
+  }
+};
+
 struct PadDim {
   int64_t low = 0, high = 0, interior = 0;
   bool operator==(const PadDim& o) const {
@@ -42,10 +52,11 @@ struct PadDim {
 // field is documented in the printer (ir/printer.cc) and checked by the verifier.
 struct InstructionAttrs {
   // broadcast/transpose/reverse/reduce/argmax: dimensions; concatenate: {dim};
-  // iota: {iota_dimension}; dynamic-slice: the slice sizes.
+  // iota: {iota_dimension}; dynamic-slice and gather: the slice sizes.
   std::vector<int64_t> dimensions;
   SliceConfig slice;
   DotDims dot;
+  GatherDims gather;
   std::vector<PadDim> padding;
   ComparisonDirection direction = ComparisonDirection::kEq;
   int64_t index = 0;  // parameter number; get-tuple-element index

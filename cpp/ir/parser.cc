@@ -365,7 +365,7 @@ class Parser {
       if (called.size() <= slot) called.resize(slot + 1);
       called[slot] = std::move(name);
     };
-    if (key == "dimensions" || key == "dynamic_slice_sizes") {
+    if (key == "dimensions" || key == "dynamic_slice_sizes" || key == "slice_sizes") {
       attrs.dimensions = ParseIntList();
     } else if (key == "iota_dimension") {
       attrs.dimensions = {ParseInt()};
@@ -410,6 +410,14 @@ class Parser {
       attrs.unroll = ParseInt();
     } else if (key == "trip_count") {
       attrs.trip_count = ParseInt();
+    } else if (key == "offset_dims") {
+      attrs.gather.offset_dims = ParseIntList();
+    } else if (key == "collapsed_slice_dims") {
+      attrs.gather.collapsed_slice_dims = ParseIntList();
+    } else if (key == "start_index_map") {
+      attrs.gather.start_index_map = ParseIntList();
+    } else if (key == "index_vector_dim") {
+      attrs.gather.index_vector_dim = ParseInt();
     } else if (key == "lhs_batch_dims") {
       attrs.dot.lhs_batch = ParseIntList();
     } else if (key == "rhs_batch_dims") {

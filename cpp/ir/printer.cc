@@ -97,6 +97,12 @@ std::string Instruction::AttributesToString() const {
     case Opcode::kDynamicSlice:
       os << ", dynamic_slice_sizes=" << DimsToString(a.dimensions);
       break;
+    case Opcode::kGather:
+      os << ", offset_dims=" << DimsToString(a.gather.offset_dims)
+         << ", collapsed_slice_dims=" << DimsToString(a.gather.collapsed_slice_dims)
+         << ", start_index_map=" << DimsToString(a.gather.start_index_map)
+         << ", index_vector_dim=" << a.gather.index_vector_dim << ", slice_sizes=" << DimsToString(a.dimensions);
+      break;
     case Opcode::kPad: {
       os << ", padding=";
       for (size_t i = 0; i < a.padding.size(); ++i) {

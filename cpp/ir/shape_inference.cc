@@ -145,6 +145,52 @@ void CheckCalledCount(Opcode op, const std::vector<Computation*>& called, size_t
 
 }  // namespace
 
+Shape InferGatherShape(const Shape& x, const Shape& indices, const GatherDims& g,
+                       const std::vector<int64_t>& slice_sizes) {
+  if (!IsInteger(indices.dtype())) ThrowInvalidArgument("gather: indices ", indices.ToString(), " must be integers");
+  if (g.index_vector_dim < 0 || g.index_vector_dim > indices.rank()) {
+    ThrowInvalidArgument("gather: index_vector_dim ", g.index_vector_dim, " for indices ", indices.ToString());
+  }
+  int64_t vector_size = g.index_vector_dim == indices.rank() ? 1 : indices.dim(g.index_vector_dim);
+  if (vector_size != static_cast<int64_t>(g.start_index_map.size())) {
+    ThrowInvalidArgument("gather: index vectors of ", vector_size, " elements for start_index_map ",
+                         DimsToString(g.start_index_map));
+  }
+  CheckDims(Opcode::kGather, g.start_index_map, x.rank(), false);
+  CheckDims(Opcode::kGather, g.collapsed_slice_dims, x.rank(), true);
+  if (static_cast<int>(slice_sizes.size()) != x.rank()) {
+    ThrowInvalidArgument("gather: slice_sizes ", DimsToString(slice_sizes), " for ", x.ToString());
+  }
+  for (int d = 0; d < x.rank(); ++d) {
+    if (slice_sizes[d] < 0 || slice_sizes[d] > x.dim(d)) {
+      ThrowInvalidArgument("gather: slice size ", slice_sizes[d], " exceeds dimension ", d, " of ", x.ToString());
+    }
+  }
+  std::vector<int64_t> offset_sizes;
+  for (int d = 0; d < x.rank(); ++d) {
+    bool collapsed = std::count(g.collapsed_slice_dims.begin(), g.collapsed_slice_dims.end(), d);
+    if (collapsed && slice_sizes[d] != 1) ThrowInvalidArgument("gather: collapsed dimension ", d, " has slice size ", slice_sizes[d]);
+    if (!collapsed) offset_sizes.push_back(slice_sizes[d]);
+  }
+  if (g.offset_dims.size() != offset_sizes.size()) {
+    ThrowInvalidArgument("gather: offset_dims ", DimsToString(g.offset_dims), " for ", offset_sizes.size(), " slice dimensions");
+  }
+  std::vector<int64_t> batch_sizes;
+  for (int d = 0; d < indices.rank(); ++d) {
+    if (d != g.index_vector_dim) batch_sizes.push_back(indices.dim(d));
+  }
+  int out_rank = static_cast<int>(batch_sizes.size() + offset_sizes.size());
+  CheckDims(Opcode::kGather, g.offset_dims, out_rank, true);
+  std::vector<int64_t> dims(out_rank);
+  size_t next_offset = 0, next_batch = 0;
+  for (int d = 0; d < out_rank; ++d) {
+    bool offset = next_offset < g.offset_dims.size() && g.offset_dims[next_offset] == d;
+    dims[d] = offset ? offset_sizes[next_offset++] : batch_sizes[next_batch++];
+  }
+  return Shape(x.dtype(), dims);
+}
+
+
 Shape InferShape(Opcode op, const std::vector<const Shape*>& operands,
                  const InstructionAttrs& a, const std::vector<Computation*>& called,
                  const Shape* requested) {
@@ -380,6 +426,9 @@ Shape InferShape(Opcode op, const std::vector<const Shape*>& operands,
       result = Shape(requested->dtype(), dims);
       break;
     }
+    case Opcode::kGather:
+      result = InferGatherShape(ArrayOperand(op, operands, 0), ArrayOperand(op, operands, 1), a.gather, a.dimensions);
+      break;
     case Opcode::kDot: {
       const Shape& l = ArrayOperand(op, operands, 0);
       const Shape& r = ArrayOperand(op, operands, 1);

@@ -9,6 +9,7 @@
 #include "passes/dce.h"
 #include "passes/simplify.h"
 #include "passes/tree_reduction.h"
+#include "support/error.h"
 #include "test_util.h"
 
 namespace fj {
@@ -288,6 +289,44 @@ ENTRY %main () -> (s32[4], s32[4], s32[3], f32[1]) {
   EXPECT_EQ(root->operand(1)->literal().ToString(), "{0, 5, -2, 1}");
   EXPECT_EQ(root->operand(2)->literal().ToString(), "{0, -4, 0}");
   EXPECT_EQ(root->operand(3)->literal().ToString(), "{0}");
+}
+
+TEST(Evaluator, GatherClampsStartsAndPlacesDimensionsAsXla) {
+  const std::string text = R"(
+module m
+
+ENTRY %main () -> (f32[3,2], s32[2,2,2]) {
+  %x = f32[3,4] constant({{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9, 10, 11}})
+  %i = s32[2,1] constant({{1}, {-5}})
+  %t = f32[3,2] gather(%x, %i), offset_dims={0}, collapsed_slice_dims={1}, start_index_map={1}, index_vector_dim=1, slice_sizes={3,1}
+  %y = s32[3,3] constant({{0, 1, 2}, {3, 4, 5}, {6, 7, 8}})
+  %w = s32[2,2] constant({{2, 2}, {0, 1}})
+  %win = s32[2,2,2] gather(%y, %w), offset_dims={1,2}, collapsed_slice_dims={}, start_index_map={0,1}, index_vector_dim=1, slice_sizes={2,2}
+  ROOT %r = (f32[3,2], s32[2,2,2]) tuple(%t, %win)
+}
+)";
+  std::unique_ptr<Module> m = Parse(text);
+  EXPECT_EQ(Normalize(m->ToString()), Normalize(text));  // prints as it parses
+  ConstantFoldingPass fold;
+  while (fold.Run(*m)) {
+  }
+  const Instruction* root = m->entry()->root();
+  // Column 1, then column -5 clamped to 0.
+  EXPECT_EQ(root->operand(0)->literal().ToString(), "{{1, 0}, {5, 4}, {9, 8}}");
+  // A 2x2 window at (2, 2) clamped to (1, 1); one at (0, 1).
+  EXPECT_EQ(root->operand(1)->literal().ToString(), "{{{4, 5}, {7, 8}}, {{1, 2}, {4, 5}}}");
+}
+
+TEST(ShapeInference, GatherRejectsMismatchedDimensionNumbers) {
+  EXPECT_THROW(Parse(R"(
+module m
+ENTRY %main (x: f32[3,4], i: s32[2,1]) -> (f32[2,4]) {
+  %x = f32[3,4] parameter(0)
+  %i = s32[2,1] parameter(1)
+  %g = f32[2,4] gather(%x, %i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={2,4}
+  ROOT %r = (f32[2,4]) tuple(%g)
+}
+)"), Error);
 }
 
 TEST(KernelWrapper, WrapsEveryComputeOpIntoAKernel) {

@@ -25,6 +25,7 @@ from fusionjit._src import core
 from fusionjit._src import dtypes as dt
 from fusionjit._src.config import config
 from fusionjit._src.lax import lax
+from fusionjit._src.lax.slicing import take_along
 from fusionjit._src.lowering import register
 from fusionjit._src.numpy import reductions, shapes, ufuncs
 from fusionjit._src.numpy.util import aval, fail, shape_arg, to_array
@@ -615,29 +616,11 @@ def categorical(key, logits, axis: int = -1, shape=None):
 
 
 def _take(a, idx, axis: int):
-    """a[idx] along `axis` for integer idx arrays, as a one-hot select-sum (exact)."""
-    a = to_array(a)
-    n = aval(a).shape[axis]
-    idx = to_array(idx)
-    onehot = ufuncs.equal(lax.reshape(idx, aval(idx).shape + (1,)),
-                          lax.iota(aval(idx).dtype, n))
-    moved = shapes.moveaxis(a, axis, 0)
-    rest = aval(moved).shape[1:]
-    flat_idx = aval(idx).shape
-    sel = lax.broadcast_in_dim(onehot, flat_idx + (n,) + rest,
-                               tuple(range(len(flat_idx) + 1)))
-    vals = lax.broadcast_in_dim(moved, flat_idx + (n,) + rest,
-                                tuple(range(len(flat_idx), len(flat_idx) + 1 + len(rest))))
-    zero = lax.full(flat_idx + (n,) + rest, 0, aval(a).dtype)
-    picked = lax.select(sel, vals, zero)
-    if dt.is_bool(aval(a).dtype):
-        out = lax.reduce_or(picked, (len(flat_idx),))
-    else:
-        out = lax.reduce_sum(picked, (len(flat_idx),))
-    # out: idx.shape + rest; put the drawn axis where `axis` was.
-    order = list(range(len(flat_idx), len(flat_idx) + axis)) + list(range(len(flat_idx))) + \
-        list(range(len(flat_idx) + axis, len(flat_idx) + len(rest)))
-    return lax.transpose(out, order)
+    """a[idx] along `axis` for an integer idx array of any shape (in range), by a gather."""
+    a, idx = to_array(a), to_array(idx)
+    shape, ishape = aval(a).shape, aval(idx).shape
+    flat = take_along(a, lax.reshape(idx, (int(np.prod(ishape, dtype=np.int64)),)), axis)
+    return lax.reshape(flat, shape[:axis] + ishape + shape[axis + 1:])
 
 
 def _shuffle(data, x, axis: int):

@@ -1,10 +1,9 @@
-"""Gathers composed of existing ops, with JAX's semantics: take, take_along_axis and NumPy
-advanced indexing (integer arrays, lists, boolean masks outside jit, mixed with basic
-indices), until gather is an IR op.
+"""Gathers with JAX's semantics: take, take_along_axis and NumPy advanced indexing (integer
+arrays, lists, boolean masks outside jit, mixed with basic indices).
 
 Concrete indices become static slices (runs of constant step, one concatenate); traced
-indices a one-hot take (compare each index with every position, select, OR-reduce the
-bits): O(indices x axis length) work, exact for every dtype. Out-of-bounds modes as JAX:
+indices one IR gather along the axis (``lax.slicing.take_along``): O(indices) work, fused
+into its consumers as any elementwise read. Out-of-bounds modes as JAX:
 indexing clamps ('clip' / 'promise_in_bounds'), ``take`` fills ('fill': NaN, the minimum
 signed or maximum unsigned integer, True), 'wrap' wraps."""
 
@@ -17,7 +16,8 @@ from fusionjit._src import dtypes as dt
 from fusionjit._src import errors
 from fusionjit._src.lax import lax
 from fusionjit._src.numpy import shapes
-from fusionjit._src.numpy.manipulation import take_onehot, take_static
+from fusionjit._src.lax.slicing import take_along
+from fusionjit._src.numpy.manipulation import take_static
 from fusionjit._src.numpy.util import aval, canonical_axis, check_arraylike, fail, to_array
 
 MODES = ("fill", "clip", "wrap", "promise_in_bounds", "drop")
@@ -88,7 +88,7 @@ def _take_axis(x, idx, axis: int, mode: str, fill_value, normalize: bool = True)
             if dt.is_signed(it) else lax.lt(flat, to_array(n, it))
         clipped = lax.clamp(to_array(0, it), flat, to_array(n - 1, it)) if dt.is_signed(it) \
             else lax.min(flat, to_array(n - 1, it))
-        out = take_onehot(x, clipped, axis)
+        out = take_along(x, clipped, axis)
         if mode in ("fill", "drop"):
             fv = default_fill(d) if fill_value is None else fill_value
             mask_shape = aval(out).shape

@@ -15,6 +15,7 @@ import numpy as np
 from fusionjit._src import core
 from fusionjit._src import dtypes as dt
 from fusionjit._src.lax import lax
+from fusionjit._src.lax.slicing import take_along
 from fusionjit._src.numpy import reductions, shapes
 from fusionjit._src.numpy.util import (aval, canonical_axis, check_arraylike, fail,
                                        promote_dtypes, shape_arg, to_array)
@@ -67,7 +68,7 @@ def take_static(x, idx, axis: int):
         return x
     runs = _runs(idx)
     if len(runs) > MAX_STATIC_PIECES:
-        return take_onehot(x, to_array(idx.astype(np.int32)), axis)
+        return take_along(x, to_array(idx.astype(np.int32)), axis)
     pieces = []
     for start, count, step in runs:
         if step == 0:
@@ -81,32 +82,6 @@ def take_static(x, idx, axis: int):
             lo = start + (count - 1) * step
             pieces.append(lax.rev(lax.slice_in_dim(x, lo, start + 1, -step, axis), (axis,)))
     return lax.concatenate(pieces, axis)
-
-
-def take_onehot(x, idx, axis: int):
-    """``x`` indexed along ``axis`` by the (possibly traced) 1-D integer array ``idx`` by
-    comparing every index with every position: O(len(idx) * n) work, exact for every dtype
-    (the element's bits are OR-reduced). Indices outside [0, n) give zeros. A gather
-    primitive will replace this."""
-    d = aval(x).dtype
-    shape = aval(x).shape
-    n, m = shape[axis], aval(idx).shape[0]
-    moved = lax.transpose(x, [i for i in range(len(shape)) if i != axis] + [axis])
-    if dt.is_float(d):
-        moved = lax.bitcast_convert_type(moved, dt.uint32 if d.itemsize == 4 else dt.uint64)
-    batch = aval(moved).shape[:-1]
-    full = batch + (m, n)
-    positions = lax.broadcasted_iota(aval(idx).dtype, full, len(full) - 1)
-    wanted = lax.broadcast_in_dim(idx, full, (len(full) - 2,))
-    values = lax.broadcast_in_dim(moved, full, tuple(range(len(batch))) + (len(full) - 1,))
-    zero = lax.full(full, 0, aval(moved).dtype)
-    picked = lax.reduce_or(lax.select(lax.eq(positions, wanted), values, zero), (len(full) - 1,))
-    if dt.is_float(d):
-        picked = lax.bitcast_convert_type(picked, d)
-    picked = lax.convert_element_type(picked, d, aval(x).weak_type)
-    order = list(range(len(batch)))
-    order.insert(axis, len(batch))
-    return lax.transpose(picked, order)
 
 
 # --- creation ----------------------------------------------------------------------
@@ -402,7 +377,7 @@ def repeat(a, repeats, axis=None, *, total_repeat_length=None):
     src = lax.reduce_sum(lax.convert_element_type(
         lax.le(lax.broadcast_in_dim(ends, (length, n), (1,)), pos), dt.int32), (1,))
     src = lax.min(src, to_array(np.int32(n - 1)))
-    return take_onehot(a, src, axis)
+    return take_along(a, src, axis)
 
 
 def core_error():

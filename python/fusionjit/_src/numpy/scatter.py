@@ -19,7 +19,7 @@ from fusionjit._src import core
 from fusionjit._src import dtypes as dt
 from fusionjit._src.lax import lax
 from fusionjit._src.numpy import gather, ufuncs
-from fusionjit._src.numpy.manipulation import take_onehot
+from fusionjit._src.lax.slicing import take_along
 from fusionjit._src.numpy.util import aval, broadcast_to_shape, fail, to_array
 
 _UPDATE_MODES = ("drop", "fill", "clip", "promise_in_bounds")
@@ -174,7 +174,7 @@ def _scatter_onehot(x, index, updates, op, mode):
         last = lax.reduce_max(lax.select(match, lax.broadcasted_iota(dt.int32, (n, m), 1),
                                          lax.full((n, m), -1, dt.int32)), (1,))
         has = lax.ge(last, to_array(np.int32(0)))
-        picked = take_onehot(u, lax.max(last, to_array(np.int32(0))), 0)
+        picked = take_along(u, lax.max(last, to_array(np.int32(0))), 0)
         out = lax.select(has, picked, xf)
     elif op in ("add", "multiply"):
         neutral = 0 if op == "add" else 1

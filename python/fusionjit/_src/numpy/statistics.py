@@ -1,6 +1,6 @@
 """Statistics and running reductions with JAX's semantics: cumsum/cumprod/cumulative_sum
 (lax's associative scans), var/std, quantile/percentile/median (a sort along the axis, then
-static slices or, for a traced ``q``, a one-hot take), average, ptp, count_nonzero and the
+static slices or, for a traced ``q``, a gather), average, ptp, count_nonzero and the
 NaN-ignoring reductions."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import numpy as np
 from fusionjit._src import core
 from fusionjit._src import dtypes as dt
 from fusionjit._src.lax import lax
+from fusionjit._src.lax.slicing import take_along
 from fusionjit._src.lax import scans
 from fusionjit._src.numpy import reductions, shapes
 from fusionjit._src.numpy.util import (aval, canonical_axes, canonical_axis, check_arraylike,
@@ -326,8 +327,8 @@ def _quantile(name, a, q, axis, out, method, keepdims):
         bounds = (to_array(np.int32(0)), to_array(np.int32(n - 1)))
         low_i = lax.clamp(bounds[0], lax.convert_element_type(low_f, dt.int32), bounds[1])
         high_i = lax.clamp(bounds[0], lax.convert_element_type(high_f, dt.int32), bounds[1])
-        low_v = manipulation.take_onehot(x, low_i, last)
-        high_v = manipulation.take_onehot(x, high_i, last)
+        low_v = take_along(x, low_i, last)
+        high_v = take_along(x, high_i, last)
     else:
         # A concrete q: the positions are known at trace time, the values static slices.
         q_np = np.asarray(q, np.float64).reshape(-1)

@@ -1,0 +1,153 @@
+"""``lax.gather`` with XLA's semantics (the IR's gather op), as ``jax.lax.gather``.
+
+Each position of ``start_indices`` outside its last axis (the index vector axis) names a
+slice of ``slice_sizes`` starting at the index vector (mapped onto the operand's dimensions
+by ``start_index_map``); the slice's dimensions not in ``collapsed_slice_dims`` appear in
+the output at ``offset_dims``, the indices' batch dimensions at the other positions. Modes,
+as JAX: ``'clip'`` and ``'promise_in_bounds'`` clamp each start so that the slice fits (what
+the op does), ``'fill'`` (JAX's default) gives ``fill_value`` for slices that do not fit."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from fusionjit._src import core
+from fusionjit._src import dtypes as dt
+from fusionjit._src.lax import elementwise as ew
+from fusionjit._src.lax import reductions as red
+from fusionjit._src.lax import shapes as sh
+from fusionjit._src.lax.common import Primitive, ShapedArray, _fail, asarray_operand
+from fusionjit._src.lowering import register
+
+
+class GatherDimensionNumbers(NamedTuple):
+    """As ``jax.lax.GatherDimensionNumbers`` (without the batching dimensions)."""
+    offset_dims: tuple
+    collapsed_slice_dims: tuple
+    start_index_map: tuple
+
+
+def _check_dims(name, dims, rank, increasing):
+    if any(not 0 <= d < rank for d in dims) or len(set(dims)) != len(dims):
+        _fail(f"gather: {name} {tuple(dims)} must be distinct dimensions below {rank}")
+    if increasing and list(dims) != sorted(dims):
+        _fail(f"gather: {name} {tuple(dims)} must be increasing")
+
+
+gather_p = Primitive("gather")
+
+
+@gather_p.def_abstract_eval
+def _gather_abstract_eval(x, idx, *, offset_dims, collapsed_slice_dims, start_index_map,
+                          slice_sizes):
+    if not dt.is_int(idx.dtype):
+        _fail(f"gather: indices must be integers, got {idx.dtype}")
+    if idx.ndim < 1 or idx.shape[-1] != len(start_index_map):
+        _fail(f"gather: the indices' last axis ({idx.shape}) must hold one start per entry "
+              f"of start_index_map {start_index_map}")
+    _check_dims("start_index_map", start_index_map, x.ndim, False)
+    _check_dims("collapsed_slice_dims", collapsed_slice_dims, x.ndim, True)
+    if len(slice_sizes) != x.ndim or any(not 0 <= s <= d for s, d in zip(slice_sizes, x.shape)):
+        _fail(f"gather: slice_sizes {slice_sizes} do not fit the operand {x.shape}", IndexError)
+    if any(slice_sizes[d] != 1 for d in collapsed_slice_dims):
+        _fail(f"gather: collapsed_slice_dims {collapsed_slice_dims} must have slice size 1")
+    offset_sizes = [s for d, s in enumerate(slice_sizes) if d not in collapsed_slice_dims]
+    if len(offset_dims) != len(offset_sizes):
+        _fail(f"gather: offset_dims {offset_dims} for {len(offset_sizes)} slice dimensions")
+    batch = list(idx.shape[:-1])
+    rank = len(batch) + len(offset_sizes)
+    _check_dims("offset_dims", offset_dims, rank, True)
+    offsets = iter(offset_sizes)
+    shape = tuple(next(offsets) if d in offset_dims else batch.pop(0) for d in range(rank))
+    return ShapedArray(shape, x.dtype, x.weak_type)
+
+
+@register(gather_p)
+def _gather_lower(ctx, avals_in, avals_out, x, idx, *, offset_dims, collapsed_slice_dims,
+                  start_index_map, slice_sizes):
+    return ctx.op("gather", [x, idx], dimensions=list(slice_sizes), offset_dims=list(offset_dims),
+                  collapsed_slice_dims=list(collapsed_slice_dims),
+                  start_index_map=list(start_index_map),
+                  index_vector_dim=len(avals_in[1].shape) - 1)
+
+
+def gather(operand, start_indices, dimension_numbers, slice_sizes, *, unique_indices=False,
+           indices_are_sorted=False, mode=None, fill_value=None):
+    """``jax.lax.gather``. The hints (``unique_indices``, ``indices_are_sorted``) are
+    accepted and unused: a gathered read needs neither."""
+    x, idx = asarray_operand(operand), asarray_operand(start_indices)
+    dn = dimension_numbers
+    if not isinstance(dn, GatherDimensionNumbers):
+        dn = GatherDimensionNumbers(*dn)
+    mode = "fill" if mode is None else str(getattr(mode, "name", mode)).lower()
+    mode = {"fill_or_drop": "fill", "clip": "clip", "fill": "fill",
+            "promise_in_bounds": "promise_in_bounds"}.get(mode)
+    if mode is None:
+        _fail("gather: mode must be 'clip', 'fill' or 'promise_in_bounds'", ValueError)
+    params = dict(offset_dims=tuple(int(d) for d in dn.offset_dims),
+                  collapsed_slice_dims=tuple(int(d) for d in dn.collapsed_slice_dims),
+                  start_index_map=tuple(int(d) for d in dn.start_index_map),
+                  slice_sizes=tuple(int(s) for s in slice_sizes))
+    out = gather_p.bind(x, idx, **params)
+    if mode != "fill":
+        return out
+    # A slice fits when every start is in [0, dim - size]; those that do not are filled.
+    x_shape, idx_shape = _shape(x), _shape(idx)
+    wide = np.dtype(np.int64) if dt.x64_enabled() else np.dtype(np.int32)
+    starts = ew.convert_element_type(idx, wide) if _dtype(idx) != wide else idx
+    limits = np.array([x_shape[d] - params["slice_sizes"][d] for d in params["start_index_map"]],
+                      wide)
+    last = len(idx_shape) - 1
+    lim = sh.broadcast_in_dim(limits, idx_shape, (last,))
+    fits = ew.bitwise_and(ew.ge(starts, red.full(idx_shape, 0, wide)), ew.le(starts, lim))
+    fits = red.reduce_and(fits, (last,))
+    out_shape = _shape(out)
+    batch_positions = tuple(d for d in range(len(out_shape)) if d not in params["offset_dims"])
+    fits = sh.broadcast_in_dim(fits, out_shape, batch_positions)
+    if fill_value is None:
+        fill_value = _default_fill(_dtype(out))
+    return ew.select(fits, out, red.full(out_shape, fill_value, _dtype(out)))
+
+
+def _shape(x):
+    return core.get_aval(x).shape
+
+
+def _dtype(x):
+    return core.get_aval(x).dtype
+
+
+def _default_fill(d):
+    """JAX's fill for out-of-bounds gathers: NaN, the smallest signed or largest unsigned
+    integer, True."""
+    d = np.dtype(d)
+    if dt.is_float(d):
+        return np.nan
+    if dt.is_bool(d):
+        return True
+    return np.iinfo(d).min if dt.is_signed(d) else np.iinfo(d).max
+
+
+def take_along(x, idx, axis: int):
+    """``x`` indexed along ``axis`` by the 1-D integer array ``idx`` (one gather: O(len(idx))
+    work per slice); indices outside [0, n) give zeros."""
+    x, idx = asarray_operand(x), asarray_operand(idx)
+    shape = _shape(x)
+    n, m = shape[axis], _shape(idx)[0]
+    rank = len(shape)
+    if n == 0 or m == 0:
+        out_shape = shape[:axis] + (m,) + shape[axis + 1:]
+        return red.full(out_shape, 0, _dtype(x))
+    sizes = tuple(1 if d == axis else s for d, s in enumerate(shape))
+    dn = GatherDimensionNumbers(offset_dims=tuple(d for d in range(rank) if d != axis),
+                                collapsed_slice_dims=(axis,), start_index_map=(axis,))
+    out = gather(x, sh.reshape(idx, (m, 1)), dn, sizes, mode="clip")
+    it = _dtype(idx)
+    inside = ew.ge(idx, red.full((m,), 0, it))
+    if n <= np.iinfo(it).max:
+        inside = ew.bitwise_and(inside, ew.lt(idx, red.full((m,), n, it)))
+    out_shape = _shape(out)
+    inside = sh.broadcast_in_dim(inside, out_shape, (axis,))
+    return ew.select(inside, out, red.full(out_shape, 0, _dtype(x)))
