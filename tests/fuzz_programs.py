@@ -3,7 +3,8 @@
 A seed (``numpy.random.Generator``) gives a random program: a DAG of 8-30 nodes over 1-4
 random input arrays (rank 0-3, dims 1-9; float32 mostly, also int32 and bool) made of
 elementwise ops, NumPy broadcasting, broadcast_to/expand_dims, reductions, concatenate/stack,
-slices (negative steps too), reshape, transpose and astype, returning 1-3 of its nodes.
+slices (negative steps too), reshape, transpose, astype and take (a gather at traced
+indices), returning 1-3 of its nodes.
 That is the small tier (the default): every node has at most 2048 elements. The loops tier
 (``--tier loops``, tests/fuzz_loops.py) puts such straight-line code in the steps of
 lax.scan, fori_loop and while_loop and the branches of cond and switch (nested too, with
@@ -347,7 +348,7 @@ class Generator:
     UNARY_I = ["neg", "abs", "square"]
     KINDS = {"unary": 20, "binary": 20, "where": 6, "compare": 3, "broadcast_to": 3,
              "expand_dims": 3, "reduce": 11, "concatenate": 4, "stack": 2, "slice": 6,
-             "reshape": 5, "transpose": 4, "astype": 3, "clip": 2}
+             "reshape": 5, "transpose": 4, "astype": 3, "clip": 2, "take": 2}
     max_size, max_rank = MAX_SIZE, MAX_RANK
 
     def __init__(self, rng: np.random.Generator, seed=None):
@@ -673,6 +674,18 @@ class Generator:
         if len(parts) == 1:
             text += ","
         return self.add("slice", [x], f"{{0}}[{text}]", self.bound(x))
+
+    def gen_take(self):
+        """x indexed along an axis by the values of an integer node (a gather under jit),
+        clamped into range as NumPy's mode='clip' does."""
+        x = self.pick(lambda i: len(self.shape(i)) >= 1)
+        ints = [i for i in range(len(self.nodes)) if self.dtype(i) == I32 and i != x]
+        if not ints:
+            raise _Reject
+        idx = self.choice(ints)
+        axis = self.r(len(self.shape(x)))
+        return self.add("take", [x, idx],
+                        f"xp.take({{0}}, xp.ravel({{1}}), axis={axis}, mode='clip')", self.bound(x))
 
     def gen_reshape(self):
         x = self.pick()

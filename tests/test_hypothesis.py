@@ -1,7 +1,7 @@
 """Property-based tests (Hypothesis) of fusionjit.numpy against NumPy: broadcasting of binary
 ops, comparisons and where over random shapes (rank <= 4, zero-size dims included) and dtypes,
-weak-typed Python scalars, reductions over random axes, reshape/transpose round trips and
-random basic indices, eagerly and under jit.
+weak-typed Python scalars, reductions over random axes, reshape/transpose round trips,
+random basic indices and random advanced (integer array) indices, eagerly and under jit.
 
 Expected values are computed by NumPy on inputs first converted to the dtype JAX's promotion
 gives (x64 disabled), so the comparison checks fusionjit's values, shapes and dtypes."""
@@ -362,3 +362,30 @@ def test_traced_integer_index(dtype, shape, data):
     assert_close(f(x, i), expected)
     assert_close(f(x, np.int32(i)), expected)
     assert_close(fnp.asarray(x)[prefix + (i,) + rest], expected)
+
+
+# --- random advanced (integer array) indices -----------------------------------------
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(DTYPES + [np.dtype(np.float16), np.dtype(np.uint8)]),
+       hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=6), st.data())
+def test_random_advanced_indices(dtype, shape, data):
+    # Integer arrays (negative entries included, broadcast together) on a random subset of
+    # the axes, slices on the others: NumPy's placement of the advanced dimensions (first
+    # when the indexed axes are not adjacent). Traced under jit, a gather per array.
+    x = data.draw(arrays(dtype, shape, wide=False)) if dtype in DTYPES else \
+        data.draw(arrays(I32, shape, wide=False)).astype(dtype)
+    axes = sorted(data.draw(st.sets(st.integers(0, len(shape) - 1), min_size=1)))
+    arrays_ = data.draw(hnp.integer_array_indices(
+        tuple(shape[a] for a in axes), result_shape=hnp.array_shapes(min_dims=0, max_dims=2,
+                                                                     max_side=4)))
+    slices = {a: data.draw(slices_for(shape[a])) for a in range(len(shape)) if a not in axes}
+
+    def index(parts):
+        it = iter(parts)
+        return tuple(next(it) if a in axes else slices[a] for a in range(len(shape)))
+
+    arrays_ = [a.astype(np.int32) for a in arrays_]
+    expected = x[index(arrays_)]
+    assert_close(fusionjit.jit(lambda a, *ix: a[index(ix)])(x, *arrays_), expected)
+    assert_close(fnp.asarray(x)[index(arrays_)], expected)
