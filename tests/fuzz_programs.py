@@ -3,8 +3,8 @@
 A seed (``numpy.random.Generator``) gives a random program: a DAG of 8-30 nodes over 1-4
 random input arrays (rank 0-3, dims 1-9; float32 mostly, also int32 and bool) made of
 elementwise ops, NumPy broadcasting, broadcast_to/expand_dims, reductions, concatenate/stack,
-slices (negative steps too), reshape, transpose, astype and take (a gather at traced
-indices), returning 1-3 of its nodes.
+slices (negative steps too), reshape, transpose, astype, take (a gather at traced
+indices), cumsum and sort along an axis, returning 1-3 of its nodes.
 That is the small tier (the default): every node has at most 2048 elements. The loops tier
 (``--tier loops``, tests/fuzz_loops.py) puts such straight-line code in the steps of
 lax.scan, fori_loop and while_loop and the branches of cond and switch (nested too, with
@@ -348,7 +348,7 @@ class Generator:
     UNARY_I = ["neg", "abs", "square"]
     KINDS = {"unary": 20, "binary": 20, "where": 6, "compare": 3, "broadcast_to": 3,
              "expand_dims": 3, "reduce": 11, "concatenate": 4, "stack": 2, "slice": 6,
-             "reshape": 5, "transpose": 4, "astype": 3, "clip": 2, "take": 2}
+             "reshape": 5, "transpose": 4, "astype": 3, "clip": 2, "take": 2, "along": 2}
     max_size, max_rank = MAX_SIZE, MAX_RANK
 
     def __init__(self, rng: np.random.Generator, seed=None):
@@ -686,6 +686,18 @@ class Generator:
         axis = self.r(len(self.shape(x)))
         return self.add("take", [x, idx],
                         f"xp.take({{0}}, xp.ravel({{1}}), axis={axis}, mode='clip')", self.bound(x))
+
+    def gen_along(self):
+        """A running sum (an associative scan under fusionjit) or a sort (a sorting network)
+        along one axis."""
+        x = self.pick(lambda i: len(self.shape(i)) >= 1)
+        d, s = self.dtype(x), self.shape(x)
+        axis = self.r(len(s))
+        if self.chance(0.5):
+            out = I32 if d == BOOL else d
+            return self.add("cumsum", [x], f"xp.cumsum({{0}}, axis={axis}, dtype={_DT_NAME[out]})",
+                            self.bound(x) * s[axis])
+        return self.add("sort", [x], f"xp.sort({{0}}, axis={axis})", self.bound(x))
 
     def gen_reshape(self):
         x = self.pick()
