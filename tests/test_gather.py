@@ -1,5 +1,7 @@
-"""The gather op (XLA's semantics): ``lax.gather`` against NumPy and JAX, its fusion into the
-kernels around it, constant folding, and the NumPy indexing built on it."""
+"""The gather and scatter ops (XLA's semantics): ``lax.gather`` and ``lax.scatter*`` against
+NumPy and JAX, their kernels (a gather fuses into its consumers; a scatter is a kernel of its
+own, in place where it can be), constant folding, and the NumPy indexing and ``.at[]``
+updates built on them."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import fusionjit.numpy as fnp
 from conftest import requires_jax
 
 GDN = lax.GatherDimensionNumbers
+SDN = lax.ScatterDimensionNumbers
 
 
 def test_rows_of_a_table():
@@ -118,3 +121,133 @@ def test_gather_matches_jax(case):
         got = fusionjit.jit(lambda x, i: lax.gather(x, i, dn, sizes, mode=mode))(x, idx)
         want = jax.lax.gather(x, idx, jax.lax.GatherDimensionNumbers(*dn), sizes, mode=mode)
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+# --- scatter ------------------------------------------------------------------------------
+
+ROWS = SDN(update_window_dims=(1,), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,))
+
+
+def test_scatter_rows_with_every_combiner():
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    idx = np.array([[1], [3], [1], [7], [-1]], np.int32)
+    u = np.arange(15, dtype=np.float32).reshape(5, 3) + 1
+    inside = idx[:3, 0]
+    for name, ufunc in [("scatter_add", np.add), ("scatter_mul", np.multiply),
+                        ("scatter_min", np.minimum), ("scatter_max", np.maximum)]:
+        f = fusionjit.jit(lambda x, i, u: getattr(lax, name)(x, i, u, ROWS))
+        want = x.copy()
+        ufunc.at(want, inside, u[:3])  # rows 7 and -1 do not fit: dropped
+        np.testing.assert_array_equal(f(x, idx, u), want)
+    want = x.copy()
+    want[inside] = u[:3]  # repeated index: the last update wins
+    scatter = fusionjit.jit(lambda x, i, u: lax.scatter(x, i, u, ROWS))
+    np.testing.assert_array_equal(scatter(x, idx, u), want)
+    clipped = fusionjit.jit(lambda x, i, u: lax.scatter_add(x, i, u, ROWS, mode="clip"))(x, idx, u)
+    want = x.copy()
+    np.add.at(want, np.clip(idx[:, 0], 0, 3), u)
+    np.testing.assert_array_equal(clipped, want)
+
+
+def test_repeated_float_adds_combine_in_order_bit_for_bit():
+    # np.add.at adds in index order in float32: the scatter does the same, so the sums are
+    # bit-identical (and the same on every run and thread count).
+    rng = np.random.default_rng(3)
+    ids = rng.integers(0, 100, 100_000).astype(np.int32)
+    vals = rng.standard_normal(100_000).astype(np.float32)
+    f = fusionjit.jit(lambda v, i: fnp.zeros(100, fnp.float32).at[i].add(v))
+    want = np.zeros(100, np.float32)
+    np.add.at(want, ids, vals)
+    np.testing.assert_array_equal(np.asarray(f(vals, ids)).view(np.uint32), want.view(np.uint32))
+    counts = fusionjit.jit(lambda i: fnp.zeros(10_000, fnp.int32).at[i].add(1))(ids * 97)
+    np.testing.assert_array_equal(counts, np.bincount(ids * 97, minlength=10_000))
+
+
+def test_scatter_updates_in_place_when_the_operand_dies():
+    x = np.zeros(4096, np.float32)
+    i = np.array([5, 9], np.int32)
+
+    def dies(x, i):  # (a scatter writing the program's output writes the caller's buffer)
+        return fnp.sum((x * 2).at[i].set(1.0))
+
+    def lives(x, i):
+        y = x * 2
+        return y.at[i].set(1.0), y
+
+    text = fusionjit.jit(dies).lower(x, i).as_text("buffers")
+    assert "(in place)" in text
+    assert float(fusionjit.jit(dies)(x, i)) == 2.0
+    out, y = fusionjit.jit(lives)(x, i)
+    assert float(np.asarray(out)[5]) == 1.0 and not np.asarray(y).any()  # y kept as it was
+
+
+def test_scatter_is_a_kernel_of_its_own_and_explain_says_why():
+    def f(x, i, u):
+        return x.at[i].add(fnp.sin(u)) * 3
+
+    x, u = np.zeros(64, np.float32), np.ones(8, np.float32)
+    i = np.arange(8, dtype=np.int32) * 7
+    want = np.zeros(64, np.float32)
+    np.add.at(want, i, np.sin(u))
+    np.testing.assert_allclose(fusionjit.jit(f)(x, i, u), want * 3, rtol=1e-6)
+    ex = fusionjit.explain(f)(x, i, u)
+    assert any(e["rule"] == "scatter-kernel" for e in ex.decisions)
+
+
+def test_scatter_in_a_loop_carry_and_in_16_bits():
+    def fill(n):
+        return lax.fori_loop(0, 5, lambda k, c: c.at[k * 2].set(k + 1.0), fnp.zeros(n))
+
+    np.testing.assert_array_equal(fusionjit.jit(fill, static_argnums=0)(10),
+                                  [1, 0, 2, 0, 3, 0, 4, 0, 5, 0])
+    h = np.zeros(4, np.float16)
+    i = np.array([1, 1, 3], np.int32)
+    v = np.array([0.1, 0.2, 0.3], np.float16)
+    got = fusionjit.jit(lambda h, i, v: h.at[i].add(v))(h, i, v)
+    want = h.copy()
+    np.add.at(want, i, v)  # NumPy's float16 rounds after each add too
+    np.testing.assert_array_equal(np.asarray(got), want)
+    assert np.asarray(got).dtype == np.float16
+
+
+def test_constant_folding_gives_the_compiled_scatter():
+    x = np.arange(6, dtype=np.float32)
+    i = np.array([[0], [5], [0], [9]], np.int32)
+    u = np.array([1.5, 2.5, 3.5, 4.5], np.float32)
+    dn = SDN(update_window_dims=(), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,))
+    compiled = fusionjit.jit(lambda x, i, u: lax.scatter_add(x, i, u, dn))(x, i, u)
+    folded = fusionjit.jit(lambda: lax.scatter_add(fnp.asarray(x), fnp.asarray(i), fnp.asarray(u),
+                                                   dn))()
+    np.testing.assert_array_equal(compiled, folded)
+    np.testing.assert_array_equal(compiled, [5, 1, 2, 3, 4, 7.5])
+
+
+def test_scatter_misuse_names_the_line():
+    x = fnp.zeros((4, 3))
+    with pytest.raises(TypeError, match="test_gather.py.*updates"):
+        lax.scatter_add(x, fnp.zeros((2, 1), fnp.int32), fnp.zeros((3, 3)), ROWS)
+    with pytest.raises(TypeError, match="integers"):
+        lax.scatter_add(x, fnp.zeros((2, 1)), fnp.zeros((2, 3)), ROWS)
+
+
+@requires_jax
+@pytest.mark.parametrize("case", range(3))
+def test_scatter_matches_jax(case):
+    import jax
+    rng = np.random.default_rng(10 + case)
+    x = rng.standard_normal((5, 4, 3)).astype(np.float32)
+    cases = [
+        (SDN((1, 2), (0,), (0,)), rng.integers(-1, 6, (6, 1)), (6, 4, 3)),
+        (SDN((1,), (0, 1), (0, 1)), rng.integers(0, 4, (7, 2)), (7, 3)),
+        (SDN((0, 2), (1,), (1,)), rng.integers(0, 4, (2, 1)), (5, 2, 3)),
+    ]
+    dn, idx, ushape = cases[case]
+    idx = idx.astype(np.int32)
+    u = rng.standard_normal(ushape).astype(np.float32)
+    for name in ("scatter_add", "scatter_max"):
+        for mode in ("clip", "fill"):
+            f = fusionjit.jit(lambda x, i, u: getattr(lax, name)(x, i, u, dn, mode=mode))
+            jdn = jax.lax.ScatterDimensionNumbers(*dn)
+            want = getattr(jax.lax, name)(x, idx, u, jdn, mode=mode)
+            got = f(x, idx, u)
+            np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6, atol=1e-6)

@@ -41,7 +41,7 @@ bool KeepsPositions(const Instruction* i, int64_t elements) {
 int InPlaceUpdateOperand(const Instruction* kernel) {
   if (kernel->opcode() != Opcode::kFusion || !kernel->shape().IsArray()) return -1;
   const Instruction* root = kernel->fused_computation()->root();
-  if (root->opcode() != Opcode::kDynamicUpdateSlice) return -1;
+  if (root->opcode() != Opcode::kDynamicUpdateSlice && root->opcode() != Opcode::kScatter) return -1;
   const Instruction* target = root->operand(0);
   if (target->opcode() != Opcode::kParameter || target->user_count() != 1) return -1;
   return static_cast<int>(target->parameter_number());

@@ -486,6 +486,52 @@ std::optional<Literal> EvaluateInstruction(const Instruction& instr,
         return s;
       });
     }
+    case Opcode::kScatter: {
+      Literal out = *ops[0];
+      const Literal& indices = *ops[1];
+      const Literal& updates = *ops[2];
+      const ScatterDims& s = instr.attrs().scatter;
+      auto contains = [](const std::vector<int64_t>& v, int64_t d) { return std::count(v.begin(), v.end(), d) > 0; };
+      const std::vector<int64_t>& odims = shape.dims();
+      std::vector<int64_t> window(odims.size(), 1);
+      size_t w = 0;
+      for (size_t d = 0; d < odims.size(); ++d) {
+        if (!contains(s.inserted_window_dims, static_cast<int64_t>(d))) window[d] = updates.shape().dim(static_cast<int>(s.update_window_dims[w++]));
+      }
+      std::vector<int64_t> os = RowMajorStrides(odims), is = RowMajorStrides(indices.shape().dims());
+      bool implicit = s.index_vector_dim == indices.shape().rank();
+      int bytes = DTypeBytes(shape.dtype());
+      bool failed = false;
+      ForEachIndex(updates.shape().dims(), [&](const std::vector<int64_t>& u, int64_t ulinear) {
+        if (failed) return;
+        std::vector<int64_t> at, offsets, pos(odims.size(), 0);
+        for (size_t d = 0; d < u.size(); ++d) (contains(s.update_window_dims, static_cast<int64_t>(d)) ? offsets : at).push_back(u[d]);
+        if (!implicit) at.insert(at.begin() + s.index_vector_dim, 0);
+        for (size_t k = 0; k < s.scatter_dims_to_operand_dims.size(); ++k) {
+          if (!implicit) at[s.index_vector_dim] = static_cast<int64_t>(k);
+          int64_t d = s.scatter_dims_to_operand_dims[k];
+          int64_t start = indices.GetInt64(Linear(at, is));
+          if (start < 0 || start > odims[d] - window[d]) return;  // the window does not fit: skipped
+          pos[d] = start;
+        }
+        size_t next = 0;
+        for (size_t d = 0; d < odims.size(); ++d) {
+          if (!contains(s.inserted_window_dims, static_cast<int64_t>(d))) pos[d] += offsets[next++];
+        }
+        int64_t o = Linear(pos, os);
+        Literal a(Shape::Scalar(shape.dtype())), v(Shape::Scalar(shape.dtype()));
+        std::memcpy(a.data(), static_cast<const char*>(out.data()) + o * bytes, bytes);
+        std::memcpy(v.data(), static_cast<const char*>(updates.data()) + ulinear * bytes, bytes);
+        std::optional<Literal> r = EvaluateComputation(*instr.to_apply(), {&a, &v});
+        if (!r) {
+          failed = true;
+          return;
+        }
+        std::memcpy(static_cast<char*>(out.data()) + o * bytes, r->data(), bytes);
+      });
+      if (failed) return std::nullopt;
+      return out;
+    }
     case Opcode::kGather: {
       const Literal& x = *ops[0];
       const Literal& indices = *ops[1];

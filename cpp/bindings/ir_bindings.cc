@@ -84,7 +84,13 @@ InstructionAttrs ParseAttrs(const py::dict& attrs) {
     } else if (key == "start_index_map") {
       a.gather.start_index_map = IntList(v);
     } else if (key == "index_vector_dim") {
-      a.gather.index_vector_dim = py::cast<int64_t>(v);
+      a.gather.index_vector_dim = a.scatter.index_vector_dim = py::cast<int64_t>(v);
+    } else if (key == "update_window_dims") {
+      a.scatter.update_window_dims = IntList(v);
+    } else if (key == "inserted_window_dims") {
+      a.scatter.inserted_window_dims = IntList(v);
+    } else if (key == "scatter_dims_to_operand_dims") {
+      a.scatter.scatter_dims_to_operand_dims = IntList(v);
     } else if (key == "padding") {
       for (py::handle p : v) {
         py::tuple t = py::reinterpret_borrow<py::tuple>(p);

@@ -189,6 +189,13 @@ KernelPlan PlanKernel(const Instruction* fusion, int max_width, bool in_place) {
     plan.num_outputs = static_cast<int>(fusion->shape().tuple_shapes().size());
     return plan;
   }
+  if (roots.size() == 1 && roots[0]->opcode() == Opcode::kScatter) {
+    plan.mode = KernelPlan::Mode::kScatter;
+    plan.units = 1;
+    plan.side_output = {false};
+    plan.in_place = in_place;
+    return plan;
+  }
   if (in_place && roots.size() == 1 && roots[0]->opcode() == Opcode::kDynamicUpdateSlice) {
     const Shape& update = roots[0]->operand(1)->shape();
     plan.mode = KernelPlan::Mode::kUpdate;
@@ -281,6 +288,94 @@ std::vector<const Instruction*> CooperativeReductions(const Instruction* fusion,
   if (hero && IsRowReduction(hero)) out.push_back(hero);
   return out;
 }
+
+namespace {
+
+// A scatter's one unit (units [begin, end) hold it or not): the operand copied to the output
+// unless they share the buffer, then each update element, in row-major order, combined into
+// the element its window puts it at; a window that does not fit is skipped (XLA). In order,
+// so repeated indices combine the same way on every run and every thread count.
+void EmitScatterUnit(Builder& b, ElementalEmitter& emitter, const Instruction* scatter, llvm::Value* out,
+                     bool in_place, llvm::Value* begin, llvm::Value* end) {
+  ElementalEmitter::WidthScope scalar(emitter, 1);
+  const Instruction* operand = scatter->operand(0);
+  const Instruction* indices = scatter->operand(1);
+  const Instruction* updates = scatter->operand(2);
+  const ScatterDims& s = scatter->attrs().scatter;
+  const std::vector<int64_t>& odims = operand->shape().dims();
+  const std::vector<int64_t>& udims = updates->shape().dims();
+  DType t = scatter->dtype();
+  auto contains = [](const std::vector<int64_t>& v, int64_t d) { return std::count(v.begin(), v.end(), d) > 0; };
+  llvm::LLVMContext& ctx = b.getContext();
+  llvm::Function* fn = b.GetInsertBlock()->getParent();
+  llvm::BasicBlock* run = llvm::BasicBlock::Create(ctx, "scatter.run", fn);
+  llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "scatter.done", fn);
+  b.CreateCondBr(b.CreateICmpULT(begin, end), run, done);
+  b.SetInsertPoint(run);
+  if (!in_place) {
+    emitter.ForLoop(b.getInt64(0), b.getInt64(operand->shape().NumElements()), 1, {},
+                    [&](llvm::Value* i, const std::vector<llvm::Value*>&) {
+                      LaneMath lanes(b, 1);
+                      Index at;
+                      at.linear = lanes.Uniform(i);
+                      if (!odims.empty()) at = MultiIndex(lanes, *at.linear, odims);
+                      StoreElements(b, out, t, lanes.Uniform(i), emitter.Emit(operand, at), 1);
+                      return std::vector<llvm::Value*>{};
+                    }, "scatter.copy");
+  }
+  // Window sizes along the operand's dimensions (1 where inserted).
+  std::vector<int64_t> window(odims.size(), 1);
+  size_t w = 0;
+  for (size_t d = 0; d < odims.size(); ++d) {
+    if (!contains(s.inserted_window_dims, static_cast<int64_t>(d))) window[d] = udims[s.update_window_dims[w++]];
+  }
+  bool implicit = s.index_vector_dim == indices->shape().rank();
+  emitter.ForLoop(b.getInt64(0), b.getInt64(updates->shape().NumElements()), 1, {},
+                  [&](llvm::Value* u, const std::vector<llvm::Value*>&) {
+    LaneMath lanes(b, 1);
+    Index uindex = udims.empty() ? Index{} : MultiIndex(lanes, lanes.Uniform(u), udims);
+    std::vector<IndexDim> batch, offsets;
+    for (size_t d = 0; d < udims.size(); ++d) {
+      (contains(s.update_window_dims, static_cast<int64_t>(d)) ? offsets : batch).push_back(uindex.dims[d]);
+    }
+    std::vector<llvm::Value*> pos(odims.size(), b.getInt64(0));
+    llvm::Value* fits = b.getTrue();
+    for (size_t k = 0; k < s.scatter_dims_to_operand_dims.size(); ++k) {
+      Index at;
+      at.dims = batch;
+      if (!implicit) at.dims.insert(at.dims.begin() + s.index_vector_dim, lanes.Constant(static_cast<int64_t>(k)));
+      Val v = emitter.Emit(indices, at);
+      llvm::Value* start = IsSignedInt(indices->dtype()) ? b.CreateSExtOrTrunc(v.v, b.getInt64Ty())
+                                                         : b.CreateZExtOrTrunc(v.v, b.getInt64Ty());
+      int64_t d = s.scatter_dims_to_operand_dims[k];
+      fits = b.CreateAnd(fits, b.CreateAnd(b.CreateICmpSGE(start, b.getInt64(0)),
+                                           b.CreateICmpSLE(start, b.getInt64(odims[d] - window[d]))));
+      pos[d] = start;
+    }
+    size_t next = 0;
+    for (size_t d = 0; d < odims.size(); ++d) {
+      if (contains(s.inserted_window_dims, static_cast<int64_t>(d))) continue;
+      pos[d] = b.CreateAdd(pos[d], lanes.Materialize(offsets[next++]));
+    }
+    llvm::Value* linear = b.getInt64(0);
+    for (size_t d = 0; d < odims.size(); ++d) linear = b.CreateAdd(b.CreateMul(linear, b.getInt64(odims[d])), pos[d]);
+    llvm::BasicBlock* apply = llvm::BasicBlock::Create(ctx, "scatter.apply", fn);
+    llvm::BasicBlock* next_update = llvm::BasicBlock::Create(ctx, "scatter.next", fn);
+    b.CreateCondBr(fits, apply, next_update);
+    b.SetInsertPoint(apply);
+    Val update = emitter.Emit(updates, uindex);
+    Val old = LoadElements(b, out, t, lanes.Uniform(linear), 1);
+    llvm::Value* combined = emitter.EmitCombiner(*scatter->to_apply(), old.v, update.v);
+    StoreElements(b, out, t, lanes.Uniform(linear), {combined, false}, 1);
+    b.CreateBr(next_update);
+    b.SetInsertPoint(next_update);
+    return std::vector<llvm::Value*>{};
+  }, "scatter.updates");
+  b.CreateBr(done);
+  b.SetInsertPoint(done);
+}
+
+}  // namespace
 
 llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, const KernelPlan& plan,
                                const std::string& name, bool may_alias, const WarpCooperation* warp) {
@@ -511,6 +606,8 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
         return std::vector<llvm::Value*>{};
       }, "htail", {1, false});
     }
+  } else if (plan.mode == KernelPlan::Mode::kScatter) {
+    EmitScatterUnit(b, emitter, roots[0], buffers[0], plan.in_place, begin, end);
   } else if (plan.mode == KernelPlan::Mode::kUpdate) {
     // The update's rows, written at the clamped start indices into the operand's buffer,
     // which is the output's: the rest of it stays as it is.

@@ -23,6 +23,7 @@ struct KernelPlan {
     kHorizontal,  // several outputs of different shapes, one segment of units each
     kUpdate,      // an in-place dynamic-update-slice: units are rows of the update
     kWholeLoop,   // a whole loop as one kernel (whole_loop_emitter.h): units are lanes
+    kScatter,     // a scatter: one unit, the updates applied in order
   };
   Mode mode = Mode::kRows;
   int64_t units = 0;       // iteration units in total
@@ -42,6 +43,8 @@ struct KernelPlan {
   // Row-fused kernels keep costly row values in a stack buffer (IsKeptRowValue); the GPU
   // computes them again instead.
   bool keep_row_values = true;
+  // kScatter: the output is the operand's buffer (no copy first).
+  bool in_place = false;
 };
 
 // Chooses the plan for `fusion` with at most `max_width` lanes (1 for the GPU).

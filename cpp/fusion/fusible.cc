@@ -115,6 +115,7 @@ bool IsLoopFusibleProducer(const Instruction* instr) {
   if (IsStructural(instr->opcode())) return false;
   switch (instr->opcode()) {
     case Opcode::kDot:
+    case Opcode::kScatter:
       return false;
     case Opcode::kConstant:
       return instr->shape().NumElements() == 1;  // large constants stay buffers
@@ -130,10 +131,12 @@ bool IsFusibleConsumer(const Instruction* instr) {
   switch (instr->opcode()) {
     case Opcode::kConstant:
     case Opcode::kDot:
+    case Opcode::kScatter:
       return false;
     case Opcode::kFusion:
-      // Dot kernels and whole-loop kernels are final.
-      return instr->fusion_kind() != FusionKind::kOutput && instr->fusion_kind() != FusionKind::kWholeLoop;
+      // Dot, whole-loop and scatter kernels are final.
+      return instr->fusion_kind() != FusionKind::kOutput && instr->fusion_kind() != FusionKind::kWholeLoop &&
+             instr->fusion_kind() != FusionKind::kScatter;
     default:
       return instr->shape().IsArray();
   }

@@ -19,6 +19,8 @@ FusionKind KernelKindFor(const Instruction* instr) {
       return FusionKind::kInput;
     case Opcode::kDot:
       return FusionKind::kOutput;
+    case Opcode::kScatter:
+      return FusionKind::kScatter;
     default:
       return FusionKind::kLoop;
   }
@@ -45,6 +47,7 @@ bool NeedsKernel(const Instruction* instr) {
 FusionKind ChooseFusionKind(const Computation& fused) {
   for (const Instruction* i : fused.MakePostOrder()) {
     if (i->opcode() == Opcode::kDot) return FusionKind::kOutput;
+    if (i->opcode() == Opcode::kScatter) return FusionKind::kScatter;
   }
   return ReductionHero(fused) ? FusionKind::kInput : FusionKind::kLoop;
 }
@@ -52,7 +55,10 @@ FusionKind ChooseFusionKind(const Computation& fused) {
 namespace {
 
 std::string FusionName(FusionKind kind, const Computation& fused) {
-  const char* prefix = kind == FusionKind::kInput ? "input" : kind == FusionKind::kOutput ? "output" : "loop";
+  const char* prefix = kind == FusionKind::kInput    ? "input"
+                       : kind == FusionKind::kOutput ? "output"
+                       : kind == FusionKind::kScatter ? "scatter"
+                                                      : "loop";
   const Instruction* root = fused.root();
   std::string hero;
   if (root->opcode() == Opcode::kTuple) {

@@ -125,6 +125,14 @@ FusionDecision InstructionFusionPass::ShouldFuse(const Instruction* producer,
   if (producer->opcode() == Opcode::kDot) {
     return FusionDecision::No("dot-kernel", "dot " + Name(producer) + " is computed by a kernel of its own (in XLA a library call)");
   }
+  for (const Instruction* s : {producer, consumer}) {
+    if (s->opcode() == Opcode::kScatter || (s->opcode() == Opcode::kFusion && s->fusion_kind() == FusionKind::kScatter)) {
+      return FusionDecision::No("scatter-kernel", "scatter " + Name(s) +
+                                                      " is a kernel of its own: it updates its operand's buffer in place "
+                                                      "(or a copy of it) one update at a time, so that repeated indices "
+                                                      "combine in order; its operands and result live in memory");
+    }
+  }
   // XLA leaves fusion-into-fusion to the fusion merger (into all users or none); with a cost
   // model a loop kernel may also be copied into just the users where that pays, which keeps
   // the result independent of the order in which the passes happened to build kernels.

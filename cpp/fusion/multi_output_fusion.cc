@@ -14,7 +14,8 @@ std::string Name(const Instruction* i) { return "%" + ValueOp(i)->name(); }
 
 bool IsKernel(const Instruction* i) {
   if (i->opcode() == Opcode::kFusion) {
-    return i->fusion_kind() != FusionKind::kOutput && i->fusion_kind() != FusionKind::kWholeLoop;
+    return i->fusion_kind() != FusionKind::kOutput && i->fusion_kind() != FusionKind::kWholeLoop &&
+           i->fusion_kind() != FusionKind::kScatter;
   }
   return NeedsKernel(i) && IsFusibleConsumer(i) && i->opcode() != Opcode::kDot;
 }

@@ -95,7 +95,8 @@ Match MatchLoop(const Instruction* loop) {
   }
   for (const Instruction* i : body->MakePostOrder()) {
     Opcode op = i->opcode();
-    if (op == Opcode::kWhile || op == Opcode::kConditional || op == Opcode::kCustomCall || op == Opcode::kCall) {
+    if (op == Opcode::kWhile || op == Opcode::kConditional || op == Opcode::kCustomCall || op == Opcode::kCall ||
+        op == Opcode::kScatter) {
       m.why_not = "its body holds " + std::string(OpcodeName(op)) + " " + Name(i);
       return m;
     }

@@ -9,7 +9,7 @@
 namespace fj {
 
 bool InstructionAttrs::operator==(const InstructionAttrs& o) const {
-  if (!(dimensions == o.dimensions && slice == o.slice && dot == o.dot && gather == o.gather &&
+  if (!(dimensions == o.dimensions && slice == o.slice && dot == o.dot && gather == o.gather && scatter == o.scatter &&
         padding == o.padding && direction == o.direction && index == o.index &&
         fusion_kind == o.fusion_kind && custom_call_target == o.custom_call_target &&
         custom_call_config == o.custom_call_config && unroll == o.unroll &&
@@ -43,7 +43,7 @@ std::unique_ptr<Instruction> Instruction::CloneWithNewOperands(
 bool Instruction::IsRoot() const { return parent_ && parent_->root() == this; }
 
 Computation* Instruction::to_apply() const {
-  FJ_CHECK(opcode_ == Opcode::kReduce || opcode_ == Opcode::kCall, name_);
+  FJ_CHECK(opcode_ == Opcode::kReduce || opcode_ == Opcode::kCall || opcode_ == Opcode::kScatter, name_);
   return called_.at(0);
 }
 Computation* Instruction::fused_computation() const {

@@ -41,6 +41,16 @@ struct GatherDims {
   }
 };
 
+// XLA's ScatterDimensionNumbers.
+struct ScatterDims {
+  std::vector<int64_t> update_window_dims, inserted_window_dims, scatter_dims_to_operand_dims;
+  int64_t index_vector_dim = 0;
+  bool operator==(const ScatterDims& o) const {
+    return update_window_dims == o.update_window_dims && inserted_window_dims == o.inserted_window_dims &&
+           scatter_dims_to_operand_dims == o.scatter_dims_to_operand_dims && index_vector_dim == o.index_vector_dim;
+  }
+};
+
 struct PadDim {
   int64_t low = 0, high = 0, interior = 0;
   bool operator==(const PadDim& o) const {
@@ -57,6 +67,7 @@ struct InstructionAttrs {
   SliceConfig slice;
   DotDims dot;
   GatherDims gather;
+  ScatterDims scatter;
   std::vector<PadDim> padding;
   ComparisonDirection direction = ComparisonDirection::kEq;
   int64_t index = 0;  // parameter number; get-tuple-element index

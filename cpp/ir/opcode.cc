@@ -70,12 +70,14 @@ std::string_view FusionKindName(FusionKind k) {
     case FusionKind::kInput: return "kInput";
     case FusionKind::kOutput: return "kOutput";
     case FusionKind::kWholeLoop: return "kWholeLoop";
+    case FusionKind::kScatter: return "kScatter";
   }
   return "?";
 }
 
 std::optional<FusionKind> ParseFusionKind(std::string_view s) {
-  for (FusionKind k : {FusionKind::kLoop, FusionKind::kInput, FusionKind::kOutput, FusionKind::kWholeLoop}) {
+  for (FusionKind k : {FusionKind::kLoop, FusionKind::kInput, FusionKind::kOutput, FusionKind::kWholeLoop,
+                       FusionKind::kScatter}) {
     if (FusionKindName(k) == s) return k;
   }
   return std::nullopt;

@@ -34,7 +34,7 @@ std::optional<ComparisonDirection> ParseComparisonDirection(std::string_view s);
 // Fusion kinds as in XLA: loop (one thread per output element), input (a reduction is the
 // hero), output (a dot with fused consumers).
 // kWholeLoop: a counted loop as one kernel (whole-loop fusion); see WholeLoopLayout.
-enum class FusionKind : uint8_t { kLoop, kInput, kOutput, kWholeLoop };
+enum class FusionKind : uint8_t { kLoop, kInput, kOutput, kWholeLoop, kScatter };
 std::string_view FusionKindName(FusionKind k);  // "kLoop", ...
 std::optional<FusionKind> ParseFusionKind(std::string_view s);
 

@@ -417,7 +417,13 @@ class Parser {
     } else if (key == "start_index_map") {
       attrs.gather.start_index_map = ParseIntList();
     } else if (key == "index_vector_dim") {
-      attrs.gather.index_vector_dim = ParseInt();
+      attrs.gather.index_vector_dim = attrs.scatter.index_vector_dim = ParseInt();
+    } else if (key == "update_window_dims") {
+      attrs.scatter.update_window_dims = ParseIntList();
+    } else if (key == "inserted_window_dims") {
+      attrs.scatter.inserted_window_dims = ParseIntList();
+    } else if (key == "scatter_dims_to_operand_dims") {
+      attrs.scatter.scatter_dims_to_operand_dims = ParseIntList();
     } else if (key == "lhs_batch_dims") {
       attrs.dot.lhs_batch = ParseIntList();
     } else if (key == "rhs_batch_dims") {

@@ -97,6 +97,12 @@ std::string Instruction::AttributesToString() const {
     case Opcode::kDynamicSlice:
       os << ", dynamic_slice_sizes=" << DimsToString(a.dimensions);
       break;
+    case Opcode::kScatter:
+      os << ", update_window_dims=" << DimsToString(a.scatter.update_window_dims)
+         << ", inserted_window_dims=" << DimsToString(a.scatter.inserted_window_dims)
+         << ", scatter_dims_to_operand_dims=" << DimsToString(a.scatter.scatter_dims_to_operand_dims)
+         << ", index_vector_dim=" << a.scatter.index_vector_dim << ", to_apply=%" << called_.at(0)->name();
+      break;
     case Opcode::kGather:
       os << ", offset_dims=" << DimsToString(a.gather.offset_dims)
          << ", collapsed_slice_dims=" << DimsToString(a.gather.collapsed_slice_dims)

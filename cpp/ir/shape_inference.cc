@@ -191,6 +191,46 @@ Shape InferGatherShape(const Shape& x, const Shape& indices, const GatherDims& g
 }
 
 
+void CheckScatter(const Shape& x, const Shape& indices, const Shape& updates, const ScatterDims& s) {
+  if (!IsInteger(indices.dtype())) ThrowInvalidArgument("scatter: indices ", indices.ToString(), " must be integers");
+  if (updates.dtype() != x.dtype()) {
+    ThrowInvalidArgument("scatter: updates ", updates.ToString(), " must have the operand's type ", DTypeName(x.dtype()));
+  }
+  if (s.index_vector_dim < 0 || s.index_vector_dim > indices.rank()) {
+    ThrowInvalidArgument("scatter: index_vector_dim ", s.index_vector_dim, " for indices ", indices.ToString());
+  }
+  int64_t vector_size = s.index_vector_dim == indices.rank() ? 1 : indices.dim(s.index_vector_dim);
+  if (vector_size != static_cast<int64_t>(s.scatter_dims_to_operand_dims.size())) {
+    ThrowInvalidArgument("scatter: index vectors of ", vector_size, " elements for scatter_dims_to_operand_dims ",
+                         DimsToString(s.scatter_dims_to_operand_dims));
+  }
+  CheckDims(Opcode::kScatter, s.scatter_dims_to_operand_dims, x.rank(), false);
+  CheckDims(Opcode::kScatter, s.inserted_window_dims, x.rank(), true);
+  CheckDims(Opcode::kScatter, s.update_window_dims, updates.rank(), true);
+  if (s.update_window_dims.size() + s.inserted_window_dims.size() != static_cast<size_t>(x.rank())) {
+    ThrowInvalidArgument("scatter: ", s.update_window_dims.size(), " window dimensions and ", s.inserted_window_dims.size(),
+                         " inserted ones for an operand of rank ", x.rank());
+  }
+  size_t w = 0;
+  for (int d = 0; d < x.rank(); ++d) {
+    if (std::count(s.inserted_window_dims.begin(), s.inserted_window_dims.end(), d)) continue;
+    int64_t size = updates.dim(static_cast<int>(s.update_window_dims[w++]));
+    if (size > x.dim(d)) ThrowInvalidArgument("scatter: a window of ", size, " along dimension ", d, " of ", x.ToString());
+  }
+  std::vector<int64_t> batch;
+  for (int d = 0; d < indices.rank(); ++d) {
+    if (d != s.index_vector_dim) batch.push_back(indices.dim(d));
+  }
+  std::vector<int64_t> update_batch;
+  for (int d = 0; d < updates.rank(); ++d) {
+    if (!std::count(s.update_window_dims.begin(), s.update_window_dims.end(), d)) update_batch.push_back(updates.dim(d));
+  }
+  if (batch != update_batch) {
+    ThrowInvalidArgument("scatter: updates ", updates.ToString(), " do not match the indices ", indices.ToString(),
+                         " (scatter dimensions ", DimsToString(update_batch), " against ", DimsToString(batch), ")");
+  }
+}
+
 Shape InferShape(Opcode op, const std::vector<const Shape*>& operands,
                  const InstructionAttrs& a, const std::vector<Computation*>& called,
                  const Shape* requested) {
@@ -390,6 +430,19 @@ Shape InferShape(Opcode op, const std::vector<const Shape*>& operands,
         dims.push_back(n);
       }
       result = Shape(x.dtype(), dims);
+      break;
+    }
+    case Opcode::kScatter: {
+      const Shape& x = ArrayOperand(op, operands, 0);
+      const Shape& indices = ArrayOperand(op, operands, 1);
+      const Shape& updates = ArrayOperand(op, operands, 2);
+      CheckScatter(x, indices, updates, a.scatter);
+      CheckCalledCount(op, called, 1);
+      Shape scalar = Shape::Scalar(x.dtype());
+      std::vector<const Shape*> args = {&scalar, &scalar};
+      CheckParametersMatch(op, called[0], args, 0);
+      if (ComputationResult(called[0]) != scalar) ThrowInvalidArgument("scatter: combiner must return ", scalar.ToString());
+      result = x;
       break;
     }
     case Opcode::kReduce: {

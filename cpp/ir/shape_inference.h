@@ -19,6 +19,9 @@ Shape InferShape(Opcode opcode, const std::vector<const Shape*>& operands,
 // The shape of the computation's parameters and root, as "(f32[4], s32[]) -> f32[4]".
 std::string ComputationSignature(const Computation& c);
 
+// Checks a scatter's operands against its dimension numbers (XLA's rules); throws.
+void CheckScatter(const Shape& operand, const Shape& indices, const Shape& updates, const ScatterDims& dims);
+
 // gather's result shape (XLA's rules): the indices' batch dimensions (all but
 // index_vector_dim) in order at the output positions not in offset_dims, and the slice's
 // non-collapsed dimensions at offset_dims.

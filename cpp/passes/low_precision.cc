@@ -9,8 +9,13 @@ namespace {
 
 bool IsLowArray(const Instruction* i) { return i->shape().IsArray() && IsLowPrecisionFloat(i->dtype()); }
 
+// A scatter whose combiner keeps the update ("set") only moves bits.
+bool SetsOnly(const Instruction* instr) {
+  return instr->opcode() == Opcode::kScatter && instr->to_apply()->root()->opcode() == Opcode::kParameter;
+}
+
 bool ComputesOnLowPrecision(const Instruction* instr) {
-  if (MovesBitsOnly(instr->opcode())) return false;
+  if (MovesBitsOnly(instr->opcode()) || SetsOnly(instr)) return false;
   if (IsLowArray(instr)) return true;
   for (const Instruction* o : instr->operands()) {
     if (IsLowArray(o)) return true;
@@ -18,7 +23,7 @@ bool ComputesOnLowPrecision(const Instruction* instr) {
   return false;
 }
 
-// The f32 combiner that replaces a 16-bit reduction's "(a, b) -> op(a, b)".
+// The f32 combiner that replaces a 16-bit reduction's (or scatter's) "(a, b) -> op(a, b)".
 Computation* F32Combiner(Module& module, const Instruction& reduce) {
   const Instruction* root = reduce.to_apply()->root();
   if (root->operand_count() != 2 || root->operand(0)->opcode() != Opcode::kParameter ||
@@ -39,7 +44,9 @@ void Rewrite(Module& module, Computation* c, Instruction* instr) {
   Shape shape = IsLowArray(instr) ? instr->shape().WithDType(DType::kF32) : instr->shape();
   Instruction* wide = c->AddInstruction(instr->CloneWithNewOperands(shape, operands), instr->name());
   wide->set_metadata(instr->metadata());
-  if (instr->opcode() == Opcode::kReduce) wide->set_called_computation(0, F32Combiner(module, *instr));
+  if (instr->opcode() == Opcode::kReduce || instr->opcode() == Opcode::kScatter) {
+    wide->set_called_computation(0, F32Combiner(module, *instr));
+  }
   Instruction* result = wide;
   if (IsLowArray(instr)) {
     result = b.Convert(wide, instr->dtype());

@@ -317,6 +317,32 @@ ENTRY %main () -> (f32[3,2], s32[2,2,2]) {
   EXPECT_EQ(root->operand(1)->literal().ToString(), "{{{4, 5}, {7, 8}}, {{1, 2}, {4, 5}}}");
 }
 
+TEST(Evaluator, ScatterCombinesInOrderAndSkipsWindowsThatDoNotFit) {
+  const std::string text = R"(
+module m
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+
+ENTRY %main () -> (f32[3,2]) {
+  %x = f32[3,2] constant({{0, 1}, {2, 3}, {4, 5}})
+  %i = s32[4,1] constant({{2}, {0}, {2}, {3}})
+  %u = f32[4,2] constant({{10, 20}, {30, 40}, {50, 60}, {70, 80}})
+  %s = f32[3,2] scatter(%x, %i, %u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=%add
+  ROOT %r = (f32[3,2]) tuple(%s)
+}
+)";
+  std::unique_ptr<Module> m = Parse(text);
+  EXPECT_EQ(Normalize(m->ToString()), Normalize(text));
+  ConstantFoldingPass fold;
+  while (fold.Run(*m)) {
+  }
+  EXPECT_EQ(m->entry()->root()->operand(0)->literal().ToString(), "{{30, 41}, {2, 3}, {64, 85}}");
+}
+
 TEST(ShapeInference, GatherRejectsMismatchedDimensionNumbers) {
   EXPECT_THROW(Parse(R"(
 module m

@@ -10,7 +10,8 @@ from fusionjit._src.lax.lax import (  # noqa: F401
     GatherDimensionNumbers, ge, gt, integer_pow, iota,
     is_finite, le, log, log1p, lt, max, min, mul, ne, neg, pad, population_count, pow,
     reduce_and, reduce_max, reduce_min, reduce_or, reduce_prod, reduce_sum, rem, reshape, rev,
-    round, RoundingMethod, rsqrt, select, shift_left, shift_right_arithmetic, shift_right_logical,
+    round, RoundingMethod, rsqrt, scatter, scatter_add, scatter_max, scatter_min, scatter_mul,
+    ScatterDimensionNumbers, select, shift_left, shift_right_arithmetic, shift_right_logical,
     sign, sin, slice, slice_in_dim, sqrt, squeeze, sub, tan, tanh, transpose)
 from fusionjit._src.lax.scans import (  # noqa: F401
     associative_scan, cumlogsumexp, cummax, cummin, cumprod, cumsum)

@@ -12,4 +12,6 @@ from fusionjit._src.lax.common import asarray_operand  # noqa: F401
 from fusionjit._src.lax.elementwise import *  # noqa: F401,F403
 from fusionjit._src.lax.reductions import *  # noqa: F401,F403
 from fusionjit._src.lax.shapes import *  # noqa: F401,F403
-from fusionjit._src.lax.slicing import GatherDimensionNumbers, gather  # noqa: F401
+from fusionjit._src.lax.slicing import (  # noqa: F401
+    GatherDimensionNumbers, ScatterDimensionNumbers, gather, scatter, scatter_add, scatter_max,
+    scatter_min, scatter_mul)

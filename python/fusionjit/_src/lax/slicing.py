@@ -151,3 +151,141 @@ def take_along(x, idx, axis: int):
     out_shape = _shape(out)
     inside = sh.broadcast_in_dim(inside, out_shape, (axis,))
     return ew.select(inside, out, red.full(out_shape, 0, _dtype(x)))
+
+
+# --- scatter ------------------------------------------------------------------------------
+
+class ScatterDimensionNumbers(NamedTuple):
+    """As ``jax.lax.ScatterDimensionNumbers`` (without the batching dimensions)."""
+    update_window_dims: tuple
+    inserted_window_dims: tuple
+    scatter_dims_to_operand_dims: tuple
+
+
+# How each update combines with the element it lands on: the IR combiner's opcode, or "set".
+_COMBINERS = ("set", "add", "multiply", "minimum", "maximum", "or", "and")
+
+scatter_p = Primitive("scatter")
+
+
+@scatter_p.def_abstract_eval
+def _scatter_abstract_eval(x, idx, updates, *, update_window_dims, inserted_window_dims,
+                           scatter_dims_to_operand_dims, combiner):
+    if not dt.is_int(idx.dtype):
+        _fail(f"scatter: indices must be integers, got {idx.dtype}")
+    if updates.dtype != x.dtype:
+        _fail(f"scatter: updates of {updates.dtype} for an operand of {x.dtype}")
+    if idx.ndim < 1 or idx.shape[-1] != len(scatter_dims_to_operand_dims):
+        _fail(f"scatter: the indices' last axis ({idx.shape}) must hold one start per entry of "
+              f"scatter_dims_to_operand_dims {scatter_dims_to_operand_dims}")
+    _check_dims("scatter_dims_to_operand_dims", scatter_dims_to_operand_dims, x.ndim, False)
+    _check_dims("inserted_window_dims", inserted_window_dims, x.ndim, True)
+    _check_dims("update_window_dims", update_window_dims, updates.ndim, True)
+    if len(update_window_dims) + len(inserted_window_dims) != x.ndim:
+        _fail(f"scatter: {len(update_window_dims)} window and {len(inserted_window_dims)} "
+              f"inserted dimensions for an operand of rank {x.ndim}")
+    batch = tuple(s for d, s in enumerate(updates.shape) if d not in update_window_dims)
+    if batch != idx.shape[:-1]:
+        _fail(f"scatter: updates {updates.shape} do not match the indices {idx.shape}")
+    window = iter(updates.shape[d] for d in update_window_dims)
+    for d in range(x.ndim):
+        if d not in inserted_window_dims and next(window) > x.shape[d]:
+            _fail(f"scatter: the update window is larger than the operand {x.shape}", IndexError)
+    return ShapedArray(x.shape, x.dtype, x.weak_type)
+
+
+def _combiner(ctx, name, d):
+    if name != "set":
+        return ctx.combiner(name, d)
+    key = ("set", dt.ir_name(d))
+    if key not in ctx._combiners:
+        comp = ctx.module_builder.add_computation(f"set_{dt.ir_name(d)}")
+        comp.parameter(0, dt.ir_name(d), [], "old")
+        comp.set_root(comp.parameter(1, dt.ir_name(d), [], "new"))
+        ctx._combiners[key] = comp
+    return ctx._combiners[key]
+
+
+@register(scatter_p)
+def _scatter_lower(ctx, avals_in, avals_out, x, idx, updates, *, update_window_dims,
+                   inserted_window_dims, scatter_dims_to_operand_dims, combiner):
+    combine = _combiner(ctx, combiner, avals_in[0].dtype)
+    return ctx.op("scatter", [x, idx, updates], called=[combine],
+                  update_window_dims=list(update_window_dims),
+                  inserted_window_dims=list(inserted_window_dims),
+                  scatter_dims_to_operand_dims=list(scatter_dims_to_operand_dims),
+                  index_vector_dim=len(avals_in[1].shape) - 1)
+
+
+def scatter_flat(x, positions, updates, combiner: str):
+    """``x`` (any shape) with ``updates[j]`` combined into its flat element ``positions[j]``
+    (1-D); positions outside [0, x.size) are skipped."""
+    x, positions, updates = (asarray_operand(v) for v in (x, positions, updates))
+    shape = _shape(x)
+    n, m = int(np.prod(shape, dtype=np.int64)), _shape(positions)[0]
+    out = scatter_p.bind(sh.reshape(x, (n,)), sh.reshape(positions, (m, 1)), updates,
+                         update_window_dims=(), inserted_window_dims=(0,),
+                         scatter_dims_to_operand_dims=(0,), combiner=combiner)
+    return sh.reshape(out, shape)
+
+
+def _scatter(combiner, operand, scatter_indices, updates, dimension_numbers, mode):
+    x, idx, upd = (asarray_operand(v) for v in (operand, scatter_indices, updates))
+    dn = dimension_numbers
+    if not isinstance(dn, ScatterDimensionNumbers):
+        dn = ScatterDimensionNumbers(*dn)
+    mode = "fill" if mode is None else str(getattr(mode, "name", mode)).lower()
+    mode = {"fill_or_drop": "fill", "fill": "fill", "drop": "fill", "clip": "clip",
+            "promise_in_bounds": "promise_in_bounds"}.get(mode)
+    if mode is None:
+        _fail("scatter: mode must be 'clip', 'fill' (drop) or 'promise_in_bounds'", ValueError)
+    params = dict(update_window_dims=tuple(int(d) for d in dn.update_window_dims),
+                  inserted_window_dims=tuple(int(d) for d in dn.inserted_window_dims),
+                  scatter_dims_to_operand_dims=tuple(
+                      int(d) for d in dn.scatter_dims_to_operand_dims))
+    if dt.is_bool(_dtype(x)):
+        combiner = {"add": "or", "multiply": "and"}.get(combiner, combiner)
+    if mode == "clip":
+        # Each window start clamped so that the window fits (XLA skips those that do not).
+        x_shape, u_shape = _shape(x), _shape(upd)
+        window = iter(u_shape[d] for d in params["update_window_dims"])
+        sizes = [1 if d in params["inserted_window_dims"] else next(window)
+                 for d in range(len(x_shape))]
+        hi = np.array([x_shape[d] - sizes[d] for d in params["scatter_dims_to_operand_dims"]],
+                      _dtype(idx))
+        last = len(_shape(idx)) - 1
+        idx = ew.max(ew.min(idx, sh.broadcast_in_dim(hi, _shape(idx), (last,))),
+                     red.full(_shape(idx), 0, _dtype(idx)))
+    return scatter_p.bind(x, idx, upd, combiner=combiner, **params)
+
+
+def scatter(operand, scatter_indices, updates, dimension_numbers, *, indices_are_sorted=False,
+            unique_indices=False, mode=None):
+    """``jax.lax.scatter``: each update replaces its element (repeated indices: the last
+    update in row-major order wins). Windows that do not fit are dropped (JAX's default
+    mode), or clamped into place with ``mode='clip'``."""
+    return _scatter("set", operand, scatter_indices, updates, dimension_numbers, mode)
+
+
+def scatter_add(operand, scatter_indices, updates, dimension_numbers, *,
+                indices_are_sorted=False, unique_indices=False, mode=None):
+    """``jax.lax.scatter_add`` (updates combined in row-major order: reproducible sums)."""
+    return _scatter("add", operand, scatter_indices, updates, dimension_numbers, mode)
+
+
+def scatter_mul(operand, scatter_indices, updates, dimension_numbers, *,
+                indices_are_sorted=False, unique_indices=False, mode=None):
+    """``jax.lax.scatter_mul``."""
+    return _scatter("multiply", operand, scatter_indices, updates, dimension_numbers, mode)
+
+
+def scatter_min(operand, scatter_indices, updates, dimension_numbers, *,
+                indices_are_sorted=False, unique_indices=False, mode=None):
+    """``jax.lax.scatter_min``."""
+    return _scatter("minimum", operand, scatter_indices, updates, dimension_numbers, mode)
+
+
+def scatter_max(operand, scatter_indices, updates, dimension_numbers, *,
+                indices_are_sorted=False, unique_indices=False, mode=None):
+    """``jax.lax.scatter_max``."""
+    return _scatter("maximum", operand, scatter_indices, updates, dimension_numbers, mode)

@@ -1,13 +1,14 @@
 """``x.at[index].set/add/subtract/multiply/divide/power/min/max/apply/get``: functional
-index updates with JAX's semantics, composed of existing ops until scatter is an IR op.
+index updates with JAX's semantics.
 
 Basic indices (integers, possibly traced, slices of any step, None, ...) place the updates
 with ``pad`` (interior padding for strides) inside a ``dynamic_slice`` window and blend
-them with a mask: O(size of x) work. Array indices compare every target position with every
-element (an (x.size, updates) one-hot): O(x.size x updates) work, fine for the small
-updates of RL code, not for big scatters. Out-of-bounds updates are dropped (JAX's default
+them with a mask: O(size of x) work. Array indices become one IR scatter at the flat
+positions the index selects (a kernel of its own, in place where the operand's buffer is
+free): O(updates) work after the copy. Out-of-bounds updates are dropped (JAX's default
 mode for updates); 'clip' and 'promise_in_bounds' clamp them instead. With repeated
-indices ``add``/``multiply``/``min``/``max`` combine every update; ``set`` keeps the last."""
+indices ``add``/``multiply``/``min``/``max`` combine every update, in row-major order (so
+float sums are reproducible); ``set`` keeps the last."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from fusionjit._src import core
 from fusionjit._src import dtypes as dt
 from fusionjit._src.lax import lax
 from fusionjit._src.numpy import gather, ufuncs
-from fusionjit._src.lax.slicing import take_along
+from fusionjit._src.lax.slicing import scatter_flat
 from fusionjit._src.numpy.util import aval, broadcast_to_shape, fail, to_array
 
 _UPDATE_MODES = ("drop", "fill", "clip", "promise_in_bounds")
@@ -152,7 +153,14 @@ def _scatter_basic(x, plan, result_shape, updates, op, mode):
     return lax.select(lax.broadcast_in_dim(in_bounds, shape, ()), out, x)
 
 
-def _scatter_onehot(x, index, updates, op, mode):
+_COMBINER = {"set": "set", "add": "add", "multiply": "multiply", "min": "minimum",
+             "max": "maximum"}
+
+
+def _scatter_indexed(x, index, updates, op, mode):
+    """``x`` with ``updates`` combined by ``op`` at the positions an advanced ``index``
+    selects: one scatter (in row-major order of the updates) at their flat positions, -1
+    (skipped) for the updates that 'drop' leaves out."""
     shape = aval(x).shape
     d = aval(x).dtype
     n = aval(x).size
@@ -163,40 +171,13 @@ def _scatter_onehot(x, index, updates, op, mode):
     u = to_array(updates)
     u = lax.convert_element_type(u, d, aval(x).weak_type and aval(u).weak_type)
     u = lax.reshape(broadcast_to_shape(u, aval(pos).shape), (m,))
-    pos = lax.reshape(pos, (m,))
-    xf = lax.reshape(x, (n,))
     if m == 0 or n == 0:
         return x
-    match = lax.eq(lax.broadcast_in_dim(pos, (n, m), (1,)), lax.broadcasted_iota(dt.int32,
-                                                                                 (n, m), 0))
-    ub = lax.broadcast_in_dim(u, (n, m), (1,))
-    if op == "set":
-        last = lax.reduce_max(lax.select(match, lax.broadcasted_iota(dt.int32, (n, m), 1),
-                                         lax.full((n, m), -1, dt.int32)), (1,))
-        has = lax.ge(last, to_array(np.int32(0)))
-        picked = take_along(u, lax.max(last, to_array(np.int32(0))), 0)
-        out = lax.select(has, picked, xf)
-    elif op in ("add", "multiply"):
-        neutral = 0 if op == "add" else 1
-        if dt.is_bool(d):
-            reduce = lax.reduce_or if op == "add" else lax.reduce_and
-            vals = lax.select(match, ub, lax.full((n, m), bool(neutral), d))
-            out = (lax.bitwise_or if op == "add" else lax.bitwise_and)(xf, reduce(vals, (1,)))
-        else:
-            reduce = lax.reduce_sum if op == "add" else lax.reduce_prod
-            vals = lax.select(match, ub, lax.full((n, m), neutral, d))
-            out = (lax.add if op == "add" else lax.mul)(xf, reduce(vals, (1,)))
-    else:
-        big = lax.reduce_min if op == "min" else lax.reduce_max
-        if dt.is_float(d):
-            ident = np.inf if op == "min" else -np.inf
-        elif dt.is_bool(d):
-            ident = op == "min"
-        else:
-            ident = np.iinfo(d).max if op == "min" else np.iinfo(d).min
-        vals = lax.select(match, ub, lax.full((n, m), ident, d))
-        out = (lax.min if op == "min" else lax.max)(xf, big(vals, (1,)))
-    return lax.reshape(out, shape)
+    combiner = _COMBINER[op]
+    if dt.is_bool(d):
+        combiner = {"add": "or", "multiply": "and", "minimum": "and", "maximum": "or"}.get(
+            combiner, combiner)
+    return scatter_flat(x, lax.reshape(pos, (m,)), u, combiner)
 
 
 def scatter(x, index, updates, op, mode=None):
@@ -217,10 +198,10 @@ def scatter(x, index, updates, op, mode=None):
         else:
             new = _combine_basic(op, current, lax.convert_element_type(
                 broadcast_to_shape(to_array(updates), aval(current).shape), aval(x).dtype))
-        return _scatter_onehot(x, index, new, "set", mode)
+        return _scatter_indexed(x, index, new, "set", mode)
     if op == "subtract":
-        return _scatter_onehot(x, index, ufuncs.negative(to_array(updates)), "add", mode)
-    return _scatter_onehot(x, index, updates, op, mode)
+        return _scatter_indexed(x, index, ufuncs.negative(to_array(updates)), "add", mode)
+    return _scatter_indexed(x, index, updates, op, mode)
 
 
 class _IndexUpdateRef:
