@@ -610,9 +610,91 @@ def test_reshape_of_broadcasted_iota():
     np.testing.assert_array_equal(got, np.repeat(np.arange(3), 4))
 
 
+# --- jax.numpy names beyond the array API ----------------------------------------------
+
+def test_put_along_axis_and_bincount_are_scatters():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    idx = np.array([[0], [3], [1]], np.int32)
+    want = a.copy()
+    np.put_along_axis(want, idx, -1.0, axis=1)
+    got = fusionjit.jit(lambda a, i: fnp.put_along_axis(a, i, -1.0, axis=1, inplace=False))(a, idx)
+    np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError, match="inplace=False"):
+        fnp.put_along_axis(fnp.asarray(a), idx, 0.0, axis=1)
+    x = np.array([0, 3, 3, 1, 7, 3], np.int32)
+    w = np.linspace(0, 1, 6).astype(np.float32)
+    np.testing.assert_array_equal(fnp.bincount(x), np.bincount(x))
+    np.testing.assert_allclose(fusionjit.jit(lambda x, w: fnp.bincount(x, w, length=9))(x, w),
+                               np.bincount(x, w, minlength=9), rtol=1e-6)
+    with pytest.raises(TypeError, match="length="):
+        fusionjit.jit(fnp.bincount)(x)
+
+
+def test_differences_membership_bins_and_interpolation():
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((4, 6)).astype(np.float32)
+    np.testing.assert_allclose(fusionjit.jit(lambda a: fnp.diff(a, n=2, axis=1))(a),
+                               np.diff(a, n=2, axis=1), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(fnp.diff(a, axis=0, prepend=0.0), np.diff(a, axis=0, prepend=0.0),
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(fnp.diff(np.array([True, True, False])),
+                                  np.diff(np.array([True, True, False])))
+    np.testing.assert_allclose(fnp.ediff1d(a, to_begin=[9.0], to_end=7.0),
+                               np.ediff1d(a, to_begin=[9.0], to_end=7.0), rtol=1e-5, atol=1e-6)
+    e = np.array([[1, 5], [7, 2]], np.int32)
+    t = np.array([2, 7, 9], np.int32)
+    np.testing.assert_array_equal(fusionjit.jit(fnp.isin)(e, t), np.isin(e, t))
+    np.testing.assert_array_equal(fnp.isin(e, t, invert=True), np.isin(e, t, invert=True))
+    x = np.array([-1.0, 0.0, 0.5, 1.0, 2.5, 9.0], np.float32)
+    for bins in (np.array([0.0, 1.0, 2.5], np.float32), np.array([2.5, 1.0, 0.0], np.float32)):
+        for right in (False, True):
+            np.testing.assert_array_equal(
+                fusionjit.jit(lambda x, b: fnp.digitize(x, b, right=right))(x, bins),
+                np.digitize(x, bins, right=right))
+    xp = np.array([0.0, 1.0, 1.0, 3.0], np.float32)
+    fp = np.array([0.0, 2.0, 5.0, 1.0], np.float32)
+    q = np.array([-1.0, 0.25, 0.999, 1.5, 3.0, 4.0], np.float32)
+    np.testing.assert_allclose(fusionjit.jit(fnp.interp)(q, xp, fp), np.interp(q, xp, fp),
+                               rtol=1e-6)
+    np.testing.assert_allclose(fnp.interp(q, xp, fp, left=-9.0, right=9.0),
+                               np.interp(q, xp, fp, left=-9.0, right=9.0), rtol=1e-6)
+
+
+def test_spaces_nan_args_trapezoid_vander_ix_and_dtype_names():
+    np.testing.assert_allclose(fnp.logspace(0, 3, 4), np.logspace(0, 3, 4), rtol=1e-6)
+    np.testing.assert_allclose(fnp.geomspace(1, 1000, 4), np.geomspace(1, 1000, 4), rtol=1e-5)
+    np.testing.assert_allclose(fnp.geomspace(-2, -32, 5), np.geomspace(-2, -32, 5), rtol=1e-5)
+    a = np.array([[np.nan, 2.0, 1.0], [np.nan, np.nan, np.nan], [3.0, np.nan, 4.0]], np.float32)
+    np.testing.assert_array_equal(fusionjit.jit(lambda a: fnp.nanargmax(a, axis=1))(a), [1, -1, 2])
+    np.testing.assert_array_equal(fnp.nanargmin(a, axis=1), [2, -1, 0])
+    y = np.array([[1.0, 2.0, 4.0], [0.0, 1.0, 0.0]], np.float32)
+    xs = np.array([0.0, 1.0, 3.0], np.float32)
+    np.testing.assert_allclose(fnp.trapezoid(y, xs, axis=1), np.trapezoid(y, xs, axis=1))
+    np.testing.assert_allclose(fnp.trapezoid(y, dx=0.5, axis=0), np.trapezoid(y, dx=0.5, axis=0))
+    v = np.array([1.0, 2.0, 3.0], np.float32)
+    np.testing.assert_allclose(fnp.vander(v), np.vander(v))
+    np.testing.assert_allclose(fnp.vander(v, 2, increasing=True), np.vander(v, 2, increasing=True))
+    g = np.arange(20).reshape(4, 5)
+    rows, cols = np.array([0, 3]), np.array([1, 2, 4])
+    np.testing.assert_array_equal(fnp.asarray(g)[fnp.ix_(rows, cols)], g[np.ix_(rows, cols)])
+    assert fnp.issubdtype(fnp.bfloat16, fnp.floating) and fnp.issubdtype(fnp.int8, fnp.integer)
+    assert not fnp.issubdtype(fnp.uint8, fnp.signedinteger)
+    assert fnp.float_ is np.float64 and fnp.single is np.float32
+
+
 if __name__ == "__main__":
+    # Name coverage: python3 tests/test_array_api.py (jax.numpy's names when JAX is there).
     present = [n for n in ARRAY_API_NAMES if hasattr(fnp, n)]
     print(f"array API 2023.12 main namespace: {len(present)} of {len(ARRAY_API_NAMES)} names")
     for n in ARRAY_API_NAMES:
         if not hasattr(fnp, n):
             print("  missing:", n)
+    try:
+        import jax.numpy as jnp
+    except ImportError:
+        jnp = None
+    if jnp is not None:
+        names = sorted(n for n in dir(jnp) if not n.startswith("_"))
+        missing = [n for n in names if not hasattr(fnp, n)]
+        print(f"jax.numpy: {len(names) - len(missing)} of {len(names)} public names")
+        print("  missing:", " ".join(missing))

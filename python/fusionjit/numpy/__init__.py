@@ -9,6 +9,10 @@ from fusionjit._src.numpy.contractions import (  # noqa: F401
     cross, einsum, kron, matrix_transpose, tensordot, vecdot)
 from fusionjit._src.numpy.dtype_info import (  # noqa: F401
     __array_namespace_info__, can_cast, finfo, iinfo, isdtype)
+from fusionjit._src.numpy.extras import (  # noqa: F401
+    bincount, bool, diff, digitize, double, ediff1d, float_, floating, generic, geomspace,
+    inexact, int_, integer, interp, isin, issubdtype, ix_, logspace, nanargmax, nanargmin, number,
+    put_along_axis, signedinteger, single, trapezoid, uint, unsignedinteger, vander)
 from fusionjit._src.numpy.gather import take, take_along_axis  # noqa: F401
 from fusionjit._src.numpy.indexing import getitem as _getitem  # noqa: F401
 from fusionjit._src.numpy.manipulation import (  # noqa: F401
