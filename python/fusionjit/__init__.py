@@ -28,6 +28,7 @@ from fusionjit import tree_util
 from fusionjit import numpy
 from fusionjit import lax
 from fusionjit import random
+from fusionjit import nn
 from fusionjit import testing
 from fusionjit import dlpack
 
@@ -76,5 +77,5 @@ __all__ = [
     "UnexpectedTracerError", "DeviceError", "block_until_ready", "config", "device_put",
     "devices", "disable_jit", "dlpack", "explain", "gpu_unavailable_reason",
     "jit", "lax",
-    "make_ir", "numpy", "random", "testing", "tree_util",
+    "make_ir", "nn", "numpy", "random", "testing", "tree_util",
 ]
