@@ -143,19 +143,26 @@ void CheckCalledCount(Opcode op, const std::vector<Computation*>& called, size_t
   }
 }
 
+// The indices of a gather or scatter: integers whose index vectors (along index_vector_dim,
+// or one implicit element when it is the rank) hold `starts` start indices.
+void CheckIndexVectors(Opcode op, const Shape& indices, int64_t index_vector_dim,
+                       const std::vector<int64_t>& dims_map, const char* map_name) {
+  if (!IsInteger(indices.dtype())) ThrowInvalidArgument(Name(op), ": indices ", indices.ToString(), " must be integers");
+  if (index_vector_dim < 0 || index_vector_dim > indices.rank()) {
+    ThrowInvalidArgument(Name(op), ": index_vector_dim ", index_vector_dim, " for indices ", indices.ToString());
+  }
+  int64_t vector_size = index_vector_dim == indices.rank() ? 1 : indices.dim(static_cast<int>(index_vector_dim));
+  if (vector_size != static_cast<int64_t>(dims_map.size())) {
+    ThrowInvalidArgument(Name(op), ": index vectors of ", vector_size, " elements for ", map_name, " ",
+                         DimsToString(dims_map));
+  }
+}
+
 }  // namespace
 
 Shape InferGatherShape(const Shape& x, const Shape& indices, const GatherDims& g,
                        const std::vector<int64_t>& slice_sizes) {
-  if (!IsInteger(indices.dtype())) ThrowInvalidArgument("gather: indices ", indices.ToString(), " must be integers");
-  if (g.index_vector_dim < 0 || g.index_vector_dim > indices.rank()) {
-    ThrowInvalidArgument("gather: index_vector_dim ", g.index_vector_dim, " for indices ", indices.ToString());
-  }
-  int64_t vector_size = g.index_vector_dim == indices.rank() ? 1 : indices.dim(g.index_vector_dim);
-  if (vector_size != static_cast<int64_t>(g.start_index_map.size())) {
-    ThrowInvalidArgument("gather: index vectors of ", vector_size, " elements for start_index_map ",
-                         DimsToString(g.start_index_map));
-  }
+  CheckIndexVectors(Opcode::kGather, indices, g.index_vector_dim, g.start_index_map, "start_index_map");
   CheckDims(Opcode::kGather, g.start_index_map, x.rank(), false);
   CheckDims(Opcode::kGather, g.collapsed_slice_dims, x.rank(), true);
   if (static_cast<int>(slice_sizes.size()) != x.rank()) {
@@ -192,17 +199,10 @@ Shape InferGatherShape(const Shape& x, const Shape& indices, const GatherDims& g
 
 
 void CheckScatter(const Shape& x, const Shape& indices, const Shape& updates, const ScatterDims& s) {
-  if (!IsInteger(indices.dtype())) ThrowInvalidArgument("scatter: indices ", indices.ToString(), " must be integers");
+  CheckIndexVectors(Opcode::kScatter, indices, s.index_vector_dim, s.scatter_dims_to_operand_dims,
+                    "scatter_dims_to_operand_dims");
   if (updates.dtype() != x.dtype()) {
     ThrowInvalidArgument("scatter: updates ", updates.ToString(), " must have the operand's type ", DTypeName(x.dtype()));
-  }
-  if (s.index_vector_dim < 0 || s.index_vector_dim > indices.rank()) {
-    ThrowInvalidArgument("scatter: index_vector_dim ", s.index_vector_dim, " for indices ", indices.ToString());
-  }
-  int64_t vector_size = s.index_vector_dim == indices.rank() ? 1 : indices.dim(s.index_vector_dim);
-  if (vector_size != static_cast<int64_t>(s.scatter_dims_to_operand_dims.size())) {
-    ThrowInvalidArgument("scatter: index vectors of ", vector_size, " elements for scatter_dims_to_operand_dims ",
-                         DimsToString(s.scatter_dims_to_operand_dims));
   }
   CheckDims(Opcode::kScatter, s.scatter_dims_to_operand_dims, x.rank(), false);
   CheckDims(Opcode::kScatter, s.inserted_window_dims, x.rank(), true);

@@ -107,7 +107,7 @@ def gather(operand, start_indices, dimension_numbers, slice_sizes, *, unique_ind
     batch_positions = tuple(d for d in range(len(out_shape)) if d not in params["offset_dims"])
     fits = sh.broadcast_in_dim(fits, out_shape, batch_positions)
     if fill_value is None:
-        fill_value = _default_fill(_dtype(out))
+        fill_value = default_fill(_dtype(out))
     return ew.select(fits, out, red.full(out_shape, fill_value, _dtype(out)))
 
 
@@ -119,7 +119,7 @@ def _dtype(x):
     return core.get_aval(x).dtype
 
 
-def _default_fill(d):
+def default_fill(d):
     """JAX's fill for out-of-bounds gathers: NaN, the smallest signed or largest unsigned
     integer, True."""
     d = np.dtype(d)
@@ -267,25 +267,17 @@ def scatter(operand, scatter_indices, updates, dimension_numbers, *, indices_are
     return _scatter("set", operand, scatter_indices, updates, dimension_numbers, mode)
 
 
-def scatter_add(operand, scatter_indices, updates, dimension_numbers, *,
-                indices_are_sorted=False, unique_indices=False, mode=None):
-    """``jax.lax.scatter_add`` (updates combined in row-major order: reproducible sums)."""
-    return _scatter("add", operand, scatter_indices, updates, dimension_numbers, mode)
+def _combining(combiner: str, name: str, doc: str):
+    def fn(operand, scatter_indices, updates, dimension_numbers, *, indices_are_sorted=False,
+           unique_indices=False, mode=None):
+        return _scatter(combiner, operand, scatter_indices, updates, dimension_numbers, mode)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc
+    return fn
 
 
-def scatter_mul(operand, scatter_indices, updates, dimension_numbers, *,
-                indices_are_sorted=False, unique_indices=False, mode=None):
-    """``jax.lax.scatter_mul``."""
-    return _scatter("multiply", operand, scatter_indices, updates, dimension_numbers, mode)
-
-
-def scatter_min(operand, scatter_indices, updates, dimension_numbers, *,
-                indices_are_sorted=False, unique_indices=False, mode=None):
-    """``jax.lax.scatter_min``."""
-    return _scatter("minimum", operand, scatter_indices, updates, dimension_numbers, mode)
-
-
-def scatter_max(operand, scatter_indices, updates, dimension_numbers, *,
-                indices_are_sorted=False, unique_indices=False, mode=None):
-    """``jax.lax.scatter_max``."""
-    return _scatter("maximum", operand, scatter_indices, updates, dimension_numbers, mode)
+scatter_add = _combining("add", "scatter_add", "``jax.lax.scatter_add`` (updates combined "
+                         "in row-major order: reproducible sums).")
+scatter_mul = _combining("multiply", "scatter_mul", "``jax.lax.scatter_mul``.")
+scatter_min = _combining("minimum", "scatter_min", "``jax.lax.scatter_min``.")
+scatter_max = _combining("maximum", "scatter_max", "``jax.lax.scatter_max``.")

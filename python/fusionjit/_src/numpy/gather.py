@@ -16,7 +16,7 @@ from fusionjit._src import dtypes as dt
 from fusionjit._src import errors
 from fusionjit._src.lax import lax
 from fusionjit._src.numpy import shapes
-from fusionjit._src.lax.slicing import take_along
+from fusionjit._src.lax.slicing import default_fill, take_along
 from fusionjit._src.numpy.manipulation import take_static
 from fusionjit._src.numpy.util import aval, canonical_axis, check_arraylike, fail, to_array
 
@@ -25,17 +25,6 @@ MODES = ("fill", "clip", "wrap", "promise_in_bounds", "drop")
 
 def _is_value(x) -> bool:
     return isinstance(x, core.Tracer) or core.is_concrete_array(x)
-
-
-def default_fill(d):
-    """JAX's fill for out-of-bounds reads: NaN, the smallest signed or largest unsigned
-    integer, True."""
-    d = np.dtype(d)
-    if dt.is_float(d):
-        return np.nan
-    if dt.is_bool(d):
-        return True
-    return np.iinfo(d).min if dt.is_signed(d) else np.iinfo(d).max
 
 
 def _check_mode(name, mode):
