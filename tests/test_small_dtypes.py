@@ -72,9 +72,11 @@ def random_f32(n, seed=0):
 @pytest.mark.parametrize("dtype", FLOATS16)
 def test_every_16_bit_float_converts_to_float32_exactly(dtype):
     x = every_16_bit_float(dtype)
-    got = fusionjit.jit(lambda a: a.astype(np.float32))(x)
+    got = np.asarray(fusionjit.jit(lambda a: a.astype(np.float32))(x))
     want = x.astype(np.float32)
-    np.testing.assert_array_equal(np.asarray(got).view(np.uint32), want.view(np.uint32))
+    nan = np.isnan(want)  # (hardware conversions quiet signalling NaNs: payloads not promised)
+    np.testing.assert_array_equal(np.isnan(got), nan)
+    np.testing.assert_array_equal(got.view(np.uint32)[~nan], want.view(np.uint32)[~nan])
 
 
 @pytest.mark.parametrize("dtype", FLOATS16)

@@ -404,6 +404,7 @@ llvm::Value* ElementalEmitter::EmitToF32(llvm::Value* bits, DType in) {
   llvm::Type* i32 = Like(bits, b_.getInt32Ty());
   llvm::Type* f32 = Like(bits, b_.getFloatTy());
   auto c = [&](uint32_t v) { return llvm::ConstantInt::get(i32, v); };
+  if (in == DType::kF16 && native_half_) return b_.CreateFPExt(b_.CreateBitCast(bits, Like(bits, b_.getHalfTy())), f32);
   llvm::Value* w = b_.CreateZExt(bits, i32);
   if (in == DType::kBF16) return b_.CreateBitCast(b_.CreateShl(w, 16), f32);
   llvm::Value* sign = b_.CreateShl(b_.CreateAnd(w, c(0x8000u)), 16);
@@ -421,6 +422,7 @@ llvm::Value* ElementalEmitter::EmitFromF32(llvm::Value* x, DType out) {
   using namespace half_bits;
   llvm::Type* i32 = Like(x, b_.getInt32Ty());
   llvm::Type* i16 = Like(x, b_.getInt16Ty());
+  if (out == DType::kF16 && native_half_) return b_.CreateBitCast(b_.CreateFPTrunc(x, Like(x, b_.getHalfTy())), i16);
   auto c = [&](uint32_t v) { return llvm::ConstantInt::get(i32, v); };
   llvm::Value* bits = b_.CreateBitCast(x, i32);
   llvm::Value* a = b_.CreateAnd(bits, c(0x7fffffffu));

@@ -56,6 +56,9 @@ class ElementalEmitter {
 
   Val Emit(const Instruction* instr, const Index& index);
   int width() const { return width_; }
+  // f16 <-> f32 conversions by the target's instructions (fpext/fptrunc of half) instead
+  // of integer code: only where the target has them (x86 F16C), else LLVM calls libgcc.
+  void set_native_half(bool native) { native_half_ = native; }
   Builder& builder() { return b_; }
 
   // The elementwise semantics, shared with combiners: `dtype` is the operands' type.
@@ -201,6 +204,7 @@ class ElementalEmitter {
   BufferReader reader_;
   int width_;
   int reduction_width_;
+  bool native_half_ = false;
   std::vector<std::unordered_map<const Instruction*, std::vector<CacheEntry>>> scopes_;
   std::unordered_map<const Instruction*, RowValue> row_values_;
   std::unordered_map<const Instruction*, LaneRowRead> lane_rows_;

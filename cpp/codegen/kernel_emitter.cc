@@ -426,6 +426,7 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
     return load(base, source->dtype(), linear, width);
   };
   ElementalEmitter emitter(b, reader, plan.width, plan.reduction_width);
+  emitter.set_native_half(plan.native_half);
 
   // GPU, a warp per unit: the lanes share the unit's reductions (CooperateOn). Row-fused
   // kernels split the row's elements between the lanes; the other kernels compute each

@@ -45,6 +45,9 @@ struct KernelPlan {
   bool keep_row_values = true;
   // kScatter: the output is the operand's buffer (no copy first).
   bool in_place = false;
+  // The target converts f16 <-> f32 in hardware (x86's F16C): conversions are one
+  // instruction instead of integer code (same bits but for NaN payloads).
+  bool native_half = false;
 };
 
 // Chooses the plan for `fusion` with at most `max_width` lanes (1 for the GPU).

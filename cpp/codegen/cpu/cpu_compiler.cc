@@ -2,6 +2,7 @@
 #include "codegen/cpu/cpu_compiler.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 
 #include "codegen/cpu/jit.h"
@@ -67,6 +68,7 @@ class CpuProgramEmitter : public codegen::ProgramEmitter {
   KernelInfo EmitKernelCall(const Instruction* fusion, int number) override {
     bool in_place = buffers_.WritesInPlace(fusion);
     codegen::KernelPlan plan = codegen::PlanKernel(fusion, options_.vector_width, in_place);
+    plan.native_half = HostConvertsHalf();
     std::string name = "kernel." + std::to_string(number) + "." + fusion->name();
     llvm::Function* kernel = codegen::EmitKernel(module_, fusion, plan, name, in_place);
 
@@ -133,6 +135,15 @@ CpuProgram CompileCpuProgram(const Module& module, const BufferAssignment& buffe
 std::string HostCpuDescription() {
   JitEngine& jit = JitEngine::Get();
   return jit.target_machine().getTargetCPU().str();
+}
+
+bool HostConvertsHalf() {
+  static const bool f16c = [] {
+    if (const char* off = std::getenv("FJ_NO_NATIVE_HALF"); off && *off && *off != '0') return false;
+    std::string features = JitEngine::Get().target_machine().getTargetFeatureString().str();
+    return features.find("+f16c") != std::string::npos;
+  }();
+  return f16c;
 }
 
 int HostVectorLanes() {

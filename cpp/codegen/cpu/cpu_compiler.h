@@ -46,6 +46,9 @@ std::string HostCpuDescription();
 // The SIMD lanes of 32-bit values the host CPU's vector registers hold, as LLVM tunes for
 // it: 16 with full-speed AVX-512, 8 with AVX2, 4 with SSE.
 int HostVectorLanes();
+// Whether this CPU converts f16 <-> f32 in hardware (F16C); FJ_NO_NATIVE_HALF=1 says no,
+// to test the integer conversions.
+bool HostConvertsHalf();
 
 // Makes LLVM's fatal errors throw fj::Error(kInternal) instead of aborting (idempotent;
 // defined with the JIT in jit.cc).
