@@ -225,6 +225,20 @@ print("growth", rss_mb() - before, "cached", f._cache_size())
     assert growth < 8, p.stdout
 
 
+def test_a_smaller_cache_size_holds_from_the_next_cached_lookup():
+    # Regression: the eager primitives' cache was trimmed only when a new entry went in, so
+    # after lowering fusionjit_cache_size, lookups that all hit kept every old entry.
+    from fusionjit._src import dispatch
+    for i in range(3):
+        fnp.ones(5)[i:]
+    fusionjit.config.update("fusionjit_cache_size", 1)
+    try:
+        fnp.ones(5)[0:]          # a hit: nothing new goes in
+        assert len(dispatch._PRIMITIVE_JITS) <= 1
+    finally:
+        fusionjit.config.update("fusionjit_cache_size", 1024)
+
+
 def test_cache_size_bounds_each_function_and_eager_primitives():
     fusionjit.config.update("fusionjit_cache_size", 4)
     try:

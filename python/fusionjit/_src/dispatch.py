@@ -116,14 +116,18 @@ class LruCache:
             value = self._d.get(key)
             if value is not None:
                 self._d.move_to_end(key)
+            self._trim()  # a smaller fusionjit_cache_size holds from the next lookup on
             return value
 
     def put(self, key, value) -> None:
         with self._lock:
             self._d[key] = value
             self._d.move_to_end(key)
-            while len(self._d) > config.fusionjit_cache_size:
-                self._d.popitem(last=False)
+            self._trim()
+
+    def _trim(self) -> None:
+        while len(self._d) > config.fusionjit_cache_size:
+            self._d.popitem(last=False)
 
     def clear(self) -> None:
         with self._lock:
