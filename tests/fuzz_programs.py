@@ -4,7 +4,8 @@ A seed (``numpy.random.Generator``) gives a random program: a DAG of 8-30 nodes 
 random input arrays (rank 0-3, dims 1-9; float32 mostly, also int32 and bool) made of
 elementwise ops, NumPy broadcasting, broadcast_to/expand_dims, reductions, concatenate/stack,
 slices (negative steps too), reshape, transpose, astype, take (a gather at traced
-indices), cumsum and sort along an axis, returning 1-3 of its nodes.
+indices), x.at[idx].add (a scatter), cumsum and sort along an axis, returning 1-3 of its
+nodes.
 That is the small tier (the default): every node has at most 2048 elements. The loops tier
 (``--tier loops``, tests/fuzz_loops.py) puts such straight-line code in the steps of
 lax.scan, fori_loop and while_loop and the branches of cond and switch (nested too, with
@@ -160,7 +161,7 @@ class Program:
         (fusionjit.lax or ``numpy_lax``) on ``args``; ``record``, a list, receives every
         node's value."""
         env = {"xp": xp, "F": float_dtype, "I": np.int32, "B": np.bool_, "U": np.uint32,
-               "L": lax}
+               "L": lax, "ADD_AT": _add_at}
         codes = self.codes()
         ins = iter(args)
         vals = []
@@ -286,6 +287,13 @@ class Program:
                          + f"  # {self.dt_short(n.dtype)}{list(n.shape)}")
         lines.append(f"    return ({''.join(names[o] + ', ' for o in self.outputs)})")
         head = self.source_head()
+        if any("ADD_AT(" in n.expr for n in self.nodes):
+            head += ["def ADD_AT(x, idx, updates):  # x.at[idx].add(updates), for NumPy too",
+                     "    if isinstance(x, np.ndarray):",
+                     "        out = x.copy()",
+                     "        np.add.at(out, idx, updates)",
+                     "        return out",
+                     "    return x.at[idx].add(updates)", ""]
         total = sum(a.size for a in self.data)
         if with_data is None:       # a shrunk program's inputs are not the seed's
             with_data = total <= 64 or self.note == "shrunk"
@@ -315,6 +323,16 @@ class Program:
 
 
 # --- generation --------------------------------------------------------------------------
+
+def _add_at(x, idx, updates):
+    """``x.at[idx].add(updates)``, functionally: np.add.at on a copy for NumPy arrays (it adds
+    repeated indices in order, as fusionjit's scatter does), ``.at[]`` for fusionjit's."""
+    if isinstance(x, np.ndarray):
+        out = x.copy()
+        np.add.at(out, idx, updates)
+        return out
+    return x.at[idx].add(updates)
+
 
 def _bshape(a, b):
     """NumPy's broadcast of two shapes, or None."""
@@ -348,7 +366,8 @@ class Generator:
     UNARY_I = ["neg", "abs", "square"]
     KINDS = {"unary": 20, "binary": 20, "where": 6, "compare": 3, "broadcast_to": 3,
              "expand_dims": 3, "reduce": 11, "concatenate": 4, "stack": 2, "slice": 6,
-             "reshape": 5, "transpose": 4, "astype": 3, "clip": 2, "take": 2, "along": 2}
+             "reshape": 5, "transpose": 4, "astype": 3, "clip": 2, "take": 2, "along": 2,
+             "scatter": 1}
     max_size, max_rank = MAX_SIZE, MAX_RANK
 
     def __init__(self, rng: np.random.Generator, seed=None):
@@ -371,7 +390,8 @@ class Generator:
 
     def add(self, op, args, expr, bound, disc=""):
         node = Node(op, list(args), expr, (), F32, float(bound), disc)
-        env = {"xp": np, "F": np.float32, "I": np.int32, "B": np.bool_}
+        env = {"xp": np, "F": np.float32, "I": np.int32, "B": np.bool_,
+               "ADD_AT": _add_at}
         for a in args:
             env[f"v{a}"] = self.vals[a]
         with np.errstate(all="ignore"):
@@ -686,6 +706,19 @@ class Generator:
         axis = self.r(len(self.shape(x)))
         return self.add("take", [x, idx],
                         f"xp.take({{0}}, xp.ravel({{1}}), axis={axis}, mode='clip')", self.bound(x))
+
+    def gen_scatter(self):
+        """x.at[idx].add(x[0]) with idx an integer node clamped into range (a scatter under
+        fusionjit, np.add.at for NumPy)."""
+        x = self.pick(lambda i: len(self.shape(i)) >= 1 and self.dtype(i) != BOOL)
+        ints = [i for i in range(len(self.nodes)) if self.dtype(i) == I32 and i != x]
+        if not ints:
+            raise _Reject
+        idx = self.choice(ints)
+        n, m = self.shape(x)[0], _size(self.shape(idx))
+        return self.add("scatter", [x, idx],
+                        f"ADD_AT({{0}}, xp.clip(xp.ravel({{1}}), 0, {n - 1}), {{0}}[0])",
+                        self.bound(x) * (1 + m))
 
     def gen_along(self):
         """A running sum (an associative scan under fusionjit) or a sort (a sorting network)

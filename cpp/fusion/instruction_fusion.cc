@@ -268,10 +268,12 @@ bool InstructionFusionPass::RunOn(Computation* comp) {
     // Fusing removes instructions: only look at ones still in the computation.
     if (removed.count(consumer) || !comp->Contains(consumer)) continue;
     if (!IsFusibleConsumer(consumer)) {
-      // A kernel of its own (a dot, a loop fused whole): say so for each of its producers,
-      // for explain.
-      bool whole_loop = consumer->opcode() == Opcode::kFusion && consumer->fusion_kind() == FusionKind::kWholeLoop;
-      if (log_ && (consumer->opcode() == Opcode::kDot || whole_loop)) {
+      // A kernel of its own (a dot, a scatter, a loop fused whole): say so for each of its
+      // producers, for explain.
+      bool own_kernel = consumer->opcode() == Opcode::kDot || consumer->opcode() == Opcode::kScatter ||
+                        (consumer->opcode() == Opcode::kFusion && (consumer->fusion_kind() == FusionKind::kWholeLoop ||
+                                                                   consumer->fusion_kind() == FusionKind::kScatter));
+      if (log_ && own_kernel) {
         for (Instruction* op : consumer->operands()) {
           if (NeedsKernel(op) || op->opcode() == Opcode::kFusion) log_->Record(std::string(name()), op, consumer, ShouldFuse(op, consumer));
         }
