@@ -12,6 +12,7 @@ import fusionjit
 import fusionjit.lax as lax
 import fusionjit.numpy as fnp
 from conftest import requires_jax
+from test_reliability import run_script
 
 GDN = lax.GatherDimensionNumbers
 SDN = lax.ScatterDimensionNumbers
@@ -265,3 +266,112 @@ def test_every_boundary_into_a_scatter_has_a_reason():
     into = [b for b in ex.boundaries if b.consumer_kernel.startswith("scatter")]
     assert into and all(b.rule not in ("", "no-decision") for b in into), [str(b) for b in into]
     assert any(b.rule == "scatter-kernel" for b in into)
+
+
+# --- parallel scatters --------------------------------------------------------------------
+
+def _scatter_kernel(f, *args):
+    kernels = [k for k in fusionjit.jit(f).lower(*args).compile().kernels
+               if k["kind"] == "kScatter"]
+    assert len(kernels) == 1, kernels
+    return kernels[0]
+
+
+def test_a_large_scatter_into_a_copy_runs_in_slices_with_the_sequential_bits():
+    # The operand (an argument) is copied: each thread copies a slice and applies, in order,
+    # the updates that land in it, so repeated float adds give np.add.at's bits on any
+    # number of threads.
+    p = run_script("""
+        import numpy as np, fusionjit, fusionjit.numpy as fnp
+        rng = np.random.default_rng(5)
+        x = rng.standard_normal(1 << 20).astype(np.float32)
+        ids = rng.integers(0, 1 << 20, 3000).astype(np.int32)
+        ids[1000:2000] = ids[:1000]  # repeated indices
+        v = rng.standard_normal(3000).astype(np.float32)
+        f = fusionjit.jit(lambda x, i, v: x.at[i].add(v))
+        k = [k for k in f.lower(x, ids, v).compile().kernels if k["kind"] == "kScatter"][0]
+        want = x.copy()
+        np.add.at(want, ids, v)
+        got = np.asarray(f(x, ids, v))
+        print(k["units"], k["parallel"], (got.view(np.uint32) == want.view(np.uint32)).all())
+    """, env={"FUSIONJIT_NUM_THREADS": "3"})
+    assert p.returncode == 0, p.stderr
+    units, parallel, same = p.stdout.split()
+    assert int(units) > 1 and parallel == "True" and same == "True", p.stdout
+
+
+def test_unique_indices_update_windows_in_parallel_in_place():
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((50_000, 8)).astype(np.float32)
+    rows = rng.permutation(50_000)[:40_000].astype(np.int32)
+    u = rng.standard_normal((40_000, 8)).astype(np.float32)
+
+    def f(x, i, u):  # x * 2 dies in the scatter: updated in place
+        return (x * 2).at[i].set(u, unique_indices=True)
+
+    want = x * 2
+    want[rows] = u
+    np.testing.assert_array_equal(fusionjit.jit(f)(x, rows, u), want)
+    k = _scatter_kernel(f, x, rows, u)
+    assert k["units"] == 40_000 * 8 and k["parallel"], k  # (x.at[i] scatters flat elements)
+    assert "unique_indices=true" in fusionjit.jit(f).lower(x, rows, u).as_text("traced")
+
+    def g(x, i, u):  # windows of rows through lax, in place
+        return lax.scatter(x + 1, i[:, None], u, ROWS, unique_indices=True)
+
+    want = x + 1
+    want[rows] = u
+    np.testing.assert_array_equal(fusionjit.jit(g)(x, rows, u), want)
+    assert _scatter_kernel(g, x, rows, u)["units"] == 40_000
+    # Without the promise (or not in place) the updates are applied in order.
+    assert _scatter_kernel(lambda x, i, u: (x * 2).at[i].set(u), x, rows, u)["units"] == 1
+
+
+@pytest.mark.cpu_only
+def test_small_scatters_stay_on_one_thread():
+    x = np.zeros(1000, np.float32)
+    i = np.array([3, 3, 7], np.int32)
+    k = _scatter_kernel(lambda x, i: x.at[i].add(1.0), x, i)
+    assert k["units"] == 1 and not k["parallel"]
+    k = _scatter_kernel(lambda x, i: (x * 2).at[i].set(1.0, unique_indices=True), x, i)
+    assert k["units"] == 3 and not k["parallel"]
+
+
+def test_a_scatter_whose_updates_are_its_operand_does_not_update_in_place():
+    # Before: scatter_add(y, i, y) became one fused parameter used twice, counted as one
+    # use, so the kernel updated y's buffer in place while reading its updates from it
+    # (sum 124 instead of 112); through a reshape, two parameters shared the buffer.
+    x = np.arange(8, dtype=np.float32)
+    i = np.arange(8, dtype=np.int32)[::-1].copy()
+    dn = SDN((), (0,), (0,))
+    dn2 = SDN((), (0, 1), (0, 1))
+    y = x * 2
+    want = y.copy()
+    np.add.at(want, i, y)
+
+    def same(x, i):
+        y = x * 2
+        return lax.scatter_add(y, i[:, None], y, dn)
+
+    def reshaped(x, i):
+        y = (x * 2).reshape(2, 4)
+        return lax.scatter_add(y, fnp.stack([i // 4, i % 4], 1), y.reshape(8), dn2).reshape(8)
+
+    for f in (same, reshaped):
+        np.testing.assert_array_equal(fusionjit.jit(f)(x, i), want)  # an output
+        total = fusionjit.jit(lambda x, i, f=f: fnp.sum(f(x, i)))(x, i)  # a temp
+        assert float(total) == float(want.sum())
+
+
+def test_an_updated_output_is_written_in_place():
+    # The operand's kernel writes the output buffer and the scatter updates it there (no
+    # copy of the operand), as XLA's copy insertion aliases them.
+    x = np.zeros(4096, np.float32)
+    i = np.array([5, 9, 5], np.int32)
+    f = fusionjit.jit(lambda x, i: (x + 1).at[i].add(2.0))
+    text = f.lower(x, i).as_text("buffers")
+    assert "scatter_fusion: output 0 (in place)" in text, text
+    assert text.count(": output 0") == 2, text  # x + 1 written into the output too
+    want = x + 1
+    np.add.at(want, i, 2.0)
+    np.testing.assert_array_equal(f(x, i), want)

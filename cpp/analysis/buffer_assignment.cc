@@ -44,6 +44,10 @@ int InPlaceUpdateOperand(const Instruction* kernel) {
   if (root->opcode() != Opcode::kDynamicUpdateSlice && root->opcode() != Opcode::kScatter) return -1;
   const Instruction* target = root->operand(0);
   if (target->opcode() != Opcode::kParameter || target->user_count() != 1) return -1;
+  // (Also the updates themselves: `scatter(p, i, p)` must not read what it writes.)
+  for (int k = 1; k < root->operand_count(); ++k) {
+    if (root->operand(k) == target) return -1;
+  }
   return static_cast<int>(target->parameter_number());
 }
 
@@ -77,6 +81,15 @@ bool ReadsOnlyAtOwnPositions(const Instruction* kernel, int slot, int output) {
       if (!KeepsPositions(u, elements)) return false;
       work.push_back(u);
     }
+  }
+  return true;
+}
+
+// Whether `kernel` is the only reader of `value` (through reshapes, which share buffers).
+bool OnlyReader(const Instruction* value, const Instruction* kernel) {
+  for (const Instruction* u : value->users()) {
+    if (u == kernel) continue;
+    if (u->opcode() != Opcode::kReshape || !OnlyReader(u, kernel)) return false;
   }
   return true;
 }
@@ -129,6 +142,40 @@ class BufferAssignment::Arena {
   std::map<int64_t, int64_t> free_;
   int64_t end_ = 0;
 };
+
+bool BufferAssignment::ReadsElsewhere(const Instruction* kernel, int slot, Value value) const {
+  for (int s = 0; s < kernel->operand_count(); ++s) {
+    if (s != slot && Resolve(kernel->operand(s)) == value) return true;
+  }
+  return false;
+}
+
+void BufferAssignment::ComputeUpdatedOutputsInPlace() {
+  // An output written by an in-place update (a scatter, a dynamic-update-slice) whose
+  // operand is a temp of the entry read by nothing else: the operand's kernel writes the
+  // output buffer, which the update then changes in place (no copy). XLA's copy insertion
+  // gives the same aliasing.
+  for (const Instruction* out : outputs_) {
+    Value v = Resolve(out);
+    const Instruction* kernel = v.first;
+    auto own = slices_.find(v);
+    if (own == slices_.end() || own->second.kind != BufferKind::kOutput) continue;
+    int slot = InPlaceUpdateOperand(kernel);
+    if (slot < 0) continue;
+    Value u = Resolve(kernel->operand(slot));
+    const Instruction* producer = u.first;
+    if (!IsKernelInstruction(producer) || producer->parent() != entry_ || slices_.count(u) ||
+        !producer->shape().IsArray() || producer->shape().ByteSize() != own->second.size) {
+      continue;
+    }
+    const Instruction* read = kernel->operand(slot);
+    while (read != producer && read->opcode() == Opcode::kReshape) read = read->operand(0);
+    if (read != producer || !OnlyReader(producer, kernel)) continue;
+    if (ReadsElsewhere(kernel, slot, u)) continue;
+    slices_[u] = own->second;
+    in_place_[kernel] = slot;
+  }
+}
 
 BufferAssignment::Value BufferAssignment::Resolve(const Instruction* instr, int64_t index) const {
   while (true) {
@@ -209,6 +256,7 @@ BufferAssignment::BufferAssignment(const Module& module) : entry_(module.entry()
       output_copies_.push_back({{BufferKind::kOutput, static_cast<int64_t>(k), 0, 0}, {}});
     }
   }
+  ComputeUpdatedOutputsInPlace();
   Arena arena;
   Assign(*entry_, arena);
   temp_bytes_ = arena.end();
@@ -367,7 +415,7 @@ void BufferAssignment::Assign(const Computation& c, Arena& arena) {
       Value v{i, t};
       if (slices_.count(v)) continue;  // an output, or loop state written in place
       int slot = InPlaceUpdateOperand(i);
-      if (slot >= 0) {
+      if (slot >= 0 && !ReadsElsewhere(i, slot, Resolve(i->operand(slot)))) {
         // Update the operand's own temp where nothing reads it after this kernel.
         Value u = Resolve(i->operand(slot));
         auto it = std::find_if(frame.dies_at.begin(), frame.dies_at.end(), [&](const auto& e) { return e.second == u; });

@@ -96,6 +96,11 @@ class BufferAssignment {
   void AssignLoop(const Instruction* loop, Arena& arena);
   void AssignConditional(const Instruction* cond, Arena& arena);
   BufferSlice NewTemp(Arena& arena, int64_t bytes);
+  // Outputs that an in-place update writes: their operand's kernel writes the output buffer.
+  void ComputeUpdatedOutputsInPlace();
+  // Whether an operand of `kernel` other than `slot` reads `value`'s buffer (an update
+  // from the buffer being updated: then not in place).
+  bool ReadsElsewhere(const Instruction* kernel, int slot, Value value) const;
 
   const Computation* entry_ = nullptr;
   std::unordered_map<const Computation*, std::vector<const Instruction*>> schedules_;

@@ -91,6 +91,10 @@ InstructionAttrs ParseAttrs(const py::dict& attrs) {
       a.scatter.inserted_window_dims = IntList(v);
     } else if (key == "scatter_dims_to_operand_dims") {
       a.scatter.scatter_dims_to_operand_dims = IntList(v);
+    } else if (key == "indices_are_sorted") {
+      a.scatter.indices_are_sorted = py::cast<bool>(v);
+    } else if (key == "unique_indices") {
+      a.scatter.unique_indices = py::cast<bool>(v);
     } else if (key == "padding") {
       for (py::handle p : v) {
         py::tuple t = py::reinterpret_borrow<py::tuple>(p);

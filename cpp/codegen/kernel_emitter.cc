@@ -178,6 +178,45 @@ const Instruction* SideOutputHero(const std::vector<const Instruction*>& roots, 
   return side ? hero : nullptr;
 }
 
+namespace {
+
+// A scatter's units. Updated in place with unique indices (the user's promise), the update
+// windows are independent: one unit each. Otherwise each unit owns a slice of the output,
+// copies the operand's slice into it (unless in place) and applies, in row-major order, the
+// updates that land in it: each element sees its updates in the same order as with one
+// slice, so the bits do not depend on the thread count. Every slice reads all the updates,
+// so there are several only where the copy outweighs that (at most as many update reads
+// as copied elements).
+KernelPlan PlanScatter(const Instruction* scatter, int max_width, bool in_place) {
+  KernelPlan plan;
+  plan.mode = KernelPlan::Mode::kScatter;
+  plan.side_output = {false};
+  plan.in_place = in_place;
+  const Shape& updates = scatter->operand(2)->shape();
+  int64_t n = scatter->shape().NumElements();
+  int64_t u = updates.NumElements();
+  int64_t window = 1;
+  for (int64_t d : scatter->attrs().scatter.update_window_dims) window *= updates.dim(static_cast<int>(d));
+  if (in_place && scatter->attrs().scatter.unique_indices && window > 0) {
+    plan.scatter_by_updates = true;
+    plan.row_length = window;
+    plan.units = u / window;
+    plan.work = u;
+    return plan;
+  }
+  // The CPU's threads take slices of a few pages; the GPU's many threads smaller ones.
+  int64_t min_slice = max_width > 1 ? 16384 : 256;
+  int64_t slices = in_place ? 1 : std::min<int64_t>(64, n / min_slice);
+  while (slices > 1 && slices * u > n) slices /= 2;
+  slices = std::max<int64_t>(slices, 1);
+  plan.row_length = std::max<int64_t>((n + slices - 1) / slices, 1);
+  plan.units = (n + plan.row_length - 1) / plan.row_length;
+  plan.work = (in_place ? 0 : n) + plan.units * u;
+  return plan;
+}
+
+}  // namespace
+
 KernelPlan PlanKernel(const Instruction* fusion, int max_width, bool in_place) {
   const Computation& c = *fusion->fused_computation();
   std::vector<const Instruction*> roots = KernelRoots(c);
@@ -189,13 +228,7 @@ KernelPlan PlanKernel(const Instruction* fusion, int max_width, bool in_place) {
     plan.num_outputs = static_cast<int>(fusion->shape().tuple_shapes().size());
     return plan;
   }
-  if (roots.size() == 1 && roots[0]->opcode() == Opcode::kScatter) {
-    plan.mode = KernelPlan::Mode::kScatter;
-    plan.units = 1;
-    plan.side_output = {false};
-    plan.in_place = in_place;
-    return plan;
-  }
+  if (roots.size() == 1 && roots[0]->opcode() == Opcode::kScatter) return PlanScatter(roots[0], max_width, in_place);
   if (in_place && roots.size() == 1 && roots[0]->opcode() == Opcode::kDynamicUpdateSlice) {
     const Shape& update = roots[0]->operand(1)->shape();
     plan.mode = KernelPlan::Mode::kUpdate;
@@ -291,12 +324,13 @@ std::vector<const Instruction*> CooperativeReductions(const Instruction* fusion,
 
 namespace {
 
-// A scatter's one unit (units [begin, end) hold it or not): the operand copied to the output
-// unless they share the buffer, then each update element, in row-major order, combined into
-// the element its window puts it at; a window that does not fit is skipped (XLA). In order,
-// so repeated indices combine the same way on every run and every thread count.
-void EmitScatterUnit(Builder& b, ElementalEmitter& emitter, const Instruction* scatter, llvm::Value* out,
-                     bool in_place, llvm::Value* begin, llvm::Value* end) {
+// A scatter's units [begin, end) (PlanScatter). Slices: the output elements [lo, hi) of the
+// units, copied from the operand unless they share its buffer, then each update element, in
+// row-major order, combined into the element its window puts it at when that lies in
+// [lo, hi); a window that does not fit is skipped (XLA). Update windows (in place, unique
+// indices): each unit's window elements combined into theirs.
+void EmitScatterUnits(Builder& b, ElementalEmitter& emitter, const Instruction* scatter, llvm::Value* out,
+                      const KernelPlan& plan, llvm::Value* begin, llvm::Value* end) {
   ElementalEmitter::WidthScope scalar(emitter, 1);
   const Instruction* operand = scatter->operand(0);
   const Instruction* indices = scatter->operand(1);
@@ -312,16 +346,19 @@ void EmitScatterUnit(Builder& b, ElementalEmitter& emitter, const Instruction* s
   llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "scatter.done", fn);
   b.CreateCondBr(b.CreateICmpULT(begin, end), run, done);
   b.SetInsertPoint(run);
-  if (!in_place) {
-    emitter.ForLoop(b.getInt64(0), b.getInt64(operand->shape().NumElements()), 1, {},
-                    [&](llvm::Value* i, const std::vector<llvm::Value*>&) {
-                      LaneMath lanes(b, 1);
-                      Index at;
-                      at.linear = lanes.Uniform(i);
-                      if (!odims.empty()) at = MultiIndex(lanes, *at.linear, odims);
-                      StoreElements(b, out, t, lanes.Uniform(i), emitter.Emit(operand, at), 1);
-                      return std::vector<llvm::Value*>{};
-                    }, "scatter.copy");
+  int64_t n = operand->shape().NumElements();
+  llvm::Value* lo = b.CreateMul(begin, b.getInt64(plan.row_length));
+  llvm::Value* hi = b.CreateMul(end, b.getInt64(plan.row_length));
+  hi = b.CreateSelect(b.CreateICmpSLT(hi, b.getInt64(n)), hi, b.getInt64(n));
+  if (!plan.in_place) {
+    emitter.ForLoop(lo, hi, 1, {}, [&](llvm::Value* i, const std::vector<llvm::Value*>&) {
+      LaneMath lanes(b, 1);
+      Index at;
+      at.linear = lanes.Uniform(i);
+      if (!odims.empty()) at = MultiIndex(lanes, *at.linear, odims);
+      StoreElements(b, out, t, lanes.Uniform(i), emitter.Emit(operand, at), 1);
+      return std::vector<llvm::Value*>{};
+    }, "scatter.copy");
   }
   // Window sizes along the operand's dimensions (1 where inserted).
   std::vector<int64_t> window(odims.size(), 1);
@@ -330,14 +367,11 @@ void EmitScatterUnit(Builder& b, ElementalEmitter& emitter, const Instruction* s
     if (!contains(s.inserted_window_dims, static_cast<int64_t>(d))) window[d] = udims[s.update_window_dims[w++]];
   }
   bool implicit = s.index_vector_dim == indices->shape().rank();
-  emitter.ForLoop(b.getInt64(0), b.getInt64(updates->shape().NumElements()), 1, {},
-                  [&](llvm::Value* u, const std::vector<llvm::Value*>&) {
-    LaneMath lanes(b, 1);
-    Index uindex = udims.empty() ? Index{} : MultiIndex(lanes, lanes.Uniform(u), udims);
-    std::vector<IndexDim> batch, offsets;
-    for (size_t d = 0; d < udims.size(); ++d) {
-      (contains(s.update_window_dims, static_cast<int64_t>(d)) ? offsets : batch).push_back(uindex.dims[d]);
-    }
+  bool owned_everywhere = plan.scatter_by_updates || plan.units == 1;
+  // One update element: `uindex` its index, `batch` and `offsets` its scatter and window
+  // coordinates.
+  auto apply = [&](LaneMath& lanes, const Index& uindex, const std::vector<IndexDim>& batch,
+                   const std::vector<IndexDim>& offsets) {
     std::vector<llvm::Value*> pos(odims.size(), b.getInt64(0));
     llvm::Value* fits = b.getTrue();
     for (size_t k = 0; k < s.scatter_dims_to_operand_dims.size(); ++k) {
@@ -359,18 +393,55 @@ void EmitScatterUnit(Builder& b, ElementalEmitter& emitter, const Instruction* s
     }
     llvm::Value* linear = b.getInt64(0);
     for (size_t d = 0; d < odims.size(); ++d) linear = b.CreateAdd(b.CreateMul(linear, b.getInt64(odims[d])), pos[d]);
-    llvm::BasicBlock* apply = llvm::BasicBlock::Create(ctx, "scatter.apply", fn);
+    if (!owned_everywhere) {
+      fits = b.CreateAnd(fits, b.CreateAnd(b.CreateICmpSGE(linear, lo), b.CreateICmpSLT(linear, hi)));
+    }
+    llvm::BasicBlock* apply_block = llvm::BasicBlock::Create(ctx, "scatter.apply", fn);
     llvm::BasicBlock* next_update = llvm::BasicBlock::Create(ctx, "scatter.next", fn);
-    b.CreateCondBr(fits, apply, next_update);
-    b.SetInsertPoint(apply);
+    b.CreateCondBr(fits, apply_block, next_update);
+    b.SetInsertPoint(apply_block);
     Val update = emitter.Emit(updates, uindex);
     Val old = LoadElements(b, out, t, lanes.Uniform(linear), 1);
     llvm::Value* combined = emitter.EmitCombiner(*scatter->to_apply(), old.v, update.v);
     StoreElements(b, out, t, lanes.Uniform(linear), {combined, false}, 1);
     b.CreateBr(next_update);
     b.SetInsertPoint(next_update);
-    return std::vector<llvm::Value*>{};
-  }, "scatter.updates");
+  };
+  if (!plan.scatter_by_updates) {
+    emitter.ForLoop(b.getInt64(0), b.getInt64(updates->shape().NumElements()), 1, {},
+                    [&](llvm::Value* u, const std::vector<llvm::Value*>&) {
+      LaneMath lanes(b, 1);
+      Index uindex = udims.empty() ? Index{} : MultiIndex(lanes, lanes.Uniform(u), udims);
+      std::vector<IndexDim> batch, offsets;
+      for (size_t d = 0; d < udims.size(); ++d) {
+        (contains(s.update_window_dims, static_cast<int64_t>(d)) ? offsets : batch).push_back(uindex.dims[d]);
+      }
+      apply(lanes, uindex, batch, offsets);
+      return std::vector<llvm::Value*>{};
+    }, "scatter.updates");
+  } else {
+    std::vector<int64_t> batch_dims, window_dims;
+    for (size_t d = 0; d < udims.size(); ++d) {
+      (contains(s.update_window_dims, static_cast<int64_t>(d)) ? window_dims : batch_dims).push_back(udims[d]);
+    }
+    emitter.ForLoop(begin, end, 1, {}, [&](llvm::Value* unit, const std::vector<llvm::Value*>&) {
+      emitter.ForLoop(b.getInt64(0), b.getInt64(plan.row_length), 1, {},
+                      [&](llvm::Value* e, const std::vector<llvm::Value*>&) {
+        LaneMath lanes(b, 1);
+        Index batch = batch_dims.empty() ? Index{} : MultiIndex(lanes, lanes.Uniform(unit), batch_dims);
+        Index offsets = window_dims.empty() ? Index{} : MultiIndex(lanes, lanes.Uniform(e), window_dims);
+        Index uindex;
+        size_t nb = 0, nw = 0;
+        for (size_t d = 0; d < udims.size(); ++d) {
+          uindex.dims.push_back(contains(s.update_window_dims, static_cast<int64_t>(d)) ? offsets.dims[nw++]
+                                                                                          : batch.dims[nb++]);
+        }
+        apply(lanes, uindex, batch.dims, offsets.dims);
+        return std::vector<llvm::Value*>{};
+      }, "scatter.window");
+      return std::vector<llvm::Value*>{};
+    }, "scatter.windows");
+  }
   b.CreateBr(done);
   b.SetInsertPoint(done);
 }
@@ -608,7 +679,7 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
       }, "htail", {1, false});
     }
   } else if (plan.mode == KernelPlan::Mode::kScatter) {
-    EmitScatterUnit(b, emitter, roots[0], buffers[0], plan.in_place, begin, end);
+    EmitScatterUnits(b, emitter, roots[0], buffers[0], plan, begin, end);
   } else if (plan.mode == KernelPlan::Mode::kUpdate) {
     // The update's rows, written at the clamped start indices into the operand's buffer,
     // which is the output's: the rest of it stays as it is.

@@ -23,7 +23,7 @@ struct KernelPlan {
     kHorizontal,  // several outputs of different shapes, one segment of units each
     kUpdate,      // an in-place dynamic-update-slice: units are rows of the update
     kWholeLoop,   // a whole loop as one kernel (whole_loop_emitter.h): units are lanes
-    kScatter,     // a scatter: one unit, the updates applied in order
+    kScatter,     // a scatter: units are slices of the output, or update windows (PlanScatter)
   };
   Mode mode = Mode::kRows;
   int64_t units = 0;       // iteration units in total
@@ -43,8 +43,13 @@ struct KernelPlan {
   // Row-fused kernels keep costly row values in a stack buffer (IsKeptRowValue); the GPU
   // computes them again instead.
   bool keep_row_values = true;
-  // kScatter: the output is the operand's buffer (no copy first).
+  // kScatter: the output is the operand's buffer (no copy first). Units are slices of
+  // `row_length` output elements, each applying the updates that land in it in row-major
+  // order; or, `scatter_by_updates` (in place, unique indices), windows of `row_length`
+  // update elements. `work`: element steps in all, for the decision to run in parallel.
   bool in_place = false;
+  bool scatter_by_updates = false;
+  int64_t work = 0;
   // The target converts f16 <-> f32 in hardware (x86's F16C): conversions are one
   // instruction instead of integer code (same bits but for NaN payloads).
   bool native_half = false;

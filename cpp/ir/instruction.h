@@ -41,13 +41,19 @@ struct GatherDims {
   }
 };
 
-// XLA's ScatterDimensionNumbers.
+// XLA's ScatterDimensionNumbers, and its scatter's two promises about the indices.
+// `unique_indices`: no two updates land on the same element, so they may be applied in any
+// order (codegen then applies them in parallel); broken, the result is unspecified, as in
+// XLA. `indices_are_sorted` is kept for the printed IR and unused.
 struct ScatterDims {
   std::vector<int64_t> update_window_dims, inserted_window_dims, scatter_dims_to_operand_dims;
   int64_t index_vector_dim = 0;
+  bool indices_are_sorted = false;
+  bool unique_indices = false;
   bool operator==(const ScatterDims& o) const {
     return update_window_dims == o.update_window_dims && inserted_window_dims == o.inserted_window_dims &&
-           scatter_dims_to_operand_dims == o.scatter_dims_to_operand_dims && index_vector_dim == o.index_vector_dim;
+           scatter_dims_to_operand_dims == o.scatter_dims_to_operand_dims && index_vector_dim == o.index_vector_dim &&
+           indices_are_sorted == o.indices_are_sorted && unique_indices == o.unique_indices;
   }
 };
 

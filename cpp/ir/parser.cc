@@ -424,6 +424,10 @@ class Parser {
       attrs.scatter.inserted_window_dims = ParseIntList();
     } else if (key == "scatter_dims_to_operand_dims") {
       attrs.scatter.scatter_dims_to_operand_dims = ParseIntList();
+    } else if (key == "indices_are_sorted" || key == "unique_indices") {
+      std::string v = ParseName();
+      if (v != "true" && v != "false") Fail(key + " must be true or false, not '" + v + "'", at);
+      (key == "unique_indices" ? attrs.scatter.unique_indices : attrs.scatter.indices_are_sorted) = v == "true";
     } else if (key == "lhs_batch_dims") {
       attrs.dot.lhs_batch = ParseIntList();
     } else if (key == "rhs_batch_dims") {

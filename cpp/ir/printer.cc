@@ -101,7 +101,10 @@ std::string Instruction::AttributesToString() const {
       os << ", update_window_dims=" << DimsToString(a.scatter.update_window_dims)
          << ", inserted_window_dims=" << DimsToString(a.scatter.inserted_window_dims)
          << ", scatter_dims_to_operand_dims=" << DimsToString(a.scatter.scatter_dims_to_operand_dims)
-         << ", index_vector_dim=" << a.scatter.index_vector_dim << ", to_apply=%" << called_.at(0)->name();
+         << ", index_vector_dim=" << a.scatter.index_vector_dim;
+      if (a.scatter.indices_are_sorted) os << ", indices_are_sorted=true";
+      if (a.scatter.unique_indices) os << ", unique_indices=true";
+      os << ", to_apply=%" << called_.at(0)->name();
       break;
     case Opcode::kGather:
       os << ", offset_dims=" << DimsToString(a.gather.offset_dims)

@@ -25,6 +25,27 @@ TEST(IrText, GoldenRoundTripIsExact) {
   EXPECT_EQ(Parse(m->ToString())->ToString(), m->ToString());
 }
 
+TEST(IrText, ScatterHintsRoundTrip) {
+  const std::string text =
+      "module m\n\n"
+      "%add (a: f32[], b: f32[]) -> f32[] {\n  %a = f32[] parameter(0)\n  %b = f32[] parameter(1)\n"
+      "  ROOT %s = f32[] add(%a, %b)\n}\n\n"
+      "ENTRY %main (x: f32[8], i: s32[3,1], u: f32[3]) -> f32[8] {\n"
+      "  %x = f32[8] parameter(0)\n  %i = s32[3,1] parameter(1)\n  %u = f32[3] parameter(2)\n"
+      "  ROOT %y = f32[8] scatter(%x, %i, %u), update_window_dims={}, inserted_window_dims={0}, "
+      "scatter_dims_to_operand_dims={0}, index_vector_dim=1, indices_are_sorted=true, unique_indices=true, "
+      "to_apply=%add\n}\n";
+  std::unique_ptr<Module> m = Parse(text);
+  const ScatterDims& s = m->entry()->root()->attrs().scatter;
+  EXPECT_TRUE(s.unique_indices);
+  EXPECT_TRUE(s.indices_are_sorted);
+  EXPECT_EQ(Parse(m->ToString())->ToString(), m->ToString());
+  EXPECT_NE(m->ToString().find("unique_indices=true"), std::string::npos);
+  std::string bad = text;
+  bad.replace(bad.find("unique_indices=true"), 19, "unique_indices=yes");
+  EXPECT_THROW(Parse(bad), Error);
+}
+
 TEST(IrText, CloneIsDeepAndEqual) {
   std::unique_ptr<Module> m = Parse(ReadGolden("elementwise.fjir"));
   std::unique_ptr<Module> c = m->Clone();

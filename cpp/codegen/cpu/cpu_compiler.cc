@@ -88,6 +88,7 @@ class CpuProgramEmitter : public codegen::ProgramEmitter {
     for (const auto& [i, evals] : Evaluations(*fusion->fused_computation())) {
       work = std::max(work, static_cast<int64_t>(evals));
     }
+    if (plan.mode == codegen::KernelPlan::Mode::kScatter) work = plan.work;
     info.parallel = work >= options_.parallel_min_elements && plan.units > 1;
     int64_t work_per_unit = std::max<int64_t>(1, work / std::max<int64_t>(plan.units, 1));
     int64_t grain = std::max<int64_t>(1, 16384 / work_per_unit);

@@ -170,7 +170,8 @@ scatter_p = Primitive("scatter")
 
 @scatter_p.def_abstract_eval
 def _scatter_abstract_eval(x, idx, updates, *, update_window_dims, inserted_window_dims,
-                           scatter_dims_to_operand_dims, combiner):
+                           scatter_dims_to_operand_dims, combiner, indices_are_sorted=False,
+                           unique_indices=False):
     if not dt.is_int(idx.dtype):
         _fail(f"scatter: indices must be integers, got {idx.dtype}")
     if updates.dtype != x.dtype:
@@ -208,28 +209,36 @@ def _combiner(ctx, name, d):
 
 @register(scatter_p)
 def _scatter_lower(ctx, avals_in, avals_out, x, idx, updates, *, update_window_dims,
-                   inserted_window_dims, scatter_dims_to_operand_dims, combiner):
+                   inserted_window_dims, scatter_dims_to_operand_dims, combiner,
+                   indices_are_sorted=False, unique_indices=False):
     combine = _combiner(ctx, combiner, avals_in[0].dtype)
     return ctx.op("scatter", [x, idx, updates], called=[combine],
                   update_window_dims=list(update_window_dims),
                   inserted_window_dims=list(inserted_window_dims),
                   scatter_dims_to_operand_dims=list(scatter_dims_to_operand_dims),
-                  index_vector_dim=len(avals_in[1].shape) - 1)
+                  index_vector_dim=len(avals_in[1].shape) - 1,
+                  indices_are_sorted=bool(indices_are_sorted),
+                  unique_indices=bool(unique_indices))
 
 
-def scatter_flat(x, positions, updates, combiner: str):
+def scatter_flat(x, positions, updates, combiner: str, *, indices_are_sorted: bool = False,
+                 unique_indices: bool = False):
     """``x`` (any shape) with ``updates[j]`` combined into its flat element ``positions[j]``
-    (1-D); positions outside [0, x.size) are skipped."""
+    (1-D); positions outside [0, x.size) are skipped. ``unique_indices`` promises that no two
+    positions in bounds are equal (the updates may then be applied in parallel)."""
     x, positions, updates = (asarray_operand(v) for v in (x, positions, updates))
     shape = _shape(x)
     n, m = int(np.prod(shape, dtype=np.int64)), _shape(positions)[0]
     out = scatter_p.bind(sh.reshape(x, (n,)), sh.reshape(positions, (m, 1)), updates,
                          update_window_dims=(), inserted_window_dims=(0,),
-                         scatter_dims_to_operand_dims=(0,), combiner=combiner)
+                         scatter_dims_to_operand_dims=(0,), combiner=combiner,
+                         indices_are_sorted=bool(indices_are_sorted),
+                         unique_indices=bool(unique_indices))
     return sh.reshape(out, shape)
 
 
-def _scatter(combiner, operand, scatter_indices, updates, dimension_numbers, mode):
+def _scatter(combiner, operand, scatter_indices, updates, dimension_numbers, mode,
+             indices_are_sorted=False, unique_indices=False):
     x, idx, upd = (asarray_operand(v) for v in (operand, scatter_indices, updates))
     dn = dimension_numbers
     if not isinstance(dn, ScatterDimensionNumbers):
@@ -256,21 +265,27 @@ def _scatter(combiner, operand, scatter_indices, updates, dimension_numbers, mod
         last = len(_shape(idx)) - 1
         idx = ew.max(ew.min(idx, sh.broadcast_in_dim(hi, _shape(idx), (last,))),
                      red.full(_shape(idx), 0, _dtype(idx)))
-    return scatter_p.bind(x, idx, upd, combiner=combiner, **params)
+    return scatter_p.bind(x, idx, upd, combiner=combiner,
+                          indices_are_sorted=bool(indices_are_sorted),
+                          unique_indices=bool(unique_indices), **params)
 
 
 def scatter(operand, scatter_indices, updates, dimension_numbers, *, indices_are_sorted=False,
             unique_indices=False, mode=None):
     """``jax.lax.scatter``: each update replaces its element (repeated indices: the last
     update in row-major order wins). Windows that do not fit are dropped (JAX's default
-    mode), or clamped into place with ``mode='clip'``."""
-    return _scatter("set", operand, scatter_indices, updates, dimension_numbers, mode)
+    mode), or clamped into place with ``mode='clip'``. With ``unique_indices=True`` (a
+    promise, as in JAX: no two updates land on one element) the updates are applied in
+    parallel where the operand is updated in place."""
+    return _scatter("set", operand, scatter_indices, updates, dimension_numbers, mode,
+                    indices_are_sorted, unique_indices)
 
 
 def _combining(combiner: str, name: str, doc: str):
     def fn(operand, scatter_indices, updates, dimension_numbers, *, indices_are_sorted=False,
            unique_indices=False, mode=None):
-        return _scatter(combiner, operand, scatter_indices, updates, dimension_numbers, mode)
+        return _scatter(combiner, operand, scatter_indices, updates, dimension_numbers, mode,
+                        indices_are_sorted, unique_indices)
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = doc
     return fn

@@ -157,7 +157,7 @@ _COMBINER = {"set": "set", "add": "add", "multiply": "multiply", "min": "minimum
              "max": "maximum"}
 
 
-def _scatter_indexed(x, index, updates, op, mode):
+def _scatter_indexed(x, index, updates, op, mode, hints=None):
     """``x`` with ``updates`` combined by ``op`` at the positions an advanced ``index``
     selects: one scatter (in row-major order of the updates) at their flat positions, -1
     (skipped) for the updates that 'drop' leaves out."""
@@ -177,11 +177,15 @@ def _scatter_indexed(x, index, updates, op, mode):
     if dt.is_bool(d):
         combiner = {"add": "or", "multiply": "and", "minimum": "and", "maximum": "or"}.get(
             combiner, combiner)
-    return scatter_flat(x, lax.reshape(pos, (m,)), u, combiner)
+    return scatter_flat(x, lax.reshape(pos, (m,)), u, combiner, **(hints or {}))
 
 
-def scatter(x, index, updates, op, mode=None):
-    """``x`` with ``updates`` combined by ``op`` at ``x[index]``."""
+def scatter(x, index, updates, op, mode=None, *, indices_are_sorted=False,
+            unique_indices=False):
+    """``x`` with ``updates`` combined by ``op`` at ``x[index]``. The hints go to the
+    IR scatter that array indices become (``unique_indices``: see ``lax.scatter``)."""
+    hints = dict(indices_are_sorted=bool(indices_are_sorted),
+                 unique_indices=bool(unique_indices))
     x = to_array(x)
     mode = "drop" if mode is None else mode
     if mode not in _UPDATE_MODES:
@@ -198,10 +202,11 @@ def scatter(x, index, updates, op, mode=None):
         else:
             new = _combine_basic(op, current, lax.convert_element_type(
                 broadcast_to_shape(to_array(updates), aval(current).shape), aval(x).dtype))
-        return _scatter_indexed(x, index, new, "set", mode)
+        return _scatter_indexed(x, index, new, "set", mode, hints)
     if op == "subtract":
-        return _scatter_indexed(x, index, ufuncs.negative(to_array(updates)), "add", mode)
-    return _scatter_indexed(x, index, updates, op, mode)
+        return _scatter_indexed(x, index, ufuncs.negative(to_array(updates)), "add", mode,
+                                hints)
+    return _scatter_indexed(x, index, updates, op, mode, hints)
 
 
 class _IndexUpdateRef:
@@ -226,30 +231,38 @@ class _IndexUpdateRef:
         return gather.advanced_getitem(self.array, self.index, mode=mode, fill_value=fill_value)
 
     def set(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        return scatter(self.array, self.index, values, "set", mode)
+        return scatter(self.array, self.index, values, "set", mode,
+                       indices_are_sorted=indices_are_sorted, unique_indices=unique_indices)
 
     def add(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        return scatter(self.array, self.index, values, "add", mode)
+        return scatter(self.array, self.index, values, "add", mode,
+                       indices_are_sorted=indices_are_sorted, unique_indices=unique_indices)
 
     def subtract(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        return scatter(self.array, self.index, values, "subtract", mode)
+        return scatter(self.array, self.index, values, "subtract", mode,
+                       indices_are_sorted=indices_are_sorted, unique_indices=unique_indices)
 
     def multiply(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        return scatter(self.array, self.index, values, "multiply", mode)
+        return scatter(self.array, self.index, values, "multiply", mode,
+                       indices_are_sorted=indices_are_sorted, unique_indices=unique_indices)
 
     mul = multiply
 
     def divide(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        return scatter(self.array, self.index, values, "divide", mode)
+        return scatter(self.array, self.index, values, "divide", mode,
+                       indices_are_sorted=indices_are_sorted, unique_indices=unique_indices)
 
     def power(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        return scatter(self.array, self.index, values, "power", mode)
+        return scatter(self.array, self.index, values, "power", mode,
+                       indices_are_sorted=indices_are_sorted, unique_indices=unique_indices)
 
     def min(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        return scatter(self.array, self.index, values, "min", mode)
+        return scatter(self.array, self.index, values, "min", mode,
+                       indices_are_sorted=indices_are_sorted, unique_indices=unique_indices)
 
     def max(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        return scatter(self.array, self.index, values, "max", mode)
+        return scatter(self.array, self.index, values, "max", mode,
+                       indices_are_sorted=indices_are_sorted, unique_indices=unique_indices)
 
     def apply(self, func, *, indices_are_sorted=False, unique_indices=False, mode=None):
         """``func`` applied to the indexed elements (each once)."""
