@@ -13,7 +13,13 @@ from fusionjit._src.numpy.extras import (  # noqa: F401
     bincount, bool, diff, digitize, double, ediff1d, float_, floating, generic, geomspace,
     inexact, int_, integer, interp, isin, issubdtype, ix_, logspace, nanargmax, nanargmin, number,
     put_along_axis, signedinteger, single, trapezoid, uint, unsignedinteger, vander)
+from fusionjit._src.numpy.functional import (  # noqa: F401
+    apply_along_axis, apply_over_axes, fromfunction, matvec, vecmat, vectorize)
 from fusionjit._src.numpy.gather import take, take_along_axis  # noqa: F401
+from fusionjit._src.numpy.histograms import (  # noqa: F401
+    histogram, histogram2d, histogram_bin_edges, histogramdd)
+from fusionjit._src.numpy.index_tricks import (  # noqa: F401
+    block, c_, index_exp, mask_indices, mgrid, ogrid, r_, s_)
 from fusionjit._src.numpy.indexing import getitem as _getitem  # noqa: F401
 from fusionjit._src.numpy.manipulation import (  # noqa: F401
     append, array_equal, array_equiv, array_split, atleast_1d, atleast_2d, atleast_3d,
@@ -30,8 +36,22 @@ from fusionjit._src.numpy.math_ufuncs import (  # noqa: F401
     iscomplex, iscomplexobj, isclose, isneginf, isposinf, isreal, isrealobj, lcm, ldexp,
     logaddexp, logaddexp2, modf, nan_to_num, nextafter, rad2deg, radians, real, rint, signbit,
     sinc, sinh, trunc)
+from fusionjit._src.numpy.nanquantiles import (  # noqa: F401
+    nanmedian, nanpercentile, nanquantile)
+from fusionjit._src.numpy.numerical import (  # noqa: F401
+    convolve, corrcoef, correlate, cov, gradient, spacing, unwrap)
+from fusionjit._src.numpy.numpy_io import (  # noqa: F401
+    array_repr, array_str, character, flexible, frombuffer, fromfile, fromiter, fromstring,
+    get_printoptions, iterable, load, object_, printoptions, save, savez, set_printoptions)
 from fusionjit._src.numpy.padding import pad  # noqa: F401
+from fusionjit._src.numpy.polynomials import (  # noqa: F401
+    poly, polyadd, polyder, polydiv, polyfit, polyint, polymul, polysub, polyval)
 from fusionjit._src.numpy.products import dot, inner, matmul, outer, vdot  # noqa: F401
+from fusionjit._src.numpy.selection import (  # noqa: F401
+    argpartition, choose, compress, extract, packbits, partition, place, put, trim_zeros,
+    unpackbits)
+from fusionjit._src.numpy.setops import (  # noqa: F401
+    intersect1d, setdiff1d, setxor1d, union1d)
 from fusionjit._src.numpy.sorting import (  # noqa: F401
     argsort, argwhere, flatnonzero, lexsort, nonzero, searchsorted, sort, unique, unique_all,
     unique_counts, unique_inverse, unique_values)
@@ -52,6 +72,8 @@ from fusionjit._src.numpy.ufuncs import (  # noqa: F401
     log1p, log2, log10, logical_and, logical_not, logical_or, logical_xor, maximum, minimum,
     mod, multiply, negative, not_equal, positive, power, reciprocal, remainder, right_shift,
     round, sign, sin, sqrt, square, subtract, tan, tanh, true_divide, where)
+from fusionjit._src.numpy.windows import (  # noqa: F401
+    bartlett, blackman, hamming, hanning, i0, kaiser)
 
 # The array API's names for NumPy's functions.
 bitwise_left_shift = left_shift
@@ -79,6 +101,7 @@ dtype = _np.dtype
 __array_api_version__ = "2023.12"
 pi = _np.pi
 e = _np.e
+euler_gamma = _np.euler_gamma
 inf = _np.inf
 nan = _np.nan
 newaxis = None
