@@ -402,3 +402,25 @@ def test_16_bit_programs_match_jax(dtype):
     for g, j in zip(got, want):
         assert np.asarray(g).dtype == np.asarray(j).dtype == dtype
         assert ulps(g, j).max() <= 2
+
+
+@pytest.mark.parametrize("dtype", [np.float16, BF16])
+def test_sign_bit_functions_of_16_bit_floats(dtype):
+    # Before: copysign, nextafter, signbit and frexp bitcast 2-byte floats to a 4-byte
+    # unsigned type and raised TypeError.
+    x = np.array([1.5, -2.0, 0.0, -0.0, 3e-5, np.inf, -np.inf, 7.0], dtype)
+    y = np.array([-1, 1, -1, 1, -2, 1, 2, -3], dtype)
+    f32 = np.float32
+    got = np.asarray(fusionjit.jit(fnp.copysign)(x, y))
+    np.testing.assert_array_equal(got.view(np.uint16), np.copysign(x.astype(f32), y.astype(f32))
+                                  .astype(dtype).view(np.uint16))
+    np.testing.assert_array_equal(np.asarray(fnp.signbit(x)), np.signbit(x.astype(f32)))
+    m, e = fusionjit.jit(fnp.frexp)(x)
+    m_want, e_want = np.frexp(x.astype(f32))
+    np.testing.assert_array_equal(np.asarray(m).astype(f32), m_want)
+    np.testing.assert_array_equal(np.asarray(e), e_want)
+    after = np.asarray(fusionjit.jit(fnp.nextafter)(x, y)).view(np.uint16)
+    bits = x.view(np.uint16).astype(np.int64)
+    towards = np.where((y.astype(f32) > x.astype(f32)) == (x.astype(f32) > 0), 1, -1)
+    want = np.where(x.astype(f32) == 0, (y.view(np.uint16) & 0x8000) | 1, bits + towards)
+    np.testing.assert_array_equal(after, want.astype(np.uint16))

@@ -170,7 +170,10 @@ const Instruction* ReductionHero(const Computation& fused) {
   return nullptr;
 }
 
-int EmittedCount(const Computation& fused, const Instruction* instr) {
+namespace {
+
+// EmittedCount of `instr`, or with `instr` null the largest count of any instruction.
+int EmittedCounts(const Computation& fused, const Instruction* instr) {
   // Each instruction gets the set of "index sources" it is requested with: the root's own
   // index, or one new index per (index-changing user, operand slot, user's source). Sets are
   // sorted runs in one pool (this runs for every candidate pair of the fusion passes: in
@@ -184,6 +187,7 @@ int EmittedCount(const Computation& fused, const Instruction* instr) {
   std::vector<uint64_t> pool, s;
   std::vector<std::pair<size_t, size_t>> run(order.size());  // [begin, end) in pool
   const Instruction* root = fused.root();
+  int largest = 0;
   for (int p = n - 1; p >= 0; --p) {
     const Instruction* x = order[p];
     s.clear();
@@ -209,10 +213,25 @@ int EmittedCount(const Computation& fused, const Instruction* instr) {
     s.erase(std::unique(s.begin(), s.end()), s.end());
     if (s.size() > kEmittedCountCap) s.resize(kEmittedCountCap);
     if (x == instr) return static_cast<int>(s.size());
+    if (!instr) largest = std::max(largest, static_cast<int>(s.size()));
     run[p] = {pool.size(), pool.size() + s.size()};
     pool.insert(pool.end(), s.begin(), s.end());
   }
-  return 0;
+  return largest;
+}
+
+}  // namespace
+
+int EmittedCount(const Computation& fused, const Instruction* instr) { return EmittedCounts(fused, instr); }
+
+int MaxEmittedCount(const Computation& fused) { return EmittedCounts(fused, nullptr); }
+
+int CodeDuplication(const Instruction* producer, int emitted) {
+  // Emitted once, the producer's code is there once: nothing to multiply (and the count
+  // inside it is not computed for every candidate pair).
+  if (emitted <= 1 || producer->opcode() != Opcode::kFusion) return emitted;
+  int64_t inner = std::max(MaxEmittedCount(*producer->fused_computation()), 1);
+  return static_cast<int>(std::min<int64_t>(int64_t{emitted} * inner, kEmittedCountCap));
 }
 
 int EmittedCountOfProducer(const Instruction* producer, const Instruction* consumer) {

@@ -36,6 +36,14 @@ inline constexpr size_t kEmittedCountCap = 64;
 int EmittedCount(const Computation& fused, const Instruction* instr);
 // The same for a producer fused into `consumer` (a fusion or a single op).
 int EmittedCountOfProducer(const Instruction* producer, const Instruction* consumer);
+// The largest EmittedCount of any instruction in `fused`.
+int MaxEmittedCount(const Computation& fused);
+// How often the most duplicated op of `producer` would be emitted in a consumer that emits
+// the producer `emitted` times (EmittedCountOfProducer): that count times the largest
+// count inside the producer (XLA's MaxCodeDuplicationTooHigh). Fusions of fusions multiply:
+// a scan's odd/even rounds fused one into the next emit the first round's ops 2^rounds
+// times. At most kEmittedCountCap.
+int CodeDuplication(const Instruction* producer, int emitted);
 
 // Operands plus outputs of the fusion that fusing `producer` into `consumer` would make.
 int FusedOperandsAndOutputs(const Instruction* producer, const Instruction* consumer);

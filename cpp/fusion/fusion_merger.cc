@@ -90,6 +90,12 @@ FusionDecision FusionMergerPass::ShouldMerge(const Instruction* producer) const 
                                                    std::to_string(profile_.max_operands_and_outputs));
     }
     int emitted = EmittedCountOfProducer(producer, u);
+    int duplication = CodeDuplication(producer, emitted);
+    if (duplication >= static_cast<int>(kEmittedCountCap)) {
+      return FusionDecision::No("code-size", "an op of " + Name(producer) + " would be emitted " +
+                                                 std::to_string(duplication) + " or more times per element of " +
+                                                 Name(u) + " (the code would grow as much)");
+    }
     if (emitted > profile_.max_emitted) {
       d = FusionDecision::No("code-duplication", Name(producer) + " would be emitted " + std::to_string(emitted) +
                                                      " times in " + Name(u));

@@ -227,6 +227,14 @@ FusionDecision InstructionFusionPass::ShouldFuse(const Instruction* producer,
                                   " operands and outputs, more than the budget of " +
                                   std::to_string(profile_.max_operands_and_outputs));
   }
+  int duplication = CodeDuplication(producer, emitted);
+  if (duplication >= static_cast<int>(kEmittedCountCap)) {
+    // A hard limit, also for the cost model, which prices the work, not the code: a
+    // 16-element cumsum of sin(x) fused whole took 14 s of LLVM.
+    return FusionDecision::No("code-size", "an op of " + Name(producer) + " would be emitted " +
+                                               std::to_string(duplication) + " or more times per element of " +
+                                               Name(consumer) + " (the code would grow as much)");
+  }
   if (profile_.cost_model) {
     // Never fuse what XLA's rules allow only to refuse it on cost: the cost model decides
     // the soft rules, and confirms the rest is not harmful.

@@ -283,7 +283,9 @@ bool LoopCarrySplitPass::Run(Module& module) {
 bool SliceSinkingPass::Run(Module& module) {
   bool changed = false;
   for (Computation* c : module.ControlFlowComputations()) {
+    int64_t limit = limit_.try_emplace(c, 2 * c->instruction_count() + kSlack).first->second;
     for (Instruction* slice : c->MakePostOrder()) {
+      if (c->instruction_count() >= limit) break;
       if (!c->Contains(slice) || slice->opcode() != Opcode::kSlice) continue;
       const Instruction* x = slice->operand(0);
       // Only where the producer goes away: every user of it is a slice.

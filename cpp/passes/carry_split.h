@@ -5,6 +5,8 @@
 // CartPole compiles to the kernels of its hand-refactored no-concat version.
 #pragma once
 
+#include <unordered_map>
+
 #include "passes/pass.h"
 
 namespace fj {
@@ -25,10 +27,18 @@ class LoopCarrySplitPass : public Pass {
 // slice(b)), slice(broadcast(x)) -> broadcast(x or slice(x)), slice(reshape) where the
 // reshape only splits or merges unit dimensions. After a carry split, the rows of the
 // loop's next state then come straight from the rows that computed them.
+// Each slice of a producer read by several slices copies the producer, so a graph of
+// diamonds sliced again and again (a scan's odd/even rounds) would grow exponentially:
+// a computation may grow to twice its size when the pass first saw it (plus kSlack), then
+// the pass stops sinking there.
 class SliceSinkingPass : public Pass {
  public:
+  static constexpr int64_t kSlack = 64;
   std::string_view name() const override { return "slice-sinking"; }
   bool Run(Module& module) override;
+
+ private:
+  std::unordered_map<const Computation*, int64_t> limit_;
 };
 
 }  // namespace fj

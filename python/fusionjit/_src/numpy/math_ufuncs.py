@@ -29,7 +29,7 @@ def _full(value, like):
 
 
 def _uint_type(d):
-    return dt.uint32 if np.dtype(d).itemsize == 4 else dt.uint64
+    return {2: dt.uint16, 4: dt.uint32}.get(np.dtype(d).itemsize, dt.uint64)
 
 
 def _sign_mask(d):
