@@ -375,3 +375,54 @@ def test_an_updated_output_is_written_in_place():
     want = x + 1
     np.add.at(want, i, 2.0)
     np.testing.assert_array_equal(f(x, i), want)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_parallel_scatter_plans_match_numpy(seed):
+    # Random windows over operands large enough for the sliced plan (>= 32768 elements),
+    # repeated and out-of-bounds indices, every combiner, into a copy, in place, and with
+    # unique indices in place: each against NumPy applying the updates in order.
+    rng = np.random.default_rng(seed)
+    shape = [(256, 160), (64, 32, 24), (40_000,)][seed % 3]
+    x = rng.standard_normal(shape).astype(np.float32)
+    rank = len(shape)
+    window_dims = sorted(rng.choice(rank, rng.integers(0, rank), replace=False).tolist())
+    inserted = [d for d in range(rank) if d not in window_dims]
+    window = [int(rng.integers(1, min(4, shape[d]) + 1)) for d in window_dims]
+    m = 300
+    starts = np.stack([rng.integers(-1, shape[d] - (window[window_dims.index(d)] if d in
+                                                    window_dims else 1) + 2, m)
+                       for d in range(rank)], 1).astype(np.int32)
+    starts[m // 2:m // 2 + 50] = starts[:50]  # repeats
+    u = rng.standard_normal((m, *window)).astype(np.float32)
+    dn = SDN(tuple(range(1, 1 + len(window))), tuple(inserted), tuple(range(rank)))
+    ufuncs = {"scatter_add": np.add, "scatter_max": np.maximum, "scatter": None}
+
+    def want(base, ufunc):
+        out = base.copy()
+        for k in range(m):
+            lo = starts[k]
+            sizes = [window[window_dims.index(d)] if d in window_dims else 1 for d in range(rank)]
+            if any(lo[d] < 0 or lo[d] + sizes[d] > shape[d] for d in range(rank)):
+                continue  # a window that does not fit is dropped
+            region = tuple(slice(int(lo[d]), int(lo[d]) + sizes[d]) for d in range(rank))
+            upd = u[k].reshape(sizes)
+            out[region] = upd if ufunc is None else ufunc(out[region], upd)
+        return out
+
+    for name, ufunc in ufuncs.items():
+        op = getattr(lax, name)
+        copy = fusionjit.jit(lambda x, i, u, op=op: op(x, i, u, dn))
+        np.testing.assert_array_equal(copy(x, starts, u), want(x, ufunc))
+        in_place = fusionjit.jit(lambda x, i, u, op=op: op(x * 2, i, u, dn))
+        np.testing.assert_array_equal(in_place(x, starts, u), want(x * 2, ufunc))
+    # Unique windows (disjoint rows of the first dimension), in place and in parallel.
+    rows = rng.permutation(shape[0])[:min(m, shape[0])].astype(np.int32)
+    ushape = (len(rows), *shape[1:])
+    ur = rng.standard_normal(ushape).astype(np.float32)
+    rdn = SDN(tuple(range(1, rank)), (0,), (0,))
+    f = fusionjit.jit(lambda x, i, u: lax.scatter_add(x * 2, i[:, None], u, rdn,
+                                                      unique_indices=True))
+    expect = x * 2
+    expect[rows] += ur
+    np.testing.assert_array_equal(f(x, rows, ur), expect)
