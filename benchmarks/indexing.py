@@ -1,5 +1,6 @@
 """Gathers, scatters and 16-bit floats: an embedding lookup ``table[idx]`` (one gather), a
-histogram ``zeros(bins).at[ids].add(v)`` (one scatter) and an elementwise kernel in float32,
+histogram ``zeros(bins).at[ids].add(v)`` (one scatter), updates of a large array (a scatter
+into a copy; a permutation with ``unique_indices``) and an elementwise kernel in float32,
 float16 and bfloat16, fusionjit vs NumPy and jax.jit (when installed), in one run.
 
     python benchmarks/indexing.py
@@ -64,7 +65,32 @@ def main(argv=None):
             row["jax/fusionjit"] = row["jax_us"] / row["fusionjit_us"]
         rows.append(row)
 
+    # Updates of a large array: 3,000 adds into a copy of a 4M argument (the sliced plan:
+    # threads copy and update their own slices), and a permutation written with
+    # unique_indices into a temporary (in place, one unit per update).
     n = 1 << 22
+    x = rng.standard_normal(n).astype(np.float32)
+    ids = rng.integers(0, n, 3000).astype(np.int32)
+    v = rng.standard_normal(3000).astype(np.float32)
+    perm = rng.permutation(n).astype(np.int32)
+    w = rng.standard_normal(n).astype(np.float32)
+    cases = [(f"x.at[ids].add(v): 3000 updates of float32[{n}]", lambda x, i, v: x.at[i].add(v),
+              (x, ids, v)),
+             (f"(x * 2).at[perm].set(w, unique_indices=True), float32[{n}]",
+              lambda x, i, v: (x * 2).at[i].set(v, unique_indices=True), (x, perm, w))]
+    for case, fn, args_ in cases:
+        f = fusionjit.jit(fn)
+        fa = [fnp.asarray(a) for a in args_]
+        row = {"case": case, "fusionjit_us": median_seconds(lambda: f(*fa)) * 1e6}
+        if "jax" in found:
+            jax, jnp = found["jax"]
+            g = jax.jit(fn)
+            ja = [jnp.asarray(a) for a in args_]
+            np.testing.assert_array_equal(np.asarray(f(*fa)), np.asarray(g(*ja)))
+            row["jax_us"] = median_seconds(lambda: g(*ja).block_until_ready()) * 1e6
+            row["jax/fusionjit"] = row["jax_us"] / row["fusionjit_us"]
+        rows.append(row)
+
     for d in (np.float32, np.float16, ml_dtypes.bfloat16):
         a = rng.standard_normal(n).astype(d)
         f = fusionjit.jit(lambda a, b: fnp.tanh(a * b + 1.0) * 0.5)
