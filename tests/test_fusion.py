@@ -333,6 +333,21 @@ def test_row_fusion_makes_one_kernel_per_row_normalisation(f, ref, shape):
     assert rows and "once per row" in rows[0]["reason"]
 
 
+@pytest.mark.parametrize("f,ref", [(_softmax, _np_softmax), (_layernorm, _np_layernorm)],
+                         ids=["softmax", "layernorm"])
+def test_row_reductions_under_a_unit_dimension_are_computed_once_per_row(f, ref):
+    # Large-tier fuzz seed 205813 ("hang"), reduced: with a leading dimension of 1 (a batch
+    # of one) the row kernel emitted each row's reductions at the row's index while the
+    # elements asked for them at the constant 0 a broadcast gives a unit dimension: every
+    # element recomputed its row's sums (n^2 per row; [1, 84, 2046] took 0.3 s instead of
+    # 0.2 ms, [1, 89, 8191] minutes). The code is now the same size as for [2, 84, n].
+    x1 = np.random.default_rng(2).standard_normal((1, 84, 2046)).astype(np.float32)
+    x2 = np.concatenate([x1, x1])
+    np.testing.assert_allclose(np.asarray(fusionjit.jit(f)(x1)), ref(x1), rtol=2e-5, atol=2e-6)
+    one, two = (len(fusionjit.jit(f).lower(x).as_text("llvm").splitlines()) for x in (x1, x2))
+    assert one <= 1.2 * two, (one, two)
+
+
 @pytest.mark.cpu_only
 def test_row_fusion_is_refused_with_its_reason():
     few_rows = np.ones((4, 64), np.float32)

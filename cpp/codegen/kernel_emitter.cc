@@ -760,12 +760,19 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
         }
       }
       llvm::Value* row_start = b.CreateMul(row, b.getInt64(plan.row_length));
+      // A unit dimension's index is the constant 0, as a broadcast or reshape asks for it:
+      // the per-row reductions are then found in the cache by the elements' requests (with
+      // the row's index there, a [1, rows, n] softmax recomputed each row's sums for every
+      // element: n^2 work per row).
+      auto outer_dim = [&](LaneMath& lanes, int k) {
+        return dims[k] == 1 ? lanes.Constant(0) : lanes.Uniform(outer[k]);
+      };
       if (!per_row.empty()) {
         // Row fusion: each per-row reduction once, before the row's elements; the elements
         // find its value in the emitter's cache (uniform values serve any width).
         LaneMath lanes(b, 1);
         Index at;
-        for (int k = 0; k < rank - 1; ++k) at.dims.push_back(lanes.Uniform(outer[k]));
+        for (int k = 0; k < rank - 1; ++k) at.dims.push_back(outer_dim(lanes, k));
         for (const Instruction* r : per_row) {
           auto k = std::find(kept.begin(), kept.end(), r->operand(0)) - kept.begin();
           if (k < static_cast<int64_t>(kept.size())) keep_row_value(kept[k], kept_rows[k], outer);
@@ -780,7 +787,7 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
       }
       vector_loop(b.getInt64(0), b.getInt64(plan.row_length), [&](llvm::Value* j, LaneMath& lanes) {
         Index index;
-        for (int k = 0; k < rank - 1; ++k) index.dims.push_back(lanes.Uniform(outer[k]));
+        for (int k = 0; k < rank - 1; ++k) index.dims.push_back(outer_dim(lanes, k));
         index.dims.push_back(lanes.LaneRamp(j));
         IndexDim linear = lanes.LaneRamp(b.CreateAdd(row_start, j));
         return std::make_pair(index, linear);
