@@ -5,19 +5,16 @@ per slice. A slice of NaNs only gives NaN."""
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
 from fusionjit._src import core
 from fusionjit._src import dtypes as dt
-from fusionjit._src.lax import lax
-from fusionjit._src.numpy import reductions, shapes, sorting, ufuncs
+from fusionjit._src.numpy import reductions, shapes, ufuncs
 from fusionjit._src.numpy.gather import take_along_axis
-from fusionjit._src.numpy.util import (aval, canonical_axes, check_arraylike, fail,
-                                       promote_dtypes_inexact, to_array)
-
-_METHODS = ("linear", "lower", "higher", "midpoint", "nearest")
+from fusionjit._src.numpy.statistics import quantile_layout, sorted_rows
+from fusionjit._src.numpy.util import (aval, check_arraylike, fail,
+                                       promote_dtypes_inexact)
 
 
 def nanquantile(a, q, axis=None, out=None, overwrite_input: bool = False,
@@ -48,32 +45,14 @@ def nanmedian(a, axis=None, out=None, overwrite_input: bool = False, keepdims: b
 
 
 def _nan_quantile(name, a, q, axis, out, method, keepdims, weights):
-    check_arraylike(name, a, q)
-    if out is not None:
-        fail(f"{name}(out=...) is not supported: fusionjit arrays are immutable",
-             NotImplementedError)
     if weights is not None:
         fail(f"{name}(weights=...) is not supported", NotImplementedError)
-    if method not in _METHODS:
-        fail(f"{name}: method must be one of {', '.join(_METHODS)}, got {method!r}", ValueError)
     if not isinstance(q, core.Tracer):
         q_np = np.asarray(q, np.float64)
         if ((q_np < 0) | (q_np > 1)).any():
             fail(f"{name}: q must be in [0, {100 if name == 'nanpercentile' else 1}]",
                  ValueError)
-    a, q_arr = promote_dtypes_inexact(to_array(a), to_array(q))
-    q_shape = aval(q_arr).shape
-    if len(q_shape) > 1:
-        fail(f"{name}: q must be a scalar or a 1-D array, got shape {q_shape}", ValueError)
-    shape = aval(a).shape
-    axes = canonical_axes(axis, len(shape))
-    kept = [i for i in range(len(shape)) if i not in axes]
-    n = math.prod(shape[i] for i in axes)
-    if n == 0:
-        fail(f"{name} of an empty array", ValueError)
-    # The reduced axes move last and merge into one: (kept..., n), sorted, NaNs last.
-    moved = shapes.transpose(a, kept + list(axes))
-    x = sorting.sort(shapes.reshape(moved, tuple(shape[i] for i in kept) + (n,)), axis=-1)
+    x, q_arr, kept, shape, n = sorted_rows(name, a, q, axis, out, method)
     d = aval(x).dtype
     valid = reductions.sum(ufuncs.logical_not(ufuncs.isnan(x)).astype(d), axis=-1,
                            keepdims=True)
@@ -96,12 +75,4 @@ def _nan_quantile(name, a, q, axis, out, method, keepdims, weights):
     else:
         result = ufuncs.where(ufuncs.less_equal(high_w, 0.5), low_v, high_v)
     result = ufuncs.where(ufuncs.equal(valid, 0), np.nan, result).astype(d)
-    # (kept..., nq) -> (nq, kept...), with the reduced axes back as ones for keepdims.
-    last = len(kept)
-    result = lax.transpose(result, [last] + list(range(last)))
-    if keepdims:
-        full = [shape[i] if i in kept else 1 for i in range(len(shape))]
-        result = shapes.reshape(result, (aval(result).shape[0],) + tuple(full))
-    if not q_shape:
-        result = shapes.reshape(result, aval(result).shape[1:])
-    return result
+    return quantile_layout(result, kept, shape, aval(q_arr).shape, keepdims)

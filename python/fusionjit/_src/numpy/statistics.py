@@ -296,8 +296,11 @@ def median(a, axis=None, out=None, overwrite_input: bool = False, keepdims: bool
     return _quantile("median", a, 0.5, axis, out, "midpoint", keepdims)
 
 
-def _quantile(name, a, q, axis, out, method, keepdims):
-    from fusionjit._src.numpy import manipulation, sorting
+def sorted_rows(name, a, q, axis, out, method):
+    """The quantile functions' common start: the checks, then ``a`` (promoted to inexact with
+    ``q``) with the reduced axes moved last, merged into one and sorted along it (NaNs
+    last). Returns (sorted (kept..., n), q as an array, the kept axes, a's shape, n)."""
+    from fusionjit._src.numpy import sorting
     check_arraylike(name, a, q)
     _no_out(name, out)
     if method not in _METHODS:
@@ -308,15 +311,33 @@ def _quantile(name, a, q, axis, out, method, keepdims):
         fail(f"{name}: q must be a scalar or a 1-D array, got shape {q_shape}", ValueError)
     shape = aval(a).shape
     axes = canonical_axes(axis, len(shape))
-    # The reduced axes move last and merge into one: (kept..., n).
     kept = [i for i in range(len(shape)) if i not in axes]
     n = _count(shape, axes)
     if n == 0:
         fail(f"{name} of an empty array", ValueError)
     moved = lax.transpose(a, kept + list(axes))
     flat = lax.reshape(moved, tuple(shape[i] for i in kept) + (n,))
+    return sorting.sort(flat, axis=-1), q_arr, kept, shape, n
+
+
+def quantile_layout(result, kept, shape, q_shape, keepdims):
+    """A quantile's (kept..., nq) values as the result: (nq, kept...), the reduced axes back
+    as ones for keepdims, without the q axis for a scalar q."""
     last = len(kept)
-    x = sorting.sort(flat, axis=-1)
+    result = lax.transpose(result, [last] + list(range(last)))
+    if keepdims:
+        full = [shape[i] if i in kept else 1 for i in range(len(shape))]
+        result = lax.reshape(result, (aval(result).shape[0],) + tuple(full))
+    if not q_shape:
+        result = lax.reshape(result, aval(result).shape[1:])
+    return result
+
+
+def _quantile(name, a, q, axis, out, method, keepdims):
+    from fusionjit._src.numpy import manipulation
+    x, q_arr, kept, shape, n = sorted_rows(name, a, q, axis, out, method)
+    q_shape = aval(q_arr).shape
+    last = len(kept)
     has_nan = reductions.any(lax.ne(x, x), axis=-1, keepdims=True)
     d = aval(x).dtype
     if isinstance(q, core.Tracer):
@@ -359,12 +380,5 @@ def _quantile(name, a, q, axis, out, method, keepdims):
         result = lax.select(lax.le(high_w, lax.full(out_shape, 0.5, d)), low_v, high_v)
     nan_mask = lax.broadcast_in_dim(has_nan, out_shape, tuple(range(len(out_shape))))
     result = lax.select(nan_mask, lax.full(out_shape, np.nan, d), result)
-    # (kept..., nq) -> (nq, kept...), with the reduced axes back as ones for keepdims.
-    result = lax.transpose(result, [last] + list(range(last)))
-    if keepdims:
-        full = [shape[i] if i in kept else 1 for i in range(len(shape))]
-        result = lax.reshape(result, (aval(result).shape[0],) + tuple(full))
-    if not q_shape:
-        result = lax.reshape(result, aval(result).shape[1:])
-    return result
+    return quantile_layout(result, kept, shape, q_shape, keepdims)
 
