@@ -43,7 +43,7 @@ def decisions(f, *args, **kw):
     return [d for d in fusionjit.explain(f, **kw)(*args).decisions if d["rule"] == "whole-loop"]
 
 
-@pytest.mark.parametrize("n", [2048, 17, 5])
+@pytest.mark.parametrize("n", [2048, 17, 5, 1])
 def test_cartpole_rollout_runs_as_one_kernel_and_matches_the_step_loop(n):
     args = cartpole_inputs(n, 50)
     (d,) = decisions(rollout, *args)
@@ -52,6 +52,37 @@ def test_cartpole_rollout_runs_as_one_kernel_and_matches_the_step_loop(n):
     assert counts["loops"] == [] and counts["per_call"] == 2   # the loop, and its resets' sum
     want = fusionjit.jit(rollout, fusion="xla")(*args)
     got = fusionjit.jit(rollout)(*args)
+    for g, w in zip(fusionjit.tree_util.tree_leaves(got), fusionjit.tree_util.tree_leaves(want)):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    assert np.asarray(got[1]).sum() > 0   # resets happened
+
+
+def rollout_with_a_step_counter(x, x_dot, theta, theta_dot, actions, resets):
+    """The CartPole study's `no_concat` step: a scalar step counter beside the state picks
+    the reset row from a pool of them."""
+    def step(carry, action):
+        *state, t = carry
+        new = physics(fnp, *state, action)
+        done = done_of(new[0], new[2])
+        reset = resets[t % resets.shape[0]]
+        new = tuple(fnp.where(done, reset[i], v) for i, v in enumerate(new))
+        return (*new, t + 1), fnp.sum(done)
+    return lax.scan(step, (x, x_dot, theta, theta_dot, 0), actions)
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_one_environment_beside_a_step_counter_runs_as_one_kernel(n):
+    # With one environment the lanes are [1], and the scalar counter had their non-unit
+    # dimensions (none) too: it counted as a lane, the pool's dynamic-slice at it "moved the
+    # lanes' values", and the loop ran step by step, unrolled, ~12 launches a step.
+    *state, actions, resets = cartpole_inputs(n, 60)
+    args = (*state, actions, resets[:7])
+    (d,) = decisions(rollout_with_a_step_counter, *args)
+    assert d["fuse"] and "60 steps run in one kernel" in d["reason"], d["reason"]
+    counts = fusionjit.testing.launch_counts(rollout_with_a_step_counter)(*args)
+    assert counts["loops"] == [] and counts["per_call"] <= 2, counts
+    want = fusionjit.jit(rollout_with_a_step_counter, fusion="xla")(*args)
+    got = fusionjit.jit(rollout_with_a_step_counter)(*args)
     for g, w in zip(fusionjit.tree_util.tree_leaves(got), fusionjit.tree_util.tree_leaves(want)):
         np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
     assert np.asarray(got[1]).sum() > 0   # resets happened

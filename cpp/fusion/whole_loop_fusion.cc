@@ -144,9 +144,15 @@ Match MatchLoop(const Instruction* loop) {
     }
     carries.push_back(k);
   }
-  // The lanes: the largest carry or output value.
+  // The lanes: the largest carry or output value; of values of one element (a single
+  // environment), the one of highest rank, so that a [1] state is the lane and a scalar
+  // counter beside it is not.
   auto consider = [&](const Shape& s) {
-    if (m.lanes.empty() || s.NumElements() > Shape(s.dtype(), m.lanes).NumElements()) m.lanes = s.dims();
+    int64_t have = Shape(s.dtype(), m.lanes).NumElements();
+    if (m.lanes.empty() || s.NumElements() > have ||
+        (s.NumElements() == have && s.rank() > static_cast<int>(m.lanes.size()))) {
+      m.lanes = s.dims();
+    }
   };
   for (int k : carries) consider(root->operand(k)->shape());
   for (const Output& o : m.lane_outputs) consider(o.value->shape());
@@ -169,9 +175,12 @@ Match MatchLoop(const Instruction* loop) {
   for (const Output& o : m.reductions) {
     if (other_lanes(o, o.value->operand(0)->shape())) return m;
   }
+  // With one lane every one-element value has the lanes' non-unit dimensions (none): only
+  // carries of the lanes' exact shape are lanes there, the others are uniform.
+  const bool one_lane = Shape(DType::kF32, m.lanes).NumElements() == 1;
   for (int k : carries) {
     const Shape& s = root->operand(k)->shape();
-    if (SameLanes(s.dims(), m.lanes)) {
+    if (one_lane ? s.dims() == m.lanes : SameLanes(s.dims(), m.lanes)) {
       m.lane.push_back(k);
     } else if (s.NumElements() <= kMaxUniformElements) {
       m.uniform.push_back(k);
