@@ -702,3 +702,90 @@ if __name__ == "__main__":
         missing = [n for n in names if not hasattr(fnp, n)]
         print(f"jax.numpy: {len(names) - len(missing)} of {len(names)} public names")
         print("  missing:", " ".join(missing))
+
+
+# --- JAX's Array methods ------------------------------------------------------------------
+
+_M = np.random.default_rng(11).normal(size=(4, 6)).astype(np.float32)
+METHOD_CASES = {
+    # name: (call on an array, the same with NumPy)
+    "std": (lambda a: a.std(axis=1, ddof=1), lambda a: a.std(axis=1, ddof=1)),
+    "var": (lambda a: a.var(), lambda a: a.var()),
+    "cumsum": (lambda a: a.cumsum(axis=0), lambda a: a.cumsum(axis=0)),
+    "cumprod": (lambda a: a.cumprod(axis=1), lambda a: a.cumprod(axis=1)),
+    "sort": (lambda a: a.sort(axis=0), lambda a: np.sort(a, axis=0)),
+    "argsort": (lambda a: a.argsort(), lambda a: a.argsort(kind="stable")),
+    "argpartition": (lambda a: a.argpartition(2)[:, 2],
+                     lambda a: np.argsort(a, kind="stable")[:, 2]),
+    "take": (lambda a: a.take(np.array([5, 0, 2]), axis=1), lambda a: a.take([5, 0, 2], axis=1)),
+    "repeat": (lambda a: a.repeat(2, axis=0), lambda a: a.repeat(2, axis=0)),
+    "diagonal": (lambda a: a.diagonal(1), lambda a: a.diagonal(1)),
+    "trace": (lambda a: a.trace(), lambda a: a.trace()),
+    "ptp": (lambda a: a.ptp(axis=1), lambda a: np.ptp(a, axis=1)),
+    "searchsorted": (lambda a: a[0].sort().searchsorted(np.float32(0.1)),
+                     lambda a: np.sort(a[0]).searchsorted(np.float32(0.1))),
+    "compress": (lambda a: a.compress(np.array([True, False, True, True]), axis=0, size=3),
+                 lambda a: a.compress([True, False, True, True], axis=0)),
+    "choose": (lambda a: (a[0] > 0).astype(np.int32).choose([a[1], a[2]], mode="clip"),
+               lambda a: (a[0] > 0).astype(np.int32).choose([a[1], a[2]])),
+    "nonzero": (lambda a: (a > 0).nonzero(size=24, fill_value=-1)[1],
+                lambda a: np.concatenate([(a > 0).nonzero()[1],
+                                          np.full(24 - (a > 0).sum(), -1)])),
+    "mT": (lambda a: a.mT, lambda a: a.T),
+    "real": (lambda a: a.real, lambda a: a.real),
+    "imag": (lambda a: a.imag, lambda a: a.imag),
+    "conj": (lambda a: a.conj(), lambda a: a.conj()),
+    "view": (lambda a: a.view(np.int32), lambda a: a.view(np.int32)),
+    "view-narrower": (lambda a: a.view(np.uint8), lambda a: a.view(np.uint8)),
+    "view-wider": (lambda a: a.astype(np.float16).view(np.uint32),
+                   lambda a: a.astype(np.float16).view(np.uint32)),
+    "view-bool": (lambda a: (a > 0).view(np.uint8), lambda a: (a > 0).view(np.uint8)),
+}
+
+
+@pytest.mark.parametrize("jitted", [False, True], ids=["eager", "jit"])
+@pytest.mark.parametrize("name", sorted(METHOD_CASES))
+def test_jax_array_methods(name, jitted):
+    call, numpy_call = METHOD_CASES[name]
+    f = fusionjit.jit(call) if jitted else call
+    got = np.asarray(f(fnp.asarray(_M)))
+    want = np.asarray(numpy_call(_M))
+    if want.dtype == np.int64:
+        want = want.astype(np.int32)   # JAX's default integer (x64 off)
+    assert got.shape == np.shape(want) and got.dtype == np.asarray(want).dtype, (got.dtype, want)
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)
+
+
+def test_the_array_methods_are_jaxs():
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    # Everything JAX's Array has that a single-device array without complex numbers can mean.
+    not_ours = {"addressable_data", "addressable_shards", "aval", "byteswap", "clone",
+                "committed", "copy_to_host_async", "delete", "device_buffer", "device_buffers",
+                "devices", "flat", "format", "global_shards", "is_deleted",
+                "is_fully_addressable", "is_fully_replicated", "is_ready",
+                "on_device_size_in_bytes", "platform", "sharding", "to_device", "traceback",
+                "unsafe_buffer_pointer"}
+    theirs = {n for n in dir(jnp.ones(3)) if not n.startswith("_")}
+    ours = {n for n in dir(fnp.ones(3)) if not n.startswith("_")}
+    assert sorted(theirs - ours - not_ours) == []
+    traced = []
+    names = lambda x: {n for n in dir(x) if not n.startswith("_")}  # noqa: E731
+    fusionjit.jit(lambda x: traced.append(names(x)) or x)(fnp.ones(3))
+    # JAX's tracers have no block_until_ready either; `device` is a concrete array's.
+    assert sorted(theirs - traced[0] - not_ours - {"block_until_ready", "device"}) == []
+
+
+@pytest.mark.parametrize("method", ["item", "tolist", "tobytes"])
+def test_concrete_only_methods_of_a_tracer_name_the_callers_line(method):
+    f = fusionjit.jit(lambda x: getattr(x, method)())
+    where = r"test_array_api.py:\d+.*\." + method
+    with pytest.raises(fusionjit.ConcretizationTypeError, match=where):
+        f(fnp.ones(3))
+
+
+def test_view_errors_name_the_callers_line():
+    with pytest.raises(ValueError, match="test_array_api.py.*multiple of 4"):
+        fnp.ones(3, np.uint8).view(np.float32)
+    with pytest.raises(ValueError, match="0-d array"):
+        fnp.asarray(1.0, np.float32).view(np.uint8)

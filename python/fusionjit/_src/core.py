@@ -373,6 +373,17 @@ class Tracer:
     ndim = property(lambda self: self.aval.ndim)
     size = property(lambda self: self.aval.size)
     weak_type = property(lambda self: self.aval.weak_type)
+    itemsize = property(lambda self: self.aval.dtype.itemsize)
+    nbytes = property(lambda self: self.aval.size * self.aval.dtype.itemsize)
+
+    def item(self, *args):
+        self._concrete_error(".item()")
+
+    def tolist(self):
+        self._concrete_error(".tolist()")
+
+    def tobytes(self, order="C"):
+        self._concrete_error(".tobytes()")
 
     def __repr__(self) -> str:
         return f"Traced<{self.aval.str_short()}>with<{self._trace.name}>"
