@@ -387,10 +387,18 @@ bool WholeLoopFusionPass::Run(Module& module) {
       if (log_) log_->Record("whole-loop-fusion", loop, loop, FusionDecision::No("whole-loop", "loop " + Name(loop) + " runs step by step: " + m.why_not));
       continue;
     }
-    std::string reason = "the loop's " + std::to_string(trips) + " steps run in one kernel: each of the " +
-                         DimsToString(m.lanes) + " lanes keeps its " +
-                         std::to_string(m.lane.size()) + " carries in registers for all steps";
-    if (!m.reductions.empty()) reason += ", and " + std::to_string(m.reductions.size()) + " per-step reductions are summed per block of lanes";
+    auto count = [](size_t n, const std::string& one, const std::string& many) {
+      return std::to_string(n) + " " + (n == 1 ? one : many);
+    };
+    int64_t lanes = Shape(DType::kF32, m.lanes).NumElements();
+    std::string reason = "the loop's " + std::to_string(trips) + " steps run in one kernel: " +
+                         (lanes == 1 ? std::string("its one lane") : "each of the " + std::to_string(lanes) + " lanes") +
+                         (m.lanes.size() > 1 ? " (" + DimsToString(m.lanes) + ")" : "") +
+                         " keeps its " + count(m.lane.size(), "carry", "carries") + " in registers for all steps";
+    if (!m.reductions.empty()) {
+      reason += ", and " + count(m.reductions.size(), "per-step reduction", "per-step reductions") + (m.reductions.size() == 1 ? " is" : " are") +
+                " summed per block of lanes";
+    }
     if (log_) log_->Record("whole-loop-fusion", loop, loop, FusionDecision::Yes("whole-loop", reason));
     Fuse(loop, m, block_lanes_);
     changed = true;
