@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "analysis/cost_model.h"
+#include "analysis/kernel_heroes.h"
 #include "codegen/elemental.h"
 #include "codegen/whole_loop_emitter.h"
 #include "ir/computation.h"
@@ -29,12 +30,6 @@ std::vector<const Instruction*> KeptRowValues(const std::vector<const Instructio
 }
 
 // The instructions whose values a kernel stores: the root, or a tuple root's operands.
-std::vector<const Instruction*> KernelRoots(const Computation& c) {
-  const Instruction* root = c.root();
-  if (root->opcode() == Opcode::kTuple) return {root->operands().begin(), root->operands().end()};
-  return {root};
-}
-
 // A kernel (or one output of it) can walk a flat range of elements if every value it reads
 // is at the output's own linear position (elementwise ops, reshapes, scalars, rank-1 iota).
 bool IsFlatFrom(const Instruction* root, int64_t elements) {
@@ -87,28 +82,6 @@ bool IsFlat(const Computation& c, int64_t elements) {
     if (!IsFlatFrom(r, elements)) return false;
   }
   return true;
-}
-
-// The reduction a kernel is built around: a root, or one reached from a root through
-// elementwise epilogue ops.
-const Instruction* ReductionHeroOf(const Computation& c) {
-  for (const Instruction* r : KernelRoots(c)) {
-    const Instruction* x = r;
-    while (x->opcode() != Opcode::kReduce && IsElementwise(x->opcode())) {
-      const Instruction* next = nullptr;
-      for (const Instruction* op : x->operands()) {
-        if (op->shape().IsArray() && op->shape().SameDims(x->shape()) && op->opcode() != Opcode::kParameter &&
-            op->opcode() != Opcode::kConstant) {
-          next = op;
-          if (op->opcode() == Opcode::kReduce) break;
-        }
-      }
-      if (!next) break;
-      x = next;
-    }
-    if (x->opcode() == Opcode::kReduce) return x;
-  }
-  return nullptr;
 }
 
 // A reduction whose operand's innermost dimension is reduced: its outputs are walked one
@@ -239,7 +212,7 @@ KernelPlan PlanKernel(const Instruction* fusion, int max_width, bool in_place) {
     plan.side_output = {false};
     return plan;
   }
-  plan.side_hero = SideOutputHero(roots, ReductionHeroOf(c));
+  plan.side_hero = SideOutputHero(roots, ReductionHero(c, IsReduce));
   const Shape& shape = plan.side_hero ? plan.side_hero->shape() : roots[0]->shape();
   plan.reduction_width = max_width;
   plan.num_outputs = static_cast<int>(roots.size());
@@ -268,7 +241,7 @@ KernelPlan PlanKernel(const Instruction* fusion, int max_width, bool in_place) {
   }
   bool row_reduction = plan.side_hero != nullptr;
   for (const Instruction* r : roots) row_reduction = row_reduction || IsRowReduction(r);
-  const Instruction* hero = ReductionHeroOf(c);
+  const Instruction* hero = ReductionHero(c, IsReduce);
   if (hero) row_reduction = row_reduction || IsRowReduction(hero);
   // A column reduction walks many rows per output: wide groups of outputs make each row
   // step read a long contiguous run instead of one vector.
@@ -317,7 +290,7 @@ std::vector<const Instruction*> CooperativeReductions(const Instruction* fusion,
   }
   if (plan.mode != KernelPlan::Mode::kRows && plan.mode != KernelPlan::Mode::kLinear1D) return out;
   if (plan.side_hero) return {plan.side_hero};
-  const Instruction* hero = ReductionHeroOf(comp);
+  const Instruction* hero = ReductionHero(comp, IsReduce);
   if (hero && IsRowReduction(hero)) out.push_back(hero);
   return out;
 }

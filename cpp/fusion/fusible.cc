@@ -106,11 +106,6 @@ bool ReusesOperandElements(const Instruction* consumer, int i) {
   }
 }
 
-bool IsReduction(const Instruction* instr) {
-  Opcode op = instr->opcode();
-  return op == Opcode::kReduce || op == Opcode::kArgMax || op == Opcode::kArgMin;
-}
-
 bool IsLoopFusibleProducer(const Instruction* instr) {
   if (IsStructural(instr->opcode())) return false;
   switch (instr->opcode()) {
@@ -140,34 +135,6 @@ bool IsFusibleConsumer(const Instruction* instr) {
     default:
       return instr->shape().IsArray();
   }
-}
-
-const Instruction* ReductionHero(const Computation& fused) {
-  const Instruction* root = fused.root();
-  std::vector<const Instruction*> roots;
-  if (root->opcode() == Opcode::kTuple) {
-    roots.assign(root->operands().begin(), root->operands().end());
-  } else {
-    roots.push_back(root);
-  }
-  for (const Instruction* r : roots) {
-    const Instruction* x = r;
-    while (!IsReduction(x) && IsElementwise(x->opcode()) && x->opcode() != Opcode::kParameter) {
-      // Follow the operand that has the root's shape (an epilogue keeps the output shape).
-      const Instruction* next = nullptr;
-      for (const Instruction* op : x->operands()) {
-        if (op->shape().IsArray() && op->shape().SameDims(x->shape()) &&
-            op->opcode() != Opcode::kParameter && op->opcode() != Opcode::kConstant) {
-          next = op;
-          if (IsReduction(op)) break;
-        }
-      }
-      if (!next) break;
-      x = next;
-    }
-    if (IsReduction(x)) return x;
-  }
-  return nullptr;
 }
 
 namespace {

@@ -2,6 +2,7 @@
 // research notes), each returning a decision with a reason. Shared by every fusion pass.
 #pragma once
 
+#include "analysis/kernel_heroes.h"
 #include "fusion/fusion_decision.h"
 #include "fusion/profile.h"
 #include "ir/computation.h"
@@ -24,10 +25,7 @@ bool ReusesOperandElements(const Instruction* consumer, int i);
 // more than one element, tuples, control flow and custom calls).
 bool IsLoopFusibleProducer(const Instruction* instr);
 bool IsFusibleConsumer(const Instruction* instr);
-bool IsReduction(const Instruction* instr);  // reduce, argmax, argmin
-// The reduction a kernel is built around, if any: the root or a reduction reached from it
-// through elementwise ops.
-const Instruction* ReductionHero(const Computation& fused);
+// IsReduction and ReductionHero: analysis/kernel_heroes.h.
 
 // How many times the emitter would compute `instr` inside `fused`: the number of distinct
 // indices it is requested with (XLA's FusionNodeIndexingEvaluation), at most

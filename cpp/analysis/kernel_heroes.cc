@@ -1,0 +1,38 @@
+// Kernel heroes (see kernel_heroes.h).
+#include "analysis/kernel_heroes.h"
+
+namespace fj {
+
+std::vector<const Instruction*> KernelRoots(const Computation& fused) {
+  const Instruction* root = fused.root();
+  if (root->opcode() == Opcode::kTuple) return {root->operands().begin(), root->operands().end()};
+  return {root};
+}
+
+bool IsReduction(const Instruction* instr) {
+  Opcode op = instr->opcode();
+  return op == Opcode::kReduce || op == Opcode::kArgMax || op == Opcode::kArgMin;
+}
+
+const Instruction* ReductionHero(const Computation& fused, bool (*is_hero)(const Instruction*)) {
+  for (const Instruction* r : KernelRoots(fused)) {
+    const Instruction* x = r;
+    while (!is_hero(x) && IsElementwise(x->opcode()) && x->opcode() != Opcode::kParameter) {
+      // Follow the operand that has the root's shape (an epilogue keeps the output shape).
+      const Instruction* next = nullptr;
+      for (const Instruction* op : x->operands()) {
+        if (op->shape().IsArray() && op->shape().SameDims(x->shape()) &&
+            op->opcode() != Opcode::kParameter && op->opcode() != Opcode::kConstant) {
+          next = op;
+          if (is_hero(op)) break;
+        }
+      }
+      if (!next) break;
+      x = next;
+    }
+    if (is_hero(x)) return x;
+  }
+  return nullptr;
+}
+
+}  // namespace fj
