@@ -128,6 +128,20 @@ def test_shrunk_scalar_slice_output_next_to_a_loop_output(profile):
     np.testing.assert_array_equal(np.asarray(d), x)
 
 
+@pytest.mark.parametrize("profile", fp.PROFILES)
+def test_shrunk_a_chain_of_reshapes_is_no_kernel(profile):
+    """Large seed 212557, shrunk: max(x, axis=0, keepdims=True) ends in two reshapes (scalar
+    -> [1] -> [1, 1]); instruction fusion fused one into the other and made a kernel that
+    only copies 4 bytes (xla 3 kernels, none 2)."""
+    import fusionjit
+    import fusionjit.numpy as fnp
+    x = np.random.default_rng(3).integers(-1000, 1000, (279942, 1)).astype(np.int32)
+    f = lambda v: fnp.max(v, axis=0, keepdims=True)  # noqa: E731
+    assert fusionjit.testing.count_kernels(f, fusion=profile)(x) == 2   # the tree reduction
+    got = fusionjit.jit(f, fusion=profile)(x)
+    np.testing.assert_array_equal(np.asarray(got), x.max(0, keepdims=True))
+
+
 def test_shrunk_fusionjit_not_more_kernels_than_xla():
     """Seed 182, shrunk: fusionjit refused to put %compare (also an output) into the
     broadcast's kernel ([loop-shapes]) and made 3 kernels where xla makes 2."""

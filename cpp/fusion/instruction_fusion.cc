@@ -133,6 +133,11 @@ FusionDecision InstructionFusionPass::ShouldFuse(const Instruction* producer,
                                                       "combine in order; its operands and result live in memory");
     }
   }
+  if (producer->opcode() == Opcode::kReshape && consumer->opcode() == Opcode::kReshape) {
+    return FusionDecision::No("bitcasts", "reshapes " + Name(producer) + " and " + Name(consumer) +
+                                              " only reinterpret a buffer and need no kernel; fused, they would "
+                                              "make a kernel that copies it");
+  }
   // XLA leaves fusion-into-fusion to the fusion merger (into all users or none); with a cost
   // model a loop kernel may also be copied into just the users where that pays, which keeps
   // the result independent of the order in which the passes happened to build kernels.
