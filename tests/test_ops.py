@@ -527,3 +527,50 @@ def test_a_costly_value_read_outside_the_select_is_not_lazy():
     np.testing.assert_allclose(float(total), _costly_np(x).sum(), rtol=1e-5)
     cheap = fusionjit.jit(lambda x, m: fnp.where(m, x + 1.0, x)).lower(x, m).as_text("llvm")
     assert "lazy.select" not in cheap
+
+
+def _sequential_matmul(a, b):
+    """a @ b summed over k in order, each product rounded to the inputs' type: the order
+    fusionjit's dot kernels use (tiled or not), so their results match it bit for bit."""
+    out = np.zeros(a.shape[:-1] + b.shape[-1:], a.dtype)
+    for k in range(a.shape[-1]):
+        out = out + a[..., :, k:k + 1] * b[..., k:k + 1, :]
+    return out
+
+
+@pytest.mark.parametrize("shape", [
+    (256, 96, 160),      # 4-row tiles of 64 columns, 32 columns left over
+    (7, 33, 70),         # 1 tile row, 3 rows and 6 columns left over
+    (3, 40, 64),         # too few rows for a tile: plain rows
+    (2, 5, 17, 128),     # batched: the tiles' rows cross batch boundaries
+    (1, 16, 8),          # narrower than a tile
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+def test_dot_kernels_sum_in_order_whatever_the_tiling(shape, dtype, request):
+    if dtype == np.float64:
+        request.getfixturevalue("x64")
+    # The CPU computes a dot kernel's rows in tiles (4 rows x 4 vectors with AVX-512), the
+    # rows and columns left over one vector at a time; both sum over k in order.
+    import fusionjit
+    rng = np.random.default_rng(5)
+    *batch, m, k, n = shape
+    a = (rng.standard_normal((*batch, m, k)) * 4).astype(dtype)
+    b = (rng.standard_normal((*batch, k, n)) * 4).astype(dtype)
+    bias = (rng.standard_normal(n) * 4).astype(dtype)
+    want = _sequential_matmul(a, b) + bias
+    got = fusionjit.jit(lambda a, b, c: fnp.matmul(a, b) + c)(a, b, bias)
+    np.testing.assert_array_equal(np.asarray(got), want)
+    if dtype != np.int32:   # an epilogue that is not just the sum: tanh of it
+        got = fusionjit.jit(lambda a, b, c: fnp.tanh(fnp.matmul(a, b) + c))(a, b, bias)
+        ref = fusionjit.jit(lambda x: fnp.tanh(x), fusion="none")(want)
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(ref))
+
+
+@pytest.mark.cpu_only
+def test_a_matmul_with_an_epilogue_runs_in_tiles():
+    import fusionjit
+    a, b = np.ones((256, 96), np.float32), np.ones((96, 160), np.float32)
+    f = fusionjit.jit(lambda a, b: fnp.maximum(a @ b, 0.0))
+    assert "dot.tile" in f.lower(a, b).as_text("llvm")
+    # Narrower than a tile (64 columns with AVX-512, 16 with SSE): rows one vector at a time.
+    assert "dot.tile" not in f.lower(a, b[:, :3]).as_text("llvm")

@@ -7,6 +7,7 @@
 #include "analysis/cost_model.h"
 #include "analysis/kernel_heroes.h"
 #include "codegen/elemental.h"
+#include "codegen/scatter_emitter.h"
 #include "codegen/whole_loop_emitter.h"
 #include "ir/computation.h"
 #include "support/error.h"
@@ -94,6 +95,57 @@ bool IsRowReduction(const Instruction* i) {
   return false;
 }
 
+// A kernel built around one matrix product out[b.., i, j] = sum_k lhs[b.., i, k] * rhs[b.., k, j]
+// whose other ops read it only at the output's own position (an elementwise epilogue: bias,
+// activation). Its rows are computed in tiles of `rows` x `vectors` output vectors with one
+// pass over k: each rhs vector loaded serves `rows` rows, each lhs element `vectors` vectors,
+// and the tile's sums are independent chains (one output vector at a time re-read all of rhs
+// for every output row and waited on one chain of adds).
+struct DotTile {
+  const Instruction* dot = nullptr;
+  int rows = 4;
+  int vectors = 4;
+};
+
+DotTile FindDotTile(const Computation& c, const KernelPlan& plan, const std::vector<const Instruction*>& roots) {
+  DotTile tile;
+  if (plan.mode != KernelPlan::Mode::kRows || plan.width < 2 || plan.side_hero || roots.size() != 1) return tile;
+  const Instruction* root = roots[0];
+  const Instruction* dot = nullptr;
+  for (const Instruction* i : c.MakePostOrder()) {
+    if (IsReduction(i)) return tile;
+    if (i->opcode() != Opcode::kDot) continue;
+    if (dot) return tile;
+    dot = i;
+  }
+  if (!dot || IsPred(dot->dtype()) || !dot->shape().SameDims(root->shape())) return tile;
+  const DotDims& dd = dot->attrs().dot;
+  int rank = dot->shape().rank();
+  int batch = rank - 2;
+  if (rank < 2 || dot->operand(0)->shape().rank() != rank || dot->operand(1)->shape().rank() != rank) return tile;
+  if (static_cast<int>(dd.lhs_batch.size()) != batch || static_cast<int>(dd.rhs_batch.size()) != batch) return tile;
+  for (int k = 0; k < batch; ++k) {
+    if (dd.lhs_batch[k] != k || dd.rhs_batch[k] != k) return tile;
+  }
+  if (dd.lhs_contracting != std::vector<int64_t>{batch + 1} || dd.rhs_contracting != std::vector<int64_t>{batch}) {
+    return tile;
+  }
+  std::vector<const Instruction*> work = {dot};
+  while (!work.empty()) {
+    const Instruction* i = work.back();
+    work.pop_back();
+    for (const Instruction* u : i->users()) {
+      if (!IsElementwise(u->opcode()) || !u->shape().SameDims(root->shape())) return tile;
+      work.push_back(u);
+    }
+  }
+  // 4 x 4 zmm sums (plus the rhs vectors) fit AVX-512's 32 registers; 4 x 2 AVX2's 16.
+  tile.vectors = plan.width * DTypeBytes(dot->dtype()) >= 64 ? 4 : 2;
+  if (plan.row_length < tile.vectors * plan.width) return tile;
+  tile.dot = dot;
+  return tile;
+}
+
 }  // namespace
 
 llvm::Value* StoreValue(Builder& b, DType t, llvm::Value* v) {
@@ -151,44 +203,6 @@ const Instruction* SideOutputHero(const std::vector<const Instruction*>& roots, 
   return side ? hero : nullptr;
 }
 
-namespace {
-
-// A scatter's units. Updated in place with unique indices (the user's promise), the update
-// windows are independent: one unit each. Otherwise each unit owns a slice of the output,
-// copies the operand's slice into it (unless in place) and applies, in row-major order, the
-// updates that land in it: each element sees its updates in the same order as with one
-// slice, so the bits do not depend on the thread count. Every slice reads all the updates,
-// so there are several only where the copy outweighs that (at most as many update reads
-// as copied elements).
-KernelPlan PlanScatter(const Instruction* scatter, int max_width, bool in_place) {
-  KernelPlan plan;
-  plan.mode = KernelPlan::Mode::kScatter;
-  plan.side_output = {false};
-  plan.in_place = in_place;
-  const Shape& updates = scatter->operand(2)->shape();
-  int64_t n = scatter->shape().NumElements();
-  int64_t u = updates.NumElements();
-  int64_t window = 1;
-  for (int64_t d : scatter->attrs().scatter.update_window_dims) window *= updates.dim(static_cast<int>(d));
-  if (in_place && scatter->attrs().scatter.unique_indices && window > 0) {
-    plan.scatter_by_updates = true;
-    plan.row_length = window;
-    plan.units = u / window;
-    plan.work = u;
-    return plan;
-  }
-  // The CPU's threads take slices of a few pages; the GPU's many threads smaller ones.
-  int64_t min_slice = max_width > 1 ? 16384 : 256;
-  int64_t slices = in_place ? 1 : std::min<int64_t>(64, n / min_slice);
-  while (slices > 1 && slices * u > n) slices /= 2;
-  slices = std::max<int64_t>(slices, 1);
-  plan.row_length = std::max<int64_t>((n + slices - 1) / slices, 1);
-  plan.units = (n + plan.row_length - 1) / plan.row_length;
-  plan.work = (in_place ? 0 : n) + plan.units * u;
-  return plan;
-}
-
-}  // namespace
 
 KernelPlan PlanKernel(const Instruction* fusion, int max_width, bool in_place) {
   const Computation& c = *fusion->fused_computation();
@@ -295,131 +309,6 @@ std::vector<const Instruction*> CooperativeReductions(const Instruction* fusion,
   return out;
 }
 
-namespace {
-
-// A scatter's units [begin, end) (PlanScatter). Slices: the output elements [lo, hi) of the
-// units, copied from the operand unless they share its buffer, then each update element, in
-// row-major order, combined into the element its window puts it at when that lies in
-// [lo, hi); a window that does not fit is skipped (XLA). Update windows (in place, unique
-// indices): each unit's window elements combined into theirs.
-void EmitScatterUnits(Builder& b, ElementalEmitter& emitter, const Instruction* scatter, llvm::Value* out,
-                      const KernelPlan& plan, llvm::Value* begin, llvm::Value* end) {
-  ElementalEmitter::WidthScope scalar(emitter, 1);
-  const Instruction* operand = scatter->operand(0);
-  const Instruction* indices = scatter->operand(1);
-  const Instruction* updates = scatter->operand(2);
-  const ScatterDims& s = scatter->attrs().scatter;
-  const std::vector<int64_t>& odims = operand->shape().dims();
-  const std::vector<int64_t>& udims = updates->shape().dims();
-  DType t = scatter->dtype();
-  auto contains = [](const std::vector<int64_t>& v, int64_t d) { return std::count(v.begin(), v.end(), d) > 0; };
-  llvm::LLVMContext& ctx = b.getContext();
-  llvm::Function* fn = b.GetInsertBlock()->getParent();
-  llvm::BasicBlock* run = llvm::BasicBlock::Create(ctx, "scatter.run", fn);
-  llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "scatter.done", fn);
-  b.CreateCondBr(b.CreateICmpULT(begin, end), run, done);
-  b.SetInsertPoint(run);
-  int64_t n = operand->shape().NumElements();
-  llvm::Value* lo = b.CreateMul(begin, b.getInt64(plan.row_length));
-  llvm::Value* hi = b.CreateMul(end, b.getInt64(plan.row_length));
-  hi = b.CreateSelect(b.CreateICmpSLT(hi, b.getInt64(n)), hi, b.getInt64(n));
-  if (!plan.in_place) {
-    emitter.ForLoop(lo, hi, 1, {}, [&](llvm::Value* i, const std::vector<llvm::Value*>&) {
-      LaneMath lanes(b, 1);
-      Index at;
-      at.linear = lanes.Uniform(i);
-      if (!odims.empty()) at = MultiIndex(lanes, *at.linear, odims);
-      StoreElements(b, out, t, lanes.Uniform(i), emitter.Emit(operand, at), 1);
-      return std::vector<llvm::Value*>{};
-    }, "scatter.copy");
-  }
-  // Window sizes along the operand's dimensions (1 where inserted).
-  std::vector<int64_t> window(odims.size(), 1);
-  size_t w = 0;
-  for (size_t d = 0; d < odims.size(); ++d) {
-    if (!contains(s.inserted_window_dims, static_cast<int64_t>(d))) window[d] = udims[s.update_window_dims[w++]];
-  }
-  bool implicit = s.index_vector_dim == indices->shape().rank();
-  bool owned_everywhere = plan.scatter_by_updates || plan.units == 1;
-  // One update element: `uindex` its index, `batch` and `offsets` its scatter and window
-  // coordinates.
-  auto apply = [&](LaneMath& lanes, const Index& uindex, const std::vector<IndexDim>& batch,
-                   const std::vector<IndexDim>& offsets) {
-    std::vector<llvm::Value*> pos(odims.size(), b.getInt64(0));
-    llvm::Value* fits = b.getTrue();
-    for (size_t k = 0; k < s.scatter_dims_to_operand_dims.size(); ++k) {
-      Index at;
-      at.dims = batch;
-      if (!implicit) at.dims.insert(at.dims.begin() + s.index_vector_dim, lanes.Constant(static_cast<int64_t>(k)));
-      Val v = emitter.Emit(indices, at);
-      llvm::Value* start = IsSignedInt(indices->dtype()) ? b.CreateSExtOrTrunc(v.v, b.getInt64Ty())
-                                                         : b.CreateZExtOrTrunc(v.v, b.getInt64Ty());
-      int64_t d = s.scatter_dims_to_operand_dims[k];
-      fits = b.CreateAnd(fits, b.CreateAnd(b.CreateICmpSGE(start, b.getInt64(0)),
-                                           b.CreateICmpSLE(start, b.getInt64(odims[d] - window[d]))));
-      pos[d] = start;
-    }
-    size_t next = 0;
-    for (size_t d = 0; d < odims.size(); ++d) {
-      if (contains(s.inserted_window_dims, static_cast<int64_t>(d))) continue;
-      pos[d] = b.CreateAdd(pos[d], lanes.Materialize(offsets[next++]));
-    }
-    llvm::Value* linear = b.getInt64(0);
-    for (size_t d = 0; d < odims.size(); ++d) linear = b.CreateAdd(b.CreateMul(linear, b.getInt64(odims[d])), pos[d]);
-    if (!owned_everywhere) {
-      fits = b.CreateAnd(fits, b.CreateAnd(b.CreateICmpSGE(linear, lo), b.CreateICmpSLT(linear, hi)));
-    }
-    llvm::BasicBlock* apply_block = llvm::BasicBlock::Create(ctx, "scatter.apply", fn);
-    llvm::BasicBlock* next_update = llvm::BasicBlock::Create(ctx, "scatter.next", fn);
-    b.CreateCondBr(fits, apply_block, next_update);
-    b.SetInsertPoint(apply_block);
-    Val update = emitter.Emit(updates, uindex);
-    Val old = LoadElements(b, out, t, lanes.Uniform(linear), 1);
-    llvm::Value* combined = emitter.EmitCombiner(*scatter->to_apply(), old.v, update.v);
-    StoreElements(b, out, t, lanes.Uniform(linear), {combined, false}, 1);
-    b.CreateBr(next_update);
-    b.SetInsertPoint(next_update);
-  };
-  if (!plan.scatter_by_updates) {
-    emitter.ForLoop(b.getInt64(0), b.getInt64(updates->shape().NumElements()), 1, {},
-                    [&](llvm::Value* u, const std::vector<llvm::Value*>&) {
-      LaneMath lanes(b, 1);
-      Index uindex = udims.empty() ? Index{} : MultiIndex(lanes, lanes.Uniform(u), udims);
-      std::vector<IndexDim> batch, offsets;
-      for (size_t d = 0; d < udims.size(); ++d) {
-        (contains(s.update_window_dims, static_cast<int64_t>(d)) ? offsets : batch).push_back(uindex.dims[d]);
-      }
-      apply(lanes, uindex, batch, offsets);
-      return std::vector<llvm::Value*>{};
-    }, "scatter.updates");
-  } else {
-    std::vector<int64_t> batch_dims, window_dims;
-    for (size_t d = 0; d < udims.size(); ++d) {
-      (contains(s.update_window_dims, static_cast<int64_t>(d)) ? window_dims : batch_dims).push_back(udims[d]);
-    }
-    emitter.ForLoop(begin, end, 1, {}, [&](llvm::Value* unit, const std::vector<llvm::Value*>&) {
-      emitter.ForLoop(b.getInt64(0), b.getInt64(plan.row_length), 1, {},
-                      [&](llvm::Value* e, const std::vector<llvm::Value*>&) {
-        LaneMath lanes(b, 1);
-        Index batch = batch_dims.empty() ? Index{} : MultiIndex(lanes, lanes.Uniform(unit), batch_dims);
-        Index offsets = window_dims.empty() ? Index{} : MultiIndex(lanes, lanes.Uniform(e), window_dims);
-        Index uindex;
-        size_t nb = 0, nw = 0;
-        for (size_t d = 0; d < udims.size(); ++d) {
-          uindex.dims.push_back(contains(s.update_window_dims, static_cast<int64_t>(d)) ? offsets.dims[nw++]
-                                                                                          : batch.dims[nb++]);
-        }
-        apply(lanes, uindex, batch.dims, offsets.dims);
-        return std::vector<llvm::Value*>{};
-      }, "scatter.window");
-      return std::vector<llvm::Value*>{};
-    }, "scatter.windows");
-  }
-  b.CreateBr(done);
-  b.SetInsertPoint(done);
-}
-
-}  // namespace
 
 llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, const KernelPlan& plan,
                                const std::string& name, bool may_alias, const WarpCooperation* warp) {
@@ -720,8 +609,8 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
       buffer->setAlignment(llvm::Align(64));
       kept_rows.push_back(buffer);
     }
-    emitter.ForLoop(begin, end, 1, {}, [&](llvm::Value* row, const std::vector<llvm::Value*>&) {
-      // The outer dimensions' indices of this row, uniform across its lanes.
+    // The outer dimensions' indices of a row, uniform across its lanes.
+    auto outer_of = [&](llvm::Value* row) {
       std::vector<llvm::Value*> outer(std::max(rank - 1, 0));
       llvm::Value* rest = row;
       for (int k = rank - 2; k >= 0; --k) {
@@ -732,6 +621,11 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
           rest = b.CreateUDiv(rest, b.getInt64(dims[k]));
         }
       }
+      return outer;
+    };
+    // Row `row`'s outputs from column `first` on.
+    auto emit_row = [&](llvm::Value* row, int64_t first) {
+      std::vector<llvm::Value*> outer = outer_of(row);
       llvm::Value* row_start = b.CreateMul(row, b.getInt64(plan.row_length));
       // A unit dimension's index is the constant 0, as a broadcast or reshape asks for it:
       // the per-row reductions are then found in the cache by the elements' requests (with
@@ -756,9 +650,9 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
         LaneMath lanes(b, 1);
         ElementalEmitter::WidthScope scalar(emitter, 1);
         emit_group(Index{}, lanes.Uniform(b.getInt64(0)));
-        return std::vector<llvm::Value*>{};
+        return;
       }
-      vector_loop(b.getInt64(0), b.getInt64(plan.row_length), [&](llvm::Value* j, LaneMath& lanes) {
+      vector_loop(b.getInt64(first), b.getInt64(plan.row_length), [&](llvm::Value* j, LaneMath& lanes) {
         Index index;
         for (int k = 0; k < rank - 1; ++k) index.dims.push_back(outer_dim(lanes, k));
         index.dims.push_back(lanes.LaneRamp(j));
@@ -766,6 +660,83 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
         return std::make_pair(index, linear);
       });
       emitter.ForgetRowValues();
+    };
+    const DotTile tile = warp ? DotTile{} : FindDotTile(comp, plan, roots);
+    llvm::Value* rows_end = begin;
+    if (tile.dot) {
+      // Tiles of tile.rows rows (the rows left over, and the columns past the last full
+      // tile, as plain rows). The sums run over k in order, as EmitDot's: the same bits.
+      const int nr = tile.rows, nv = tile.vectors, width = plan.width;
+      const int64_t span = int64_t{nv} * width;
+      const int64_t tiled = plan.row_length / span * span;
+      const Instruction* lhs = tile.dot->operand(0);
+      const Instruction* rhs = tile.dot->operand(1);
+      const int64_t depth = lhs->shape().dims().back();
+      const DType t = tile.dot->dtype();
+      llvm::Value* n = b.CreateSub(end, begin);
+      rows_end = b.CreateAdd(begin, b.CreateMul(b.CreateUDiv(n, b.getInt64(nr)), b.getInt64(nr)));
+      emitter.ForLoop(begin, rows_end, nr, {}, [&](llvm::Value* row0, const std::vector<llvm::Value*>&) {
+        std::vector<std::vector<llvm::Value*>> outer(nr);
+        for (int r = 0; r < nr; ++r) outer[r] = outer_of(b.CreateAdd(row0, b.getInt64(r)));
+        auto outer_dim = [&](LaneMath& lanes, int r, int k) {
+          return dims[k] == 1 ? lanes.Constant(0) : lanes.Uniform(outer[r][k]);
+        };
+        llvm::Type* vt = WithWidth(RegisterType(ctx, t), width);
+        emitter.ForLoop(b.getInt64(0), b.getInt64(tiled), span, {}, [&](llvm::Value* j0, const std::vector<llvm::Value*>&) {
+          std::vector<llvm::Value*> zero(static_cast<size_t>(nr * nv), llvm::Constant::getNullValue(vt));
+          std::vector<llvm::Value*> sums = emitter.ForLoop(b.getInt64(0), b.getInt64(depth), 1, zero,
+              [&](llvm::Value* k, const std::vector<llvm::Value*>& cur) {
+                LaneMath lanes(b, width);
+                std::vector<llvm::Value*> next(cur);
+                for (int v = 0; v < nv; ++v) {
+                  llvm::Value* j = b.CreateAdd(j0, b.getInt64(int64_t{v} * width));
+                  for (int r = 0; r < nr; ++r) {
+                    Index li, ri;
+                    for (int d = 0; d < rank - 2; ++d) {
+                      li.dims.push_back(outer_dim(lanes, r, d));
+                      ri.dims.push_back(outer_dim(lanes, r, d));
+                    }
+                    li.dims.push_back(outer_dim(lanes, r, rank - 2));
+                    li.dims.push_back(lanes.Uniform(k));
+                    ri.dims.push_back(lanes.Uniform(k));
+                    ri.dims.push_back(lanes.LaneRamp(j));
+                    llvm::Value* x = lanes.Widen(emitter.Emit(lhs, li));
+                    llvm::Value* y = lanes.Widen(emitter.Emit(rhs, ri));
+                    llvm::Value*& sum = next[static_cast<size_t>(r * nv + v)];
+                    sum = IsFloat(t) ? b.CreateFAdd(sum, b.CreateFMul(x, y)) : b.CreateAdd(sum, b.CreateMul(x, y));
+                  }
+                }
+                return next;
+              }, "dot.k");
+          // The epilogue of each output vector, with the dot's value from its sum.
+          for (int r = 0; r < nr; ++r) {
+            llvm::Value* row_start = b.CreateMul(b.CreateAdd(row0, b.getInt64(r)), b.getInt64(plan.row_length));
+            for (int v = 0; v < nv; ++v) {
+              LaneMath lanes(b, width);
+              llvm::Value* j = b.CreateAdd(j0, b.getInt64(int64_t{v} * width));
+              Index index;
+              for (int d = 0; d < rank - 1; ++d) index.dims.push_back(outer_dim(lanes, r, d));
+              index.dims.push_back(lanes.LaneRamp(j));
+              Val sum{sums[static_cast<size_t>(r * nv + v)], true};
+              emitter.KeepLaneRow(tile.dot, [sum, width](const Index&, int w) -> std::optional<Val> {
+                return w == width ? std::optional<Val>(sum) : std::nullopt;
+              });
+              emitter.PushScope();
+              emit_group(index, lanes.LaneRamp(b.CreateAdd(row_start, j)));
+              emitter.PopScope();
+              emitter.ForgetLaneRows();
+            }
+          }
+          return std::vector<llvm::Value*>{};
+        }, "dot.tile");
+        if (tiled < plan.row_length) {
+          for (int r = 0; r < nr; ++r) emit_row(b.CreateAdd(row0, b.getInt64(r)), tiled);
+        }
+        return std::vector<llvm::Value*>{};
+      }, "dot.rows");
+    }
+    emitter.ForLoop(rows_end, end, 1, {}, [&](llvm::Value* row, const std::vector<llvm::Value*>&) {
+      emit_row(row, 0);
       return std::vector<llvm::Value*>{};
     }, "row");
   }

@@ -1,0 +1,167 @@
+// Scatter kernels (see scatter_emitter.h).
+#include "codegen/scatter_emitter.h"
+
+#include <algorithm>
+
+#include "support/error.h"
+
+namespace fj::codegen {
+
+// A scatter's units. Updated in place with unique indices (the user's promise), the update
+// windows are independent: one unit each. Otherwise each unit owns a slice of the output,
+// copies the operand's slice into it (unless in place) and applies, in row-major order, the
+// updates that land in it: each element sees its updates in the same order as with one
+// slice, so the bits do not depend on the thread count. Every slice reads all the updates,
+// so there are several only where the copy outweighs that (at most as many update reads
+// as copied elements).
+KernelPlan PlanScatter(const Instruction* scatter, int max_width, bool in_place) {
+  KernelPlan plan;
+  plan.mode = KernelPlan::Mode::kScatter;
+  plan.side_output = {false};
+  plan.in_place = in_place;
+  const Shape& updates = scatter->operand(2)->shape();
+  int64_t n = scatter->shape().NumElements();
+  int64_t u = updates.NumElements();
+  int64_t window = 1;
+  for (int64_t d : scatter->attrs().scatter.update_window_dims) window *= updates.dim(static_cast<int>(d));
+  if (in_place && scatter->attrs().scatter.unique_indices && window > 0) {
+    plan.scatter_by_updates = true;
+    plan.row_length = window;
+    plan.units = u / window;
+    plan.work = u;
+    return plan;
+  }
+  // The CPU's threads take slices of a few pages; the GPU's many threads smaller ones.
+  int64_t min_slice = max_width > 1 ? 16384 : 256;
+  int64_t slices = in_place ? 1 : std::min<int64_t>(64, n / min_slice);
+  while (slices > 1 && slices * u > n) slices /= 2;
+  slices = std::max<int64_t>(slices, 1);
+  plan.row_length = std::max<int64_t>((n + slices - 1) / slices, 1);
+  plan.units = (n + plan.row_length - 1) / plan.row_length;
+  plan.work = (in_place ? 0 : n) + plan.units * u;
+  return plan;
+}
+
+// A scatter's units [begin, end) (PlanScatter). Slices: the output elements [lo, hi) of the
+// units, copied from the operand unless they share its buffer, then each update element, in
+// row-major order, combined into the element its window puts it at when that lies in
+// [lo, hi); a window that does not fit is skipped (XLA). Update windows (in place, unique
+// indices): each unit's window elements combined into theirs.
+void EmitScatterUnits(Builder& b, ElementalEmitter& emitter, const Instruction* scatter, llvm::Value* out,
+                      const KernelPlan& plan, llvm::Value* begin, llvm::Value* end) {
+  ElementalEmitter::WidthScope scalar(emitter, 1);
+  const Instruction* operand = scatter->operand(0);
+  const Instruction* indices = scatter->operand(1);
+  const Instruction* updates = scatter->operand(2);
+  const ScatterDims& s = scatter->attrs().scatter;
+  const std::vector<int64_t>& odims = operand->shape().dims();
+  const std::vector<int64_t>& udims = updates->shape().dims();
+  DType t = scatter->dtype();
+  auto contains = [](const std::vector<int64_t>& v, int64_t d) { return std::count(v.begin(), v.end(), d) > 0; };
+  llvm::LLVMContext& ctx = b.getContext();
+  llvm::Function* fn = b.GetInsertBlock()->getParent();
+  llvm::BasicBlock* run = llvm::BasicBlock::Create(ctx, "scatter.run", fn);
+  llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "scatter.done", fn);
+  b.CreateCondBr(b.CreateICmpULT(begin, end), run, done);
+  b.SetInsertPoint(run);
+  int64_t n = operand->shape().NumElements();
+  llvm::Value* lo = b.CreateMul(begin, b.getInt64(plan.row_length));
+  llvm::Value* hi = b.CreateMul(end, b.getInt64(plan.row_length));
+  hi = b.CreateSelect(b.CreateICmpSLT(hi, b.getInt64(n)), hi, b.getInt64(n));
+  if (!plan.in_place) {
+    emitter.ForLoop(lo, hi, 1, {}, [&](llvm::Value* i, const std::vector<llvm::Value*>&) {
+      LaneMath lanes(b, 1);
+      Index at;
+      at.linear = lanes.Uniform(i);
+      if (!odims.empty()) at = MultiIndex(lanes, *at.linear, odims);
+      StoreElements(b, out, t, lanes.Uniform(i), emitter.Emit(operand, at), 1);
+      return std::vector<llvm::Value*>{};
+    }, "scatter.copy");
+  }
+  // Window sizes along the operand's dimensions (1 where inserted).
+  std::vector<int64_t> window(odims.size(), 1);
+  size_t w = 0;
+  for (size_t d = 0; d < odims.size(); ++d) {
+    if (!contains(s.inserted_window_dims, static_cast<int64_t>(d))) window[d] = udims[s.update_window_dims[w++]];
+  }
+  bool implicit = s.index_vector_dim == indices->shape().rank();
+  bool owned_everywhere = plan.scatter_by_updates || plan.units == 1;
+  // One update element: `uindex` its index, `batch` and `offsets` its scatter and window
+  // coordinates.
+  auto apply = [&](LaneMath& lanes, const Index& uindex, const std::vector<IndexDim>& batch,
+                   const std::vector<IndexDim>& offsets) {
+    std::vector<llvm::Value*> pos(odims.size(), b.getInt64(0));
+    llvm::Value* fits = b.getTrue();
+    for (size_t k = 0; k < s.scatter_dims_to_operand_dims.size(); ++k) {
+      Index at;
+      at.dims = batch;
+      if (!implicit) at.dims.insert(at.dims.begin() + s.index_vector_dim, lanes.Constant(static_cast<int64_t>(k)));
+      Val v = emitter.Emit(indices, at);
+      llvm::Value* start = IsSignedInt(indices->dtype()) ? b.CreateSExtOrTrunc(v.v, b.getInt64Ty())
+                                                         : b.CreateZExtOrTrunc(v.v, b.getInt64Ty());
+      int64_t d = s.scatter_dims_to_operand_dims[k];
+      fits = b.CreateAnd(fits, b.CreateAnd(b.CreateICmpSGE(start, b.getInt64(0)),
+                                           b.CreateICmpSLE(start, b.getInt64(odims[d] - window[d]))));
+      pos[d] = start;
+    }
+    size_t next = 0;
+    for (size_t d = 0; d < odims.size(); ++d) {
+      if (contains(s.inserted_window_dims, static_cast<int64_t>(d))) continue;
+      pos[d] = b.CreateAdd(pos[d], lanes.Materialize(offsets[next++]));
+    }
+    llvm::Value* linear = b.getInt64(0);
+    for (size_t d = 0; d < odims.size(); ++d) linear = b.CreateAdd(b.CreateMul(linear, b.getInt64(odims[d])), pos[d]);
+    if (!owned_everywhere) {
+      fits = b.CreateAnd(fits, b.CreateAnd(b.CreateICmpSGE(linear, lo), b.CreateICmpSLT(linear, hi)));
+    }
+    llvm::BasicBlock* apply_block = llvm::BasicBlock::Create(ctx, "scatter.apply", fn);
+    llvm::BasicBlock* next_update = llvm::BasicBlock::Create(ctx, "scatter.next", fn);
+    b.CreateCondBr(fits, apply_block, next_update);
+    b.SetInsertPoint(apply_block);
+    Val update = emitter.Emit(updates, uindex);
+    Val old = LoadElements(b, out, t, lanes.Uniform(linear), 1);
+    llvm::Value* combined = emitter.EmitCombiner(*scatter->to_apply(), old.v, update.v);
+    StoreElements(b, out, t, lanes.Uniform(linear), {combined, false}, 1);
+    b.CreateBr(next_update);
+    b.SetInsertPoint(next_update);
+  };
+  if (!plan.scatter_by_updates) {
+    emitter.ForLoop(b.getInt64(0), b.getInt64(updates->shape().NumElements()), 1, {},
+                    [&](llvm::Value* u, const std::vector<llvm::Value*>&) {
+      LaneMath lanes(b, 1);
+      Index uindex = udims.empty() ? Index{} : MultiIndex(lanes, lanes.Uniform(u), udims);
+      std::vector<IndexDim> batch, offsets;
+      for (size_t d = 0; d < udims.size(); ++d) {
+        (contains(s.update_window_dims, static_cast<int64_t>(d)) ? offsets : batch).push_back(uindex.dims[d]);
+      }
+      apply(lanes, uindex, batch, offsets);
+      return std::vector<llvm::Value*>{};
+    }, "scatter.updates");
+  } else {
+    std::vector<int64_t> batch_dims, window_dims;
+    for (size_t d = 0; d < udims.size(); ++d) {
+      (contains(s.update_window_dims, static_cast<int64_t>(d)) ? window_dims : batch_dims).push_back(udims[d]);
+    }
+    emitter.ForLoop(begin, end, 1, {}, [&](llvm::Value* unit, const std::vector<llvm::Value*>&) {
+      emitter.ForLoop(b.getInt64(0), b.getInt64(plan.row_length), 1, {},
+                      [&](llvm::Value* e, const std::vector<llvm::Value*>&) {
+        LaneMath lanes(b, 1);
+        Index batch = batch_dims.empty() ? Index{} : MultiIndex(lanes, lanes.Uniform(unit), batch_dims);
+        Index offsets = window_dims.empty() ? Index{} : MultiIndex(lanes, lanes.Uniform(e), window_dims);
+        Index uindex;
+        size_t nb = 0, nw = 0;
+        for (size_t d = 0; d < udims.size(); ++d) {
+          uindex.dims.push_back(contains(s.update_window_dims, static_cast<int64_t>(d)) ? offsets.dims[nw++]
+                                                                                          : batch.dims[nb++]);
+        }
+        apply(lanes, uindex, batch.dims, offsets.dims);
+        return std::vector<llvm::Value*>{};
+      }, "scatter.window");
+      return std::vector<llvm::Value*>{};
+    }, "scatter.windows");
+  }
+  b.CreateBr(done);
+  b.SetInsertPoint(done);
+}
+
+}  // namespace fj::codegen
