@@ -574,3 +574,19 @@ def test_a_matmul_with_an_epilogue_runs_in_tiles():
     assert "dot.tile" in f.lower(a, b).as_text("llvm")
     # Narrower than a tile (64 columns with AVX-512, 16 with SSE): rows one vector at a time.
     assert "dot.tile" not in f.lower(a, b[:, :3]).as_text("llvm")
+
+
+def test_a_rhs_contracted_over_its_last_dimension_is_transposed_first():
+    # q @ k^T as attention writes it: the dot's output lanes would read k with a stride (a
+    # gather per lane and step). The dot-layout pass gives the dot k transposed to
+    # [batch, contracting, free] by a kernel of its own; the sums keep their order.
+    import fusionjit
+    rng = np.random.default_rng(9)
+    q = rng.standard_normal((3, 70, 24)).astype(np.float32)
+    k = rng.standard_normal((3, 90, 24)).astype(np.float32)
+    f = fusionjit.jit(lambda q, k: fnp.einsum("bqd,bkd->bqk", q, k))
+    text = f.lower(q, k).compile().as_text()
+    (dot,) = [line for line in text.splitlines() if " dot(" in line]
+    assert "rhs_contracting_dims={1}" in dot and " transpose(" in text, text
+    want = _sequential_matmul(q, np.swapaxes(k, 1, 2))
+    np.testing.assert_array_equal(np.asarray(f(q, k)), want)

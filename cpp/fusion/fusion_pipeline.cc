@@ -12,6 +12,7 @@
 #include "passes/constant_folding.h"
 #include "passes/cse.h"
 #include "passes/dce.h"
+#include "passes/dot_layout.h"
 #include "passes/simplify.h"
 #include "passes/tree_reduction.h"
 #include "passes/while_loop.h"
@@ -40,6 +41,7 @@ void AddFusionPasses(Pipeline& pipeline, const FusionProfile& profile, FusionLog
   // The target's work split for reductions with few outputs (block counts depend only on
   // shapes); not inside whole-loop kernels, which reduce per block of lanes themselves.
   pipeline.AddPass<TreeReductionPass>(target.tree);
+  pipeline.AddPass<DotLayoutPass>();
   if (profile.enabled) {
     // Repeated until nothing changes, as XLA's HloPassFix around its fusion passes.
     Pipeline& fix = pipeline.AddPass<Pipeline>("fusion-fixed-point");
