@@ -423,3 +423,27 @@ def test_plan_selection_compares_with_xla_on_the_unrepaired_program():
     want = (np.array([1.0], np.float32), np.array([True, True]), np.True_)
     for g, w in zip(fusionjit.jit(f)(*args), want):
         np.testing.assert_array_equal(np.asarray(g), w)
+
+
+def test_a_dense_layer_is_one_kernel_under_fusionjit_and_two_under_xla():
+    # fusionjit's profile computes a dot's elementwise epilogue (bias, activation) in the
+    # dot's kernel from the product's sums; XLA's rules leave the dot a kernel of its own.
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((512, 64)).astype(np.float32)
+    w = rng.standard_normal((64, 48)).astype(np.float32)
+    b = rng.standard_normal(48).astype(np.float32)
+
+    def layer(x, w, b):
+        return fnp.tanh(x @ w + b)
+
+    assert count_kernels(layer, fusion="xla")(x, w, b) == 2
+    ex = fusionjit.explain(layer, fusion="fusionjit")(x, w, b)
+    assert ex.num_kernels == 1, str(ex)
+    assert any(d["rule"] == "dot-epilogue" and d["fuse"] for d in ex.decisions), str(ex)
+    got = fusionjit.jit(layer)(x, w, b)
+    want = fusionjit.jit(layer, fusion="xla")(x, w, b)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    # Read twice, the product stays a kernel of its own (fused, it would be computed twice).
+    both = lambda x, w, b: (fnp.tanh(x @ w + b), x @ w)  # noqa: E731
+    two = fusionjit.explain(both, fusion="fusionjit")(x, w, b)
+    assert not any(d["rule"] == "dot-epilogue" and d["fuse"] for d in two.decisions), str(two)

@@ -544,6 +544,8 @@ def _sequential_matmul(a, b):
     (3, 40, 64),         # too few rows for a tile: plain rows
     (2, 5, 17, 128),     # batched: the tiles' rows cross batch boundaries
     (1, 16, 8),          # narrower than a tile
+    (21, 64, 6),         # 8-row tiles of 4-lane vectors, 5 rows and 2 columns left over
+    (9, 30, 1),          # one column: one lane
 ])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
 def test_dot_kernels_sum_in_order_whatever_the_tiling(shape, dtype, request):
@@ -571,9 +573,11 @@ def test_a_matmul_with_an_epilogue_runs_in_tiles():
     import fusionjit
     a, b = np.ones((256, 96), np.float32), np.ones((96, 160), np.float32)
     f = fusionjit.jit(lambda a, b: fnp.maximum(a @ b, 0.0))
-    assert "dot.tile" in f.lower(a, b).as_text("llvm")
-    # Narrower than a tile (64 columns with AVX-512, 16 with SSE): rows one vector at a time.
-    assert "dot.tile" not in f.lower(a, b[:, :3]).as_text("llvm")
+    assert "dot.rows" in f.lower(a, b).as_text("llvm")
+    # One column (a value head): one lane, rows one at a time.
+    assert "dot.rows" not in f.lower(a, b[:, :1]).as_text("llvm")
+    # A few columns (a policy's logits): vectors that wide, 8 rows a tile.
+    assert "dot.rows" in f.lower(a, b[:, :6]).as_text("llvm")
 
 
 def test_a_rhs_contracted_over_its_last_dimension_is_transposed_first():

@@ -139,9 +139,12 @@ DotTile FindDotTile(const Computation& c, const KernelPlan& plan, const std::vec
       work.push_back(u);
     }
   }
-  // 4 x 4 zmm sums (plus the rhs vectors) fit AVX-512's 32 registers; 4 x 2 AVX2's 16.
-  tile.vectors = plan.width * DTypeBytes(dot->dtype()) >= 64 ? 4 : 2;
-  if (plan.row_length < tile.vectors * plan.width) return tile;
+  // 4 x 4 zmm sums (plus the rhs vectors) fit AVX-512's 32 registers; 4 x 2 AVX2's 16;
+  // rows one vector wide get 8 rows.
+  tile.vectors = static_cast<int>(std::min<int64_t>(plan.width * DTypeBytes(dot->dtype()) >= 64 ? 4 : 2,
+                                                    plan.row_length / plan.width));
+  if (tile.vectors < 1) return tile;
+  if (tile.vectors == 1) tile.rows = 8;
   tile.dot = dot;
   return tile;
 }
@@ -275,6 +278,11 @@ KernelPlan PlanKernel(const Instruction* fusion, int max_width, bool in_place) {
                : plan.row_length >= out_width ? out_width
                : plan.row_length >= max_width ? max_width
                                               : 1;
+  // A product with short rows (an RL policy's few logits) in narrower vectors: its sums
+  // are the work, and one lane at a time waits on each of them in turn.
+  if (plan.width == 1 && !row_reduction && fusion->fusion_kind() == FusionKind::kOutput) {
+    while (plan.width * 2 <= std::min<int64_t>(plan.row_length, max_width)) plan.width *= 2;
+  }
   return plan;
 }
 

@@ -25,6 +25,9 @@ bool ReusesOperandElements(const Instruction* consumer, int i);
 // more than one element, tuples, control flow and custom calls).
 bool IsLoopFusibleProducer(const Instruction* instr);
 bool IsFusibleConsumer(const Instruction* instr);
+// Whether `consumer` (an op or a loop fusion) reads `producer` only through elementwise ops
+// at its own positions, up to a single result of the producer's shape: an epilogue.
+bool ReadsOnlyElementwise(const Instruction* producer, const Instruction* consumer);
 // IsReduction and ReductionHero: analysis/kernel_heroes.h.
 
 // How many times the emitter would compute `instr` inside `fused`: the number of distinct

@@ -122,7 +122,14 @@ FusionDecision InstructionFusionPass::ShouldFuse(const Instruction* producer,
                               "constant " + Name(producer) + " has " + std::to_string(producer->shape().NumElements()) +
                                   " elements; constants larger than a scalar stay in memory instead of being copied into each kernel");
   }
-  if (producer->opcode() == Opcode::kDot) {
+  if (producer->opcode() == Opcode::kDot || (producer->opcode() == Opcode::kFusion && producer->fusion_kind() == FusionKind::kOutput)) {
+    // Beyond XLA (a cost-model profile): the dot's kernel computes its elementwise epilogue
+    // (bias, activation) from the product's sums, so the product is not written and read
+    // back. Only as the product's one reader, at the product's own positions.
+    if (profile_.cost_model && producer->user_count() == 1 && ReadsOnlyElementwise(producer, consumer)) {
+      return FusionDecision::Yes("dot-epilogue", Describe(consumer) + " is computed in the kernel of " + Name(producer) +
+                                                     " from the product's sums, at the product's own positions");
+    }
     return FusionDecision::No("dot-kernel", "dot " + Name(producer) + " is computed by a kernel of its own (in XLA a library call)");
   }
   for (const Instruction* s : {producer, consumer}) {
@@ -154,6 +161,14 @@ FusionDecision InstructionFusionPass::ShouldFuse(const Instruction* producer,
     return FusionDecision::No("whole-loop-kernel",
                               "loop " + Name(consumer) + " runs all its steps in one kernel, which reads the values computed "
                               "before it from memory (fused in, " + Name(producer) + " would be computed again in every step)");
+  }
+  if (consumer->opcode() == Opcode::kFusion && consumer->fusion_kind() == FusionKind::kOutput) {
+    const Instruction* dot = nullptr;
+    for (const Instruction* i : consumer->fused_computation()->MakePostOrder()) {
+      if (i->opcode() == Opcode::kDot) dot = i;
+    }
+    return FusionDecision::No("dot-kernel", "the kernel of dot " + (dot ? "%" + dot->name() : Name(consumer)) +
+                                                " reads its operands from memory");
   }
   if (!IsFusibleConsumer(consumer)) {
     return FusionDecision::No("consumer-not-fusible",
