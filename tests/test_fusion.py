@@ -447,3 +447,24 @@ def test_a_dense_layer_is_one_kernel_under_fusionjit_and_two_under_xla():
     both = lambda x, w, b: (fnp.tanh(x @ w + b), x @ w)  # noqa: E731
     two = fusionjit.explain(both, fusion="fusionjit")(x, w, b)
     assert not any(d["rule"] == "dot-epilogue" and d["fuse"] for d in two.decisions), str(two)
+
+
+def test_a_softmax_is_not_a_side_output_of_another_reduction():
+    # Large-tier fuzz seed 215689, shrunk: a row-fused softmax joined the tree reduction of
+    # its min over everything as side outputs stored from that reduction's loop, where each
+    # element recomputed its row's max and sum (n^2 per row): minutes instead of ms.
+    from test_reliability import run_script
+    p = run_script("""
+        import numpy as np, fusionjit, fusionjit.numpy as fnp
+        x = np.random.default_rng(0).standard_normal((2, 25, 4099)).astype(np.float32)
+        def f(x):
+            e = fnp.exp(x - fnp.max(x, axis=-1, keepdims=True))
+            y = e / fnp.sum(e, axis=-1, keepdims=True)
+            return y, fnp.min(y.reshape(-1, 4099))
+        y, m = fusionjit.jit(f)(x)
+        e = np.exp(x - x.max(-1, keepdims=True))
+        want = e / e.sum(-1, keepdims=True)
+        np.testing.assert_allclose(np.asarray(y), want, rtol=2e-6, atol=1e-9)
+        assert float(m) == float(np.asarray(y).min())
+    """, timeout=30)
+    assert p.returncode == 0, p.stderr[-2000:]

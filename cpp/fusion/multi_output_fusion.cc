@@ -50,6 +50,14 @@ bool OtherOperandDependsOn(const Instruction* producer, const Instruction* consu
   return false;
 }
 
+bool ContainsReduction(const Instruction* k) {
+  if (k->opcode() != Opcode::kFusion) return IsReduction(k);
+  for (const Instruction* i : k->fused_computation()->MakePostOrder()) {
+    if (IsReduction(i)) return true;
+  }
+  return false;
+}
+
 const Instruction* HeroOf(const Instruction* k) {
   if (k->opcode() == Opcode::kFusion) return ReductionHero(*k->fused_computation());
   return IsReduction(k) ? k : nullptr;
@@ -76,6 +84,15 @@ FusionDecision ShapesCompatible(const Instruction* a, const Instruction* b, cons
     // Beyond XLA: a loop kernel joins a reduction over the same elements as side outputs
     // stored by the reduction's loop (the reset count of a CartPole step beside its state).
     const Instruction* hero = ha ? ha : hb;
+    const Instruction* loop = ha ? b : a;
+    if (ContainsReduction(loop)) {
+      // A row-fused kernel (a softmax) computes its rows' reductions once per row of its
+      // own loop; stored from another reduction's loop, each element would compute them
+      // again (large-tier fuzz seed 215689: minutes).
+      return FusionDecision::No("reduction-side-outputs", Name(loop) + " computes reductions of its own rows; as side "
+                                                          "outputs of " + Name(hero) + "'s loop each element would "
+                                                          "recompute them");
+    }
     if (ReducesLastDimensions(hero) && la.IsArray() && lb.IsArray() && la.NumElements() == lb.NumElements()) {
       return FusionDecision::Yes("reduction-side-outputs");
     }
