@@ -35,4 +35,17 @@ const Instruction* ReductionHero(const Computation& fused, bool (*is_hero)(const
   return nullptr;
 }
 
+bool ReadOnlyAtOwnPositions(const Instruction* value) {
+  std::vector<const Instruction*> work = {value};
+  while (!work.empty()) {
+    const Instruction* v = work.back();
+    work.pop_back();
+    for (const Instruction* u : v->users()) {
+      if (!IsElementwise(u->opcode()) || !u->shape().SameDims(value->shape())) return false;
+      work.push_back(u);
+    }
+  }
+  return true;
+}
+
 }  // namespace fj

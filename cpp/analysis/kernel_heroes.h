@@ -21,4 +21,9 @@ inline bool IsReduce(const Instruction* instr) { return instr->opcode() == Opcod
 // around a kReduce (IsReduce).
 const Instruction* ReductionHero(const Computation& fused, bool (*is_hero)(const Instruction*) = IsReduction);
 
+// Whether every reader of `value` in its computation, and every reader of those in turn,
+// is an elementwise op with `value`'s dimensions: `value` is read only at its own positions
+// (an epilogue), so a kernel may hand each position its value from elsewhere.
+bool ReadOnlyAtOwnPositions(const Instruction* value);
+
 }  // namespace fj

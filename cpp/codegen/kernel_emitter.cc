@@ -130,15 +130,7 @@ DotTile FindDotTile(const Computation& c, const KernelPlan& plan, const std::vec
   if (dd.lhs_contracting != std::vector<int64_t>{batch + 1} || dd.rhs_contracting != std::vector<int64_t>{batch}) {
     return tile;
   }
-  std::vector<const Instruction*> work = {dot};
-  while (!work.empty()) {
-    const Instruction* i = work.back();
-    work.pop_back();
-    for (const Instruction* u : i->users()) {
-      if (!IsElementwise(u->opcode()) || !u->shape().SameDims(root->shape())) return tile;
-      work.push_back(u);
-    }
-  }
+  if (!ReadOnlyAtOwnPositions(dot)) return tile;
   // 4 x 4 zmm sums (plus the rhs vectors) fit AVX-512's 32 registers; 4 x 2 AVX2's 16;
   // rows one vector wide get 8 rows.
   tile.vectors = static_cast<int>(std::min<int64_t>(plan.width * DTypeBytes(dot->dtype()) >= 64 ? 4 : 2,

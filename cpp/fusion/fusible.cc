@@ -142,17 +142,8 @@ bool ReadsOnlyElementwise(const Instruction* producer, const Instruction* consum
   if (consumer->opcode() != Opcode::kFusion) return IsElementwise(consumer->opcode());
   if (consumer->fusion_kind() != FusionKind::kLoop || consumer->shape().IsTuple()) return false;
   const Computation& c = *consumer->fused_computation();
-  std::vector<const Instruction*> work;
   for (int i = 0; i < consumer->operand_count(); ++i) {
-    if (consumer->operand(i) == producer) work.push_back(c.parameter(i));
-  }
-  while (!work.empty()) {
-    const Instruction* v = work.back();
-    work.pop_back();
-    for (const Instruction* u : v->users()) {
-      if (!IsElementwise(u->opcode()) || !u->shape().SameDims(producer->shape())) return false;
-      work.push_back(u);
-    }
+    if (consumer->operand(i) == producer && !ReadOnlyAtOwnPositions(c.parameter(i))) return false;
   }
   return true;
 }
