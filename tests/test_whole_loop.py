@@ -226,6 +226,10 @@ def test_slice_of_a_dynamic_slice_clamps_the_start_first(profile, start):
     g = fusionjit.jit(lambda x, k: lax.dynamic_slice(x[2:9], (k,), (4,))[1:3], fusion=profile)
     want = reference(x[2:9], start, 4)[1:3]
     np.testing.assert_array_equal(np.asarray(g(x, np.int32(start))), want)
+    # A window that only shrinks (large-tier seed 216651): the start is clamped for the
+    # larger window, then the slice keeps its front.
+    h = fusionjit.jit(lambda x, k: lax.dynamic_slice(x, (k,), (8,))[0:3], fusion=profile)
+    np.testing.assert_array_equal(np.asarray(h(x, np.int32(start))), reference(x, start, 8)[0:3])
 
 
 # --- loops that run step by step: what explain says, and their launches -------------------

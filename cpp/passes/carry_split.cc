@@ -244,17 +244,20 @@ Instruction* Sink(Instruction* slice) {
     return b.Reshape(b.Add(Opcode::kSlice, {y}, a), slice->shape().dims());
   }
   if (x->opcode() == Opcode::kDynamicSlice && unit_strides) {
-    // The slice moves the dynamic slice's start by constants. The start is clamped first as
-    // the dynamic slice clamps it (into [0, dim - size]), so that the smaller window is
-    // where the slice took it from; shifted, it needs no clamping again.
+    // The slice moves the dynamic slice's start by constants and shrinks its window. The
+    // start is clamped first as the dynamic slice clamps it (into [0, dim - size]), so that
+    // the smaller window is where the slice took it from; shifted, it needs no clamping
+    // again. A window that only shrinks needs the clamp too: the smaller size would clamp
+    // the start into a wider range (large-tier fuzz seed 216651: a start of 6 in a
+    // dimension of 5 read column 4 instead of 3).
     std::vector<Instruction*> ops = {x->operand(0)};
     for (int d = 0; d < x->shape().rank(); ++d) {
       Instruction* start = x->operand(1 + d);
-      if (s.starts[d] != 0) {
+      if (s.starts[d] != 0 || s.limits[d] != x->shape().dim(d)) {
         DType t = start->dtype();
         double most = static_cast<double>(x->operand(0)->shape().dim(d) - x->shape().dim(d));
         start = b.Add(Opcode::kClamp, {b.ScalarConstant(t, 0), start, b.ScalarConstant(t, most)}, {});
-        start = b.Binary(Opcode::kAdd, start, b.ScalarConstant(t, static_cast<double>(s.starts[d])));
+        if (s.starts[d] != 0) start = b.Binary(Opcode::kAdd, start, b.ScalarConstant(t, static_cast<double>(s.starts[d])));
       }
       ops.push_back(start);
     }
