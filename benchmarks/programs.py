@@ -68,6 +68,8 @@ def cases(rng):
         ("ppo loss [65536]", ppo_loss, tuple(f32(65536) for _ in range(5))),
         ("cross-entropy [4096, 1000]", cross_entropy,
          (f32(4096, 1000), rng.integers(0, 1000, 4096).astype(np.int32))),
+        ("cross-entropy [65536, 6]", cross_entropy,
+         (f32(65536, 6), rng.integers(0, 6, 65536).astype(np.int32))),
         ("attention [8, 128, 64]", attention, (f32(8, 128, 64), f32(8, 128, 64), f32(8, 128, 64))),
     ]
 

@@ -14,6 +14,11 @@ bool IsReduction(const Instruction* instr) {
   return op == Opcode::kReduce || op == Opcode::kArgMax || op == Opcode::kArgMin;
 }
 
+bool IsRowReduction(const Instruction* instr) {
+  if (instr->opcode() != Opcode::kReduce || instr->dimensions().empty()) return false;
+  return instr->dimensions().back() == instr->operand(0)->shape().rank() - 1;
+}
+
 const Instruction* ReductionHero(const Computation& fused, bool (*is_hero)(const Instruction*)) {
   for (const Instruction* r : KernelRoots(fused)) {
     const Instruction* x = r;

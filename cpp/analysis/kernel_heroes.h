@@ -15,6 +15,9 @@ std::vector<const Instruction*> KernelRoots(const Computation& fused);
 bool IsReduction(const Instruction* instr);
 inline bool IsReduce(const Instruction* instr) { return instr->opcode() == Opcode::kReduce; }
 
+// A reduce whose innermost reduced dimension is its operand's last (rows reduced one by one).
+bool IsRowReduction(const Instruction* instr);
+
 // The reduction a kernel is built around, if any: a root, or an instruction for which
 // `is_hero` holds reached from a root through elementwise ops that keep the root's shape (an
 // epilogue). Fusion asks for any reduction (argmax too); codegen's reduction loops are built

@@ -76,7 +76,7 @@ Val ElementalEmitter::Emit(const Instruction* instr, const Index& index) {
     const RowValue& row = kept->second;
     bool in_row = !index.linear && index.dims.size() == row.outer.size() + 1;
     for (size_t k = 0; in_row && k < row.outer.size(); ++k) {
-      in_row = index.dims[k].uniform() && index.dims[k].base == row.outer[k];
+      in_row = index.dims[k] == row.outer[k];
     }
     if (in_row) return row.read(index.dims.back(), width_);
   }

@@ -107,11 +107,11 @@ class ElementalEmitter {
     return v;
   }
 
-  // A value of a row-fused kernel kept for the row being walked: where `instr` is indexed
-  // in that row (its leading dimensions at `outer`), `read` loads it at the position in
-  // the last dimension instead of computing it again.
+  // A value of a row-fused kernel kept for the row (or the lanes' rows) being walked: where
+  // `instr` is indexed in that row (its leading dimensions at `outer`), `read` loads it at
+  // the position in the last dimension instead of computing it again.
   struct RowValue {
-    std::vector<llvm::Value*> outer;
+    std::vector<IndexDim> outer;
     std::function<Val(const IndexDim& position, int width)> read;
   };
   void KeepRowValue(const Instruction* instr, RowValue value) { row_values_[instr] = std::move(value); }

@@ -2,7 +2,6 @@
 #include "codegen/kernel_emitter.h"
 
 #include <algorithm>
-#include <unordered_set>
 
 #include "analysis/cost_model.h"
 #include "analysis/kernel_heroes.h"
@@ -28,71 +27,6 @@ std::vector<const Instruction*> KeptRowValues(const std::vector<const Instructio
     if (IsKeptRowValue(e, kernel) && std::find(kept.begin(), kept.end(), e) == kept.end()) kept.push_back(e);
   }
   return kept;
-}
-
-// The instructions whose values a kernel stores: the root, or a tuple root's operands.
-// A kernel (or one output of it) can walk a flat range of elements if every value it reads
-// is at the output's own linear position (elementwise ops, reshapes, scalars, rank-1 iota).
-bool IsFlatFrom(const Instruction* root, int64_t elements) {
-  std::vector<const Instruction*> work = {root};
-  std::unordered_set<const Instruction*> seen;
-  while (!work.empty()) {
-    const Instruction* i = work.back();
-    work.pop_back();
-    if (!seen.insert(i).second) continue;
-    bool descend = true;
-    switch (i->opcode()) {
-      case Opcode::kParameter:
-        if (i->shape().NumElements() != elements && i->shape().NumElements() != 1) return false;
-        if (i->shape().NumElements() == 1 && elements != 1) {
-          // A scalar parameter may be read only through a broadcast.
-          for (const Instruction* u : i->users()) {
-            if (u->opcode() != Opcode::kBroadcast && seen.count(u)) return false;
-          }
-        }
-        break;
-      case Opcode::kConstant:
-        if (i->shape().NumElements() != 1 && i->shape().NumElements() != elements) return false;
-        break;
-      case Opcode::kReshape:
-      case Opcode::kTuple:
-        break;
-      case Opcode::kBroadcast:
-        if (i->operand(0)->shape().NumElements() != 1) return false;
-        descend = true;
-        break;
-      case Opcode::kIota:
-        if (i->shape().rank() != 1) return false;
-        break;
-      default:
-        if (!IsElementwise(i->opcode())) return false;
-        if (i->shape().IsArray() && i->shape().NumElements() != elements &&
-            i->shape().NumElements() != 1) {
-          return false;
-        }
-    }
-    if (descend) {
-      for (const Instruction* op : i->operands()) work.push_back(op);
-    }
-  }
-  return true;
-}
-
-bool IsFlat(const Computation& c, int64_t elements) {
-  for (const Instruction* r : KernelRoots(c)) {
-    if (!IsFlatFrom(r, elements)) return false;
-  }
-  return true;
-}
-
-// A reduction whose operand's innermost dimension is reduced: its outputs are walked one
-// at a time and the vector lanes go into the reduction instead.
-bool IsRowReduction(const Instruction* i) {
-  if (i->opcode() == Opcode::kReduce) {
-    int rank = i->operand(0)->shape().rank();
-    return !i->dimensions().empty() && i->dimensions().back() == rank - 1;
-  }
-  return false;
 }
 
 // A kernel built around one matrix product out[b.., i, j] = sum_k lhs[b.., i, k] * rhs[b.., k, j]
@@ -173,109 +107,14 @@ void StoreElements(Builder& b, llvm::Value* base, DType t, const IndexDim& linea
   llvm::Value* addr = b.CreateGEP(storage, base, linear.base);
   if (width == 1) {
     b.CreateStore(StoreValue(b, t, v.v), addr);
+  } else if (linear.vec || linear.stride != 1) {
+    LaneMath lanes(b, width);
+    llvm::Value* addrs = b.CreateGEP(storage, base, lanes.Materialize(linear));
+    b.CreateMaskedScatter(StoreValue(b, t, lanes.Widen(v)), addrs, llvm::Align(DTypeBytes(t)));
   } else {
     llvm::Value* vec = LaneMath(b, width).Widen(v);
     b.CreateAlignedStore(StoreValue(b, t, vec), addr, llvm::Align(DTypeBytes(t)));
   }
-}
-
-// The reduction a kernel with side outputs is built around (see KernelPlan::side_hero): a
-// reduction of the operand's last dimensions, and roots that each have its output's shape
-// or its operand's number of elements (at least one of the latter).
-const Instruction* SideOutputHero(const std::vector<const Instruction*>& roots, const Instruction* hero) {
-  if (!hero || hero->opcode() != Opcode::kReduce || hero->dimensions().empty()) return nullptr;
-  const Shape& in = hero->operand(0)->shape();
-  const std::vector<int64_t>& rdims = hero->dimensions();
-  for (size_t k = 0; k < rdims.size(); ++k) {
-    if (rdims[rdims.size() - 1 - k] != in.rank() - 1 - static_cast<int64_t>(k)) return nullptr;
-  }
-  bool side = false;
-  for (const Instruction* r : roots) {
-    if (r->shape().SameDims(hero->shape())) continue;
-    if (r->shape().NumElements() != in.NumElements()) return nullptr;
-    side = true;
-  }
-  return side ? hero : nullptr;
-}
-
-
-KernelPlan PlanKernel(const Instruction* fusion, int max_width, bool in_place) {
-  const Computation& c = *fusion->fused_computation();
-  std::vector<const Instruction*> roots = KernelRoots(c);
-  KernelPlan plan;
-  if (fusion->fusion_kind() == FusionKind::kWholeLoop) {
-    plan.mode = KernelPlan::Mode::kWholeLoop;
-    plan.units = WholeLoopLanes(fusion);
-    plan.width = plan.units >= max_width ? max_width : 1;
-    plan.num_outputs = static_cast<int>(fusion->shape().tuple_shapes().size());
-    return plan;
-  }
-  if (roots.size() == 1 && roots[0]->opcode() == Opcode::kScatter) return PlanScatter(roots[0], max_width, in_place);
-  if (in_place && roots.size() == 1 && roots[0]->opcode() == Opcode::kDynamicUpdateSlice) {
-    const Shape& update = roots[0]->operand(1)->shape();
-    plan.mode = KernelPlan::Mode::kUpdate;
-    plan.row_length = update.rank() == 0 ? 1 : update.dims().back();
-    plan.units = plan.row_length == 0 ? 0 : update.NumElements() / plan.row_length;
-    plan.width = plan.row_length >= max_width ? max_width : 1;
-    plan.reduction_width = max_width;
-    plan.side_output = {false};
-    return plan;
-  }
-  plan.side_hero = SideOutputHero(roots, ReductionHero(c, IsReduce));
-  const Shape& shape = plan.side_hero ? plan.side_hero->shape() : roots[0]->shape();
-  plan.reduction_width = max_width;
-  plan.num_outputs = static_cast<int>(roots.size());
-  int64_t elements = shape.NumElements();
-  bool same_shapes = true;
-  for (const Instruction* r : roots) {
-    bool side = plan.side_hero && !r->shape().SameDims(shape);
-    plan.side_output.push_back(side);
-    same_shapes = same_shapes && (side || r->shape().SameDims(shape));
-  }
-  if (!same_shapes) {
-    plan.mode = KernelPlan::Mode::kHorizontal;
-    plan.width = max_width;
-    for (const Instruction* r : roots) {
-      plan.segment_starts.push_back(plan.units);
-      plan.segment_flat.push_back(IsFlatFrom(r, r->shape().NumElements()));
-      plan.units += r->shape().NumElements();
-    }
-    return plan;
-  }
-  if (!plan.side_hero && IsFlat(c, elements)) {
-    plan.mode = KernelPlan::Mode::kFlat;
-    plan.units = elements;
-    plan.width = elements >= max_width ? max_width : 1;
-    return plan;
-  }
-  bool row_reduction = plan.side_hero != nullptr;
-  for (const Instruction* r : roots) row_reduction = row_reduction || IsRowReduction(r);
-  const Instruction* hero = ReductionHero(c, IsReduce);
-  if (hero) row_reduction = row_reduction || IsRowReduction(hero);
-  // A column reduction walks many rows per output: wide groups of outputs make each row
-  // step read a long contiguous run instead of one vector.
-  int out_width = (hero && !row_reduction) ? 4 * max_width : max_width;
-  if (shape.rank() == 1) {
-    plan.mode = KernelPlan::Mode::kLinear1D;
-    plan.units = elements;
-    // A row reduction keeps the output loop scalar; EmitReduce vectorises the reduction.
-    plan.width = row_reduction ? 1 : elements >= out_width ? out_width : elements >= max_width ? max_width : 1;
-    return plan;
-  }
-  plan.mode = KernelPlan::Mode::kRows;
-  plan.row_length = shape.rank() == 0 ? 1 : shape.dims().back();
-  plan.units = plan.row_length == 0 ? 0 : elements / plan.row_length;
-  // A row reduction keeps the output loop scalar; EmitReduce vectorises the reduction.
-  plan.width = row_reduction                       ? 1
-               : plan.row_length >= out_width ? out_width
-               : plan.row_length >= max_width ? max_width
-                                              : 1;
-  // A product with short rows (an RL policy's few logits) in narrower vectors: its sums
-  // are the work, and one lane at a time waits on each of them in turn.
-  if (plan.width == 1 && !row_reduction && fusion->fusion_kind() == FusionKind::kOutput) {
-    while (plan.width * 2 <= std::min<int64_t>(plan.row_length, max_width)) plan.width *= 2;
-  }
-  return plan;
 }
 
 llvm::GlobalVariable* ConstantGlobal(llvm::Module& module, const Instruction* constant) {
@@ -455,20 +294,21 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
   };
 
   // Computes `e` over the row at `outer` into `buffer` (full vectors, then a scalar tail);
-  // from then on the emitter reads it from there wherever the row indexes it.
-  auto keep_row_value = [&](const Instruction* e, llvm::Value* buffer, const std::vector<llvm::Value*>& outer) {
+  // from then on the emitter reads it from there wherever the row indexes it. With rows in
+  // lanes (`rows` > 1, plan.row_lanes), `buffer` holds a vector of their rows per position.
+  auto keep_row_value = [&](const Instruction* e, llvm::Value* buffer, const std::vector<IndexDim>& outer, int rows) {
     DType t = e->dtype();
     llvm::Type* storage = StorageType(ctx, t);
     if (emitter.KeepsRowValue(e)) return;
     auto fill = [&](llvm::Value* j, int width) {
       LaneMath lanes(b, width);
-      Index index;
-      for (llvm::Value* o : outer) index.dims.push_back(lanes.Uniform(o));
-      index.dims.push_back(lanes.LaneRamp(j));
+      Index index{outer, std::nullopt};
+      index.dims.push_back(rows > 1 ? lanes.Uniform(j) : lanes.LaneRamp(j));
       llvm::Value* v = lanes.Widen(emitter.Emit(e, index));
-      b.CreateAlignedStore(StoreValue(b, t, v), b.CreateGEP(storage, buffer, j), llvm::Align(DTypeBytes(t)));
+      llvm::Value* at = rows > 1 ? b.CreateMul(j, b.getInt64(rows)) : j;
+      b.CreateAlignedStore(StoreValue(b, t, v), b.CreateGEP(storage, buffer, at), llvm::Align(DTypeBytes(t)));
     };
-    int width = plan.reduction_width;
+    int width = rows > 1 ? 1 : plan.reduction_width;
     int64_t vec_end = width > 1 ? plan.row_length - plan.row_length % width : 0;
     if (vec_end > 0) {
       ElementalEmitter::WidthScope wide(emitter, width);
@@ -478,14 +318,17 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
       }, "keep", {kVectorUnroll, false});
     }
     if (vec_end < plan.row_length) {
-      ElementalEmitter::WidthScope scalar(emitter, 1);
+      ElementalEmitter::WidthScope scalar(emitter, rows);
       emitter.ForLoop(b.getInt64(vec_end), b.getInt64(plan.row_length), 1, {}, [&](llvm::Value* j, const std::vector<llvm::Value*>&) {
-        fill(j, 1);
+        fill(j, rows);
         return std::vector<llvm::Value*>{};
-      }, "keep.tail", {1, false});
+      }, rows > 1 ? "keep.lanes" : "keep.tail", {1, false});
     }
-    emitter.KeepRowValue(e, {outer, [&load, buffer, t](const IndexDim& position, int width) {
-                               return load(buffer, t, position, width);
+    emitter.KeepRowValue(e, {outer, [&load, &b, buffer, t, rows](const IndexDim& position, int width) {
+                               if (rows == 1) return load(buffer, t, position, width);
+                               LaneMath lanes(b, width);
+                               IndexDim own = lanes.Add(lanes.MulConst(position, rows), lanes.LaneRamp(b.getInt64(0)));
+                               return load(buffer, t, own, width);
                              }});
   };
 
@@ -605,10 +448,24 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
     std::vector<llvm::Value*> kept_rows;
     for (const Instruction* e : kept) {
       llvm::Type* storage = StorageType(ctx, e->dtype());
-      auto* buffer = b.CreateAlloca(llvm::ArrayType::get(storage, plan.row_length), nullptr, "kept." + e->name());
+      auto* buffer = b.CreateAlloca(llvm::ArrayType::get(storage, plan.row_length * plan.row_lanes), nullptr,
+                                    "kept." + e->name());
       buffer->setAlignment(llvm::Align(64));
       kept_rows.push_back(buffer);
     }
+    // Each per-row reduction at the rows' index `at` (`rows` of them in lanes, or one), its
+    // kept operand first; the elements then find it in the emitter's cache.
+    auto emit_per_row = [&](const Index& at, int rows) {
+      for (const Instruction* r : per_row) {
+        auto k = std::find(kept.begin(), kept.end(), r->operand(0)) - kept.begin();
+        if (k < static_cast<int64_t>(kept.size())) keep_row_value(kept[k], kept_rows[k], at.dims, rows);
+        if (rows > 1) {
+          emitter.Emit(r, at);
+        } else {
+          emitter.EmitUniform(r, at);
+        }
+      }
+    };
     // The outer dimensions' indices of a row, uniform across its lanes.
     auto outer_of = [&](llvm::Value* row) {
       std::vector<llvm::Value*> outer(std::max(rank - 1, 0));
@@ -640,11 +497,7 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
         LaneMath lanes(b, 1);
         Index at;
         for (int k = 0; k < rank - 1; ++k) at.dims.push_back(outer_dim(lanes, k));
-        for (const Instruction* r : per_row) {
-          auto k = std::find(kept.begin(), kept.end(), r->operand(0)) - kept.begin();
-          if (k < static_cast<int64_t>(kept.size())) keep_row_value(kept[k], kept_rows[k], outer);
-          emitter.EmitUniform(r, at);
-        }
+        emit_per_row(at, 1);
       }
       if (rank == 0) {
         LaneMath lanes(b, 1);
@@ -734,6 +587,76 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
         }
         return std::vector<llvm::Value*>{};
       }, "dot.rows");
+    }
+    if (plan.row_lanes > 1) {
+      // Short rows, plan.row_lanes at a time, one in each lane: position j of the lanes'
+      // rows is a vector, and each reduction combines its lane's row in order, as one row at
+      // a time does. The block of rows is contiguous: the operands of the output's shape are
+      // copied into stack buffers transposed (position-major) and the outputs copied out of
+      // them, instead of strided loads and stores (gathers and scatters are slow, or absent).
+      // The rows left over go one at a time.
+      const int rows = plan.row_lanes;
+      const int64_t length = plan.row_length;
+      auto stage = [&](DType t, const std::string& what) {
+        auto* buffer = b.CreateAlloca(llvm::ArrayType::get(StorageType(ctx, t), length * rows), nullptr, what);
+        buffer->setAlignment(llvm::Align(64));
+        return buffer;
+      };
+      // Copies the block of `rows` rows from `row0` between `flat` (row-major) and `staged`.
+      auto transpose = [&](llvm::Value* flat, llvm::Value* staged, DType t, llvm::Value* row0, bool in) {
+        llvm::Type* storage = StorageType(ctx, t);
+        llvm::Value* block = b.CreateGEP(storage, flat, b.CreateMul(row0, b.getInt64(length)));
+        emitter.ForLoop(b.getInt64(0), b.getInt64(rows), 1, {}, [&](llvm::Value* r, const std::vector<llvm::Value*>&) {
+          llvm::Value* row = b.CreateGEP(storage, block, b.CreateMul(r, b.getInt64(length)));
+          for (int64_t j = 0; j < length; ++j) {
+            llvm::Value* a = b.CreateGEP(storage, row, b.getInt64(j));
+            llvm::Value* s = b.CreateGEP(storage, staged, b.CreateAdd(r, b.getInt64(j * rows)));
+            llvm::Value* from = in ? a : s;
+            b.CreateStore(b.CreateLoad(storage, from), in ? s : a);
+          }
+          return std::vector<llvm::Value*>{};
+        }, in ? "stage.in" : "stage.out", {1, false});
+      };
+      std::vector<const Instruction*> staged_in;
+      std::vector<llvm::Value*> staged_in_buffers, staged_out;
+      for (const Instruction* p : comp.parameters()) {
+        if (!p->shape().SameDims(out_shape)) continue;
+        staged_in.push_back(p);
+        staged_in_buffers.push_back(stage(p->dtype(), "staged." + p->name()));
+      }
+      for (const Instruction* r : roots) staged_out.push_back(stage(r->dtype(), "staged." + r->name()));
+      llvm::Value* n = b.CreateSub(end, begin);
+      rows_end = b.CreateAdd(begin, b.CreateMul(b.CreateUDiv(n, b.getInt64(rows)), b.getInt64(rows)));
+      emitter.ForLoop(begin, rows_end, rows, {}, [&](llvm::Value* row0, const std::vector<llvm::Value*>&) {
+        ElementalEmitter::WidthScope wide(emitter, rows);
+        LaneMath lanes(b, rows);
+        Index at = MultiIndex(lanes, lanes.LaneRamp(row0), std::vector<int64_t>(dims.begin(), dims.end() - 1));
+        for (size_t k = 0; k < staged_in.size(); ++k) {
+          const Instruction* p = staged_in[k];
+          llvm::Value* buffer = staged_in_buffers[k];
+          transpose(buffers[num_outputs + p->parameter_number()], buffer, p->dtype(), row0, true);
+          DType t = p->dtype();
+          emitter.KeepRowValue(p, {at.dims, [&load, &b, buffer, t, rows](const IndexDim& position, int width) {
+                                     LaneMath l(b, width);
+                                     return load(buffer, t, l.Add(l.MulConst(position, rows), l.LaneRamp(b.getInt64(0))), width);
+                                   }});
+        }
+        emit_per_row(at, rows);
+        emitter.ForLoop(b.getInt64(0), b.getInt64(length), 1, {}, [&](llvm::Value* j, const std::vector<llvm::Value*>&) {
+          Index index = at;
+          index.dims.push_back(lanes.Uniform(j));
+          llvm::Value* position = b.CreateMul(j, b.getInt64(rows));
+          std::vector<Val> values;
+          for (const Instruction* r : roots) values.push_back(emitter.Emit(r, index));
+          for (int k = 0; k < num_outputs; ++k) {
+            StoreElements(b, staged_out[k], roots[k]->dtype(), lanes.LaneRamp(position), values[k], rows);
+          }
+          return std::vector<llvm::Value*>{};
+        }, "lanes.row", {0, false});
+        for (int k = 0; k < num_outputs; ++k) transpose(buffers[k], staged_out[k], roots[k]->dtype(), row0, false);
+        emitter.ForgetRowValues();
+        return std::vector<llvm::Value*>{};
+      }, "row.lanes");
     }
     emitter.ForLoop(rows_end, end, 1, {}, [&](llvm::Value* row, const std::vector<llvm::Value*>&) {
       emit_row(row, 0);

@@ -30,6 +30,10 @@ struct KernelPlan {
   int64_t row_length = 1;  // kRows: elements per unit
   int width = 1;           // lanes per vector step of the innermost loop
   int reduction_width = 1; // lanes of a row reduction's inner loop
+  // kRows: rows walked together, one per lane (`width` is then 1 per row's element). Short
+  // rows (every reduction shorter than a vector): a reduction sums each lane's row in order,
+  // as one row at a time does, so the bits are the same.
+  int row_lanes = 1;
   int num_outputs = 1;
   // kHorizontal: where each output's units start (one unit per element), and whether
   // its elements can be walked by their linear index alone.
@@ -55,7 +59,8 @@ struct KernelPlan {
   bool native_half = false;
 };
 
-// Chooses the plan for `fusion` with at most `max_width` lanes (1 for the GPU).
+// Chooses the plan for `fusion` with at most `max_width` lanes (1 for the GPU); in
+// kernel_plan.cc.
 // `in_place`: its output buffer is its updated operand's (a dynamic-update-slice writes
 // only the update).
 KernelPlan PlanKernel(const Instruction* fusion, int max_width, bool in_place = false);
@@ -88,7 +93,7 @@ std::vector<const Instruction*> CooperativeReductions(const Instruction* fusion,
 // Loads the elements of a buffer of `t` at `linear` (`width` lanes): a scalar load for a
 // uniform index, a vector load for consecutive lanes, else a gather; pred is stored as i8.
 Val LoadElements(Builder& b, llvm::Value* base, DType t, const IndexDim& linear, int width);
-// Stores `v` at `linear`, whose lanes are consecutive.
+// Stores `v` at `linear` (consecutive lanes: a vector store; else a scatter).
 void StoreElements(Builder& b, llvm::Value* base, DType t, const IndexDim& linear, const Val& v, int width);
 // A value of `t` as it is stored (pred widened to i8).
 llvm::Value* StoreValue(Builder& b, DType t, llvm::Value* v);

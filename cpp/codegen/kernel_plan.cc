@@ -1,0 +1,191 @@
+// Kernel plans (see kernel_emitter.h): how a fusion's output index space is walked.
+#include <algorithm>
+#include <unordered_set>
+
+#include "analysis/kernel_heroes.h"
+#include "codegen/kernel_emitter.h"
+#include "codegen/scatter_emitter.h"
+#include "codegen/whole_loop_emitter.h"
+#include "ir/computation.h"
+
+namespace fj::codegen {
+namespace {
+
+// Whether every reduction of `c` over its last dimension combines fewer than `width`
+// elements along it: EmitReduce then combines them one by one, whatever the output's lanes.
+bool ReductionsShorterThan(const Computation& c, int width) {
+  for (const Instruction* i : c.MakePostOrder()) {
+    if (IsRowReduction(i) && i->operand(0)->shape().dims().back() >= width) return false;
+  }
+  return true;
+}
+
+// The instructions whose values a kernel stores: the root, or a tuple root's operands.
+// A kernel (or one output of it) can walk a flat range of elements if every value it reads
+// is at the output's own linear position (elementwise ops, reshapes, scalars, rank-1 iota).
+bool IsFlatFrom(const Instruction* root, int64_t elements) {
+  std::vector<const Instruction*> work = {root};
+  std::unordered_set<const Instruction*> seen;
+  while (!work.empty()) {
+    const Instruction* i = work.back();
+    work.pop_back();
+    if (!seen.insert(i).second) continue;
+    bool descend = true;
+    switch (i->opcode()) {
+      case Opcode::kParameter:
+        if (i->shape().NumElements() != elements && i->shape().NumElements() != 1) return false;
+        if (i->shape().NumElements() == 1 && elements != 1) {
+          // A scalar parameter may be read only through a broadcast.
+          for (const Instruction* u : i->users()) {
+            if (u->opcode() != Opcode::kBroadcast && seen.count(u)) return false;
+          }
+        }
+        break;
+      case Opcode::kConstant:
+        if (i->shape().NumElements() != 1 && i->shape().NumElements() != elements) return false;
+        break;
+      case Opcode::kReshape:
+      case Opcode::kTuple:
+        break;
+      case Opcode::kBroadcast:
+        if (i->operand(0)->shape().NumElements() != 1) return false;
+        descend = true;
+        break;
+      case Opcode::kIota:
+        if (i->shape().rank() != 1) return false;
+        break;
+      default:
+        if (!IsElementwise(i->opcode())) return false;
+        if (i->shape().IsArray() && i->shape().NumElements() != elements &&
+            i->shape().NumElements() != 1) {
+          return false;
+        }
+    }
+    if (descend) {
+      for (const Instruction* op : i->operands()) work.push_back(op);
+    }
+  }
+  return true;
+}
+
+bool IsFlat(const Computation& c, int64_t elements) {
+  for (const Instruction* r : KernelRoots(c)) {
+    if (!IsFlatFrom(r, elements)) return false;
+  }
+  return true;
+}
+
+// A reduction whose operand's innermost dimension is reduced: its outputs are walked one
+// at a time and the vector lanes go into the reduction instead.
+// The reduction a kernel with side outputs is built around (see KernelPlan::side_hero): a
+// reduction of the operand's last dimensions, and roots that each have its output's shape
+// or its operand's number of elements (at least one of the latter).
+const Instruction* SideOutputHero(const std::vector<const Instruction*>& roots, const Instruction* hero) {
+  if (!hero || hero->opcode() != Opcode::kReduce || hero->dimensions().empty()) return nullptr;
+  const Shape& in = hero->operand(0)->shape();
+  const std::vector<int64_t>& rdims = hero->dimensions();
+  for (size_t k = 0; k < rdims.size(); ++k) {
+    if (rdims[rdims.size() - 1 - k] != in.rank() - 1 - static_cast<int64_t>(k)) return nullptr;
+  }
+  bool side = false;
+  for (const Instruction* r : roots) {
+    if (r->shape().SameDims(hero->shape())) continue;
+    if (r->shape().NumElements() != in.NumElements()) return nullptr;
+    side = true;
+  }
+  return side ? hero : nullptr;
+}
+
+
+}  // namespace
+
+KernelPlan PlanKernel(const Instruction* fusion, int max_width, bool in_place) {
+  const Computation& c = *fusion->fused_computation();
+  std::vector<const Instruction*> roots = KernelRoots(c);
+  KernelPlan plan;
+  if (fusion->fusion_kind() == FusionKind::kWholeLoop) {
+    plan.mode = KernelPlan::Mode::kWholeLoop;
+    plan.units = WholeLoopLanes(fusion);
+    plan.width = plan.units >= max_width ? max_width : 1;
+    plan.num_outputs = static_cast<int>(fusion->shape().tuple_shapes().size());
+    return plan;
+  }
+  if (roots.size() == 1 && roots[0]->opcode() == Opcode::kScatter) return PlanScatter(roots[0], max_width, in_place);
+  if (in_place && roots.size() == 1 && roots[0]->opcode() == Opcode::kDynamicUpdateSlice) {
+    const Shape& update = roots[0]->operand(1)->shape();
+    plan.mode = KernelPlan::Mode::kUpdate;
+    plan.row_length = update.rank() == 0 ? 1 : update.dims().back();
+    plan.units = plan.row_length == 0 ? 0 : update.NumElements() / plan.row_length;
+    plan.width = plan.row_length >= max_width ? max_width : 1;
+    plan.reduction_width = max_width;
+    plan.side_output = {false};
+    return plan;
+  }
+  plan.side_hero = SideOutputHero(roots, ReductionHero(c, IsReduce));
+  const Shape& shape = plan.side_hero ? plan.side_hero->shape() : roots[0]->shape();
+  plan.reduction_width = max_width;
+  plan.num_outputs = static_cast<int>(roots.size());
+  int64_t elements = shape.NumElements();
+  bool same_shapes = true;
+  for (const Instruction* r : roots) {
+    bool side = plan.side_hero && !r->shape().SameDims(shape);
+    plan.side_output.push_back(side);
+    same_shapes = same_shapes && (side || r->shape().SameDims(shape));
+  }
+  if (!same_shapes) {
+    plan.mode = KernelPlan::Mode::kHorizontal;
+    plan.width = max_width;
+    for (const Instruction* r : roots) {
+      plan.segment_starts.push_back(plan.units);
+      plan.segment_flat.push_back(IsFlatFrom(r, r->shape().NumElements()));
+      plan.units += r->shape().NumElements();
+    }
+    return plan;
+  }
+  if (!plan.side_hero && IsFlat(c, elements)) {
+    plan.mode = KernelPlan::Mode::kFlat;
+    plan.units = elements;
+    plan.width = elements >= max_width ? max_width : 1;
+    return plan;
+  }
+  bool row_reduction = plan.side_hero != nullptr;
+  for (const Instruction* r : roots) row_reduction = row_reduction || IsRowReduction(r);
+  const Instruction* hero = ReductionHero(c, IsReduce);
+  if (hero) row_reduction = row_reduction || IsRowReduction(hero);
+  // A column reduction walks many rows per output: wide groups of outputs make each row
+  // step read a long contiguous run instead of one vector.
+  int out_width = (hero && !row_reduction) ? 4 * max_width : max_width;
+  if (shape.rank() == 1) {
+    plan.mode = KernelPlan::Mode::kLinear1D;
+    plan.units = elements;
+    // A row reduction keeps the output loop scalar; EmitReduce vectorises the reduction
+    // (unless it is shorter than a vector: then each lane combines its own row in order).
+    plan.width = row_reduction && !(elements >= max_width && ReductionsShorterThan(c, max_width)) ? 1
+                 : elements >= out_width                                                         ? out_width
+                 : elements >= max_width                                                         ? max_width
+                                                                                                 : 1;
+    return plan;
+  }
+  plan.mode = KernelPlan::Mode::kRows;
+  plan.row_length = shape.rank() == 0 ? 1 : shape.dims().back();
+  plan.units = plan.row_length == 0 ? 0 : elements / plan.row_length;
+  // A row reduction keeps the output loop scalar; EmitReduce vectorises the reduction.
+  plan.width = row_reduction                       ? 1
+               : plan.row_length >= out_width ? out_width
+               : plan.row_length >= max_width ? max_width
+                                              : 1;
+  // A product with short rows (an RL policy's few logits) in narrower vectors: its sums
+  // are the work, and one lane at a time waits on each of them in turn.
+  if (plan.width == 1 && !row_reduction && fusion->fusion_kind() == FusionKind::kOutput) {
+    while (plan.width * 2 <= std::min<int64_t>(plan.row_length, max_width)) plan.width *= 2;
+  }
+  // Rows shorter than a vector (a policy's few actions) go in lanes, one row per lane, when
+  // every reduction is as short: each lane then combines its row in the same order.
+  if (plan.width == 1 && !plan.side_hero && max_width > 1 && shape.rank() >= 2 && plan.units >= max_width &&
+      ReductionsShorterThan(c, max_width)) {
+    plan.row_lanes = max_width;
+  }
+  return plan;
+}
+
+}  // namespace fj::codegen
