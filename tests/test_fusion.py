@@ -496,7 +496,7 @@ def test_short_rows_go_in_lanes_with_the_bits_of_one_row_at_a_time(f, ref, shape
     for lo in (0, rows.shape[0] - 3):  # the first rows (in lanes), the last (left over)
         one_by_one = np.asarray(fusionjit.jit(f)(rows[lo:lo + 3]))
         np.testing.assert_array_equal(flat[lo:lo + 3], one_by_one.reshape(3, -1))
-    if f is not _row_sums:  # (one output a row: a vector of them at a time anyway)
+    if f is not _row_sums:  # (a rank-1 output of row sums: one row at a time)
         assert "row.lanes" in fusionjit.jit(f).lower(x).as_text("llvm")
 
 
