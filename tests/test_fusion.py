@@ -536,3 +536,15 @@ def test_short_rows_in_lanes_update_a_loop_state_in_place():
     for _ in range(3):
         want = want / want.sum(-1, keepdims=True) + 1.0
     np.testing.assert_allclose(np.asarray(fusionjit.jit(f)(x)), want, rtol=1e-6)
+
+
+@pytest.mark.cpu_only
+def test_long_rows_of_short_sums_stay_one_row_at_a_time():
+    """Large-tier fuzz seed 271937 ("hang"), reduced: sums over a short last axis into long
+    output rows ([8, 21090, 7] -> [8, 21090]) were planned as rows in lanes, which is for
+    short output rows: a stack buffer of a whole output row per lane, and a copy loop
+    unrolled over its 21090 positions, which LLVM did not finish compiling."""
+    x = np.random.default_rng(9).standard_normal((16, 40, 5)).astype(np.float32)
+    f = fusionjit.jit(lambda x: fnp.sum(x, axis=-1))
+    np.testing.assert_allclose(np.asarray(f(x)), x.sum(-1), rtol=1e-6, atol=1e-6)
+    assert "row.lanes" not in f.lower(x).as_text("llvm")

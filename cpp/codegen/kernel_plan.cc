@@ -179,8 +179,8 @@ KernelPlan PlanKernel(const Instruction* fusion, int max_width, bool in_place) {
   }
   // Rows shorter than a vector (a policy's few actions) go in lanes, one row per lane, when
   // every reduction is as short: each lane then combines its row in the same order.
-  if (plan.width == 1 && !plan.side_hero && max_width > 1 && shape.rank() >= 2 && plan.units >= max_width &&
-      ReductionsShorterThan(c, max_width)) {
+  if (plan.width == 1 && plan.row_length < max_width && !plan.side_hero && max_width > 1 && shape.rank() >= 2 &&
+      plan.units >= max_width && ReductionsShorterThan(c, max_width)) {
     plan.row_lanes = max_width;
   }
   return plan;
