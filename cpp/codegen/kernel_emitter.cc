@@ -332,6 +332,63 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
                              }});
   };
 
+  // Rows in lanes (plan.row_lanes): a block of `rows` short rows is contiguous, so operands
+  // are copied into stack buffers transposed (position-major), where position j of every
+  // lane's row is one vector, and outputs copied out of them the same way: strided loads
+  // and stores would be gathers and scatters (microcoded on AMD's Zen, absent before
+  // AVX2). A buffer for `length` positions of `t`:
+  auto stage = [&](DType t, int64_t length, const std::string& what) {
+    auto* buffer = b.CreateAlloca(llvm::ArrayType::get(StorageType(ctx, t), length * plan.row_lanes), nullptr, what);
+    buffer->setAlignment(llvm::Align(64));
+    return buffer;
+  };
+  // Copies the block of rows from `row0` between `flat` (row-major) and `staged`.
+  auto transpose = [&](llvm::Value* flat, llvm::Value* staged, DType t, int64_t length, llvm::Value* row0, bool in) {
+    const int rows = plan.row_lanes;
+    llvm::Type* storage = StorageType(ctx, t);
+    llvm::Value* block = b.CreateGEP(storage, flat, b.CreateMul(row0, b.getInt64(length)));
+    emitter.ForLoop(b.getInt64(0), b.getInt64(rows), 1, {}, [&](llvm::Value* r, const std::vector<llvm::Value*>&) {
+      llvm::Value* row = b.CreateGEP(storage, block, b.CreateMul(r, b.getInt64(length)));
+      for (int64_t j = 0; j < length; ++j) {
+        llvm::Value* a = b.CreateGEP(storage, row, b.getInt64(j));
+        llvm::Value* s = b.CreateGEP(storage, staged, b.CreateAdd(r, b.getInt64(j * rows)));
+        b.CreateStore(b.CreateLoad(storage, in ? a : s), in ? s : a);
+      }
+      return std::vector<llvm::Value*>{};
+    }, in ? "stage.in" : "stage.out", {1, false});
+  };
+  // The operands whose rows are the lanes' rows: dimensions `leading`, then a short one.
+  struct Staged {
+    const Instruction* param;
+    int64_t length;
+    llvm::Value* buffer;
+  };
+  auto stage_operands = [&](const std::vector<int64_t>& leading) {
+    std::vector<Staged> staged;
+    for (const Instruction* p : comp.parameters()) {
+      const std::vector<int64_t>& d = p->shape().dims();
+      if (d.size() != leading.size() + 1 || !std::equal(leading.begin(), leading.end(), d.begin()) ||
+          d.back() >= plan.row_lanes) {
+        continue;
+      }
+      staged.push_back({p, d.back(), stage(p->dtype(), d.back(), "staged." + p->name())});
+    }
+    return staged;
+  };
+  // Copies the block from `row0` of each staged operand in; the emitter then reads the
+  // lanes' rows (leading dimensions `at`) from there.
+  auto read_staged = [&](const std::vector<Staged>& staged, const Index& at, llvm::Value* row0) {
+    const int rows = plan.row_lanes;
+    for (const Staged& s : staged) {
+      transpose(buffers[num_outputs + s.param->parameter_number()], s.buffer, s.param->dtype(), s.length, row0, true);
+      emitter.KeepRowValue(s.param, {at.dims, [&load, &b, s, rows](const IndexDim& position, int width) {
+                                       LaneMath l(b, width);
+                                       IndexDim own = l.Add(l.MulConst(position, rows), l.LaneRamp(b.getInt64(0)));
+                                       return load(s.buffer, s.param->dtype(), own, width);
+                                     }});
+    }
+  };
+
   const Shape& out_shape = plan.side_hero ? plan.side_hero->shape() : roots[0]->shape();
   if (plan.mode == KernelPlan::Mode::kHorizontal) {
     for (int k = 0; k < num_outputs; ++k) {
@@ -430,7 +487,26 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
       return std::make_pair(index, *index.linear);
     });
   } else if (plan.mode == KernelPlan::Mode::kLinear1D) {
-    vector_loop(begin, end, [&](llvm::Value* i, LaneMath& lanes) {
+    llvm::Value* lanes_end = begin;
+    if (plan.row_lanes > 1) {
+      // Row reductions of short rows, one output (row) per lane; the rows left over, one
+      // at a time.
+      const int rows = plan.row_lanes;
+      std::vector<Staged> staged = stage_operands(out_shape.dims());
+      llvm::Value* n = b.CreateSub(end, begin);
+      lanes_end = b.CreateAdd(begin, b.CreateMul(b.CreateUDiv(n, b.getInt64(rows)), b.getInt64(rows)));
+      emitter.ForLoop(begin, lanes_end, rows, {}, [&](llvm::Value* row0, const std::vector<llvm::Value*>&) {
+        ElementalEmitter::WidthScope wide(emitter, rows);
+        LaneMath lanes(b, rows);
+        Index index;
+        index.dims.push_back(lanes.LaneRamp(row0));
+        read_staged(staged, index, row0);
+        emit_group(index, index.dims[0]);
+        emitter.ForgetRowValues();
+        return std::vector<llvm::Value*>{};
+      }, "row.lanes");
+    }
+    vector_loop(lanes_end, end, [&](llvm::Value* i, LaneMath& lanes) {
       Index index;
       index.dims.push_back(lanes.LaneRamp(i));
       return std::make_pair(index, index.dims[0]);
@@ -597,50 +673,16 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
       // The rows left over go one at a time.
       const int rows = plan.row_lanes;
       const int64_t length = plan.row_length;
-      auto stage = [&](DType t, const std::string& what) {
-        auto* buffer = b.CreateAlloca(llvm::ArrayType::get(StorageType(ctx, t), length * rows), nullptr, what);
-        buffer->setAlignment(llvm::Align(64));
-        return buffer;
-      };
-      // Copies the block of `rows` rows from `row0` between `flat` (row-major) and `staged`.
-      auto transpose = [&](llvm::Value* flat, llvm::Value* staged, DType t, llvm::Value* row0, bool in) {
-        llvm::Type* storage = StorageType(ctx, t);
-        llvm::Value* block = b.CreateGEP(storage, flat, b.CreateMul(row0, b.getInt64(length)));
-        emitter.ForLoop(b.getInt64(0), b.getInt64(rows), 1, {}, [&](llvm::Value* r, const std::vector<llvm::Value*>&) {
-          llvm::Value* row = b.CreateGEP(storage, block, b.CreateMul(r, b.getInt64(length)));
-          for (int64_t j = 0; j < length; ++j) {
-            llvm::Value* a = b.CreateGEP(storage, row, b.getInt64(j));
-            llvm::Value* s = b.CreateGEP(storage, staged, b.CreateAdd(r, b.getInt64(j * rows)));
-            llvm::Value* from = in ? a : s;
-            b.CreateStore(b.CreateLoad(storage, from), in ? s : a);
-          }
-          return std::vector<llvm::Value*>{};
-        }, in ? "stage.in" : "stage.out", {1, false});
-      };
-      std::vector<const Instruction*> staged_in;
-      std::vector<llvm::Value*> staged_in_buffers, staged_out;
-      for (const Instruction* p : comp.parameters()) {
-        if (!p->shape().SameDims(out_shape)) continue;
-        staged_in.push_back(p);
-        staged_in_buffers.push_back(stage(p->dtype(), "staged." + p->name()));
-      }
-      for (const Instruction* r : roots) staged_out.push_back(stage(r->dtype(), "staged." + r->name()));
+      std::vector<Staged> staged_in = stage_operands(std::vector<int64_t>(dims.begin(), dims.end() - 1));
+      std::vector<llvm::Value*> staged_out;
+      for (const Instruction* r : roots) staged_out.push_back(stage(r->dtype(), length, "staged." + r->name()));
       llvm::Value* n = b.CreateSub(end, begin);
       rows_end = b.CreateAdd(begin, b.CreateMul(b.CreateUDiv(n, b.getInt64(rows)), b.getInt64(rows)));
       emitter.ForLoop(begin, rows_end, rows, {}, [&](llvm::Value* row0, const std::vector<llvm::Value*>&) {
         ElementalEmitter::WidthScope wide(emitter, rows);
         LaneMath lanes(b, rows);
         Index at = MultiIndex(lanes, lanes.LaneRamp(row0), std::vector<int64_t>(dims.begin(), dims.end() - 1));
-        for (size_t k = 0; k < staged_in.size(); ++k) {
-          const Instruction* p = staged_in[k];
-          llvm::Value* buffer = staged_in_buffers[k];
-          transpose(buffers[num_outputs + p->parameter_number()], buffer, p->dtype(), row0, true);
-          DType t = p->dtype();
-          emitter.KeepRowValue(p, {at.dims, [&load, &b, buffer, t, rows](const IndexDim& position, int width) {
-                                     LaneMath l(b, width);
-                                     return load(buffer, t, l.Add(l.MulConst(position, rows), l.LaneRamp(b.getInt64(0))), width);
-                                   }});
-        }
+        read_staged(staged_in, at, row0);
         emit_per_row(at, rows);
         emitter.ForLoop(b.getInt64(0), b.getInt64(length), 1, {}, [&](llvm::Value* j, const std::vector<llvm::Value*>&) {
           Index index = at;
@@ -653,7 +695,7 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
           }
           return std::vector<llvm::Value*>{};
         }, "lanes.row", {0, false});
-        for (int k = 0; k < num_outputs; ++k) transpose(buffers[k], staged_out[k], roots[k]->dtype(), row0, false);
+        for (int k = 0; k < num_outputs; ++k) transpose(buffers[k], staged_out[k], roots[k]->dtype(), length, row0, false);
         emitter.ForgetRowValues();
         return std::vector<llvm::Value*>{};
       }, "row.lanes");
