@@ -142,6 +142,21 @@ def test_shrunk_a_chain_of_reshapes_is_no_kernel(profile):
     np.testing.assert_array_equal(np.asarray(got), x.max(0, keepdims=True))
 
 
+@pytest.mark.parametrize("profile", fp.PROFILES)
+def test_shrunk_a_reshaped_result_reinterprets_its_buffer(profile):
+    """Large seed 273756, shrunk: a strided slice returned as it is and reshaped. Fusion put
+    the slice into the reshape, which then copied it in a kernel of its own (xla, fusionjit
+    2 kernels); the slice is written anyway, and the reshape only reinterprets it (none: 1)."""
+    import fusionjit
+    import fusionjit.numpy as fnp
+    x = np.random.default_rng(4).standard_normal(598421).astype(np.float32)
+    f = lambda v: (v[5::2], fnp.expand_dims(v[5::2], -1))  # noqa: E731
+    assert fusionjit.testing.count_kernels(f, fusion=profile)(x) == 1
+    a, b = fusionjit.jit(f, fusion=profile)(x)
+    np.testing.assert_array_equal(np.asarray(a), x[5::2])
+    np.testing.assert_array_equal(np.asarray(b), x[5::2, None])
+
+
 def test_shrunk_fusionjit_not_more_kernels_than_xla():
     """Seed 182, shrunk: fusionjit refused to put %compare (also an output) into the
     broadcast's kernel ([loop-shapes]) and made 3 kernels where xla makes 2."""

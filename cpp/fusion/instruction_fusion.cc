@@ -145,6 +145,14 @@ FusionDecision InstructionFusionPass::ShouldFuse(const Instruction* producer,
                                               " only reinterpret a buffer and need no kernel; fused, they would "
                                               "make a kernel that copies it");
   }
+  // A reshape of a value that is written to memory anyway (it has other readers, or is a
+  // result) is that buffer reinterpreted; fused, it would be a kernel copying it.
+  if (consumer->opcode() == Opcode::kReshape &&
+      (producer->user_count() > 1 || (producer->parent() && producer->parent()->root() == producer))) {
+    return FusionDecision::No("bitcasts", "reshape " + Name(consumer) + " only reinterprets the buffer of " + Name(producer) +
+                                              ", which is written anyway for its other readers; fused, the reshape "
+                                              "would be a kernel that copies it");
+  }
   // XLA leaves fusion-into-fusion to the fusion merger (into all users or none); with a cost
   // model a loop kernel may also be copied into just the users where that pays, which keeps
   // the result independent of the order in which the passes happened to build kernels.
