@@ -1,8 +1,9 @@
 """Everyday programs side by side with JAX in one run: softmax and layer norm (long, short
 and batch-of-one rows), MLP layers (wide and RL-sized, with a narrow output head), a PPO
-loss, a cross-entropy, attention scores. Each is jitted by fusionjit (default profile) and
-by JAX (when installed) on the same inputs; the results are compared, and the table gives
-medians of several runs and JAX's time over fusionjit's (above 1: fusionjit is faster).
+loss, cross-entropies, a logsumexp and a policy's entropy over few actions, attention.
+Each is jitted by fusionjit (default profile) and by JAX (when installed) on the same
+inputs; the results are compared, and the table gives medians of several runs and JAX's
+time over fusionjit's (above 1: fusionjit is faster).
 
     python benchmarks/programs.py [--repeats 7] [--json out.json]
 """
@@ -41,6 +42,17 @@ def ppo_loss(np_, logp, old_logp, adv, ret, value):
     return pg + 0.5 * ((ret - value) ** 2).mean()
 
 
+def logsumexp(np_, x):
+    m = x.max(-1)
+    return m + np_.log(np_.exp(x - m[..., None]).sum(-1))
+
+
+def entropy(np_, logits):
+    lp = logits - logits.max(-1, keepdims=True)
+    lp = lp - np_.log(np_.exp(lp).sum(-1, keepdims=True))
+    return -(np_.exp(lp) * lp).sum(-1).mean()
+
+
 def cross_entropy(np_, logits, labels):
     m = logits.max(-1, keepdims=True)
     lse = np_.log(np_.exp(logits - m).sum(-1)) + m[..., 0]
@@ -68,6 +80,8 @@ def cases(rng):
         ("ppo loss [65536]", ppo_loss, tuple(f32(65536) for _ in range(5))),
         ("cross-entropy [4096, 1000]", cross_entropy,
          (f32(4096, 1000), rng.integers(0, 1000, 4096).astype(np.int32))),
+        ("logsumexp [65536, 10]", logsumexp, (f32(65536, 10),)),
+        ("policy entropy [65536, 6]", entropy, (f32(65536, 6),)),
         ("cross-entropy [65536, 6]", cross_entropy,
          (f32(65536, 6), rng.integers(0, 6, 65536).astype(np.int32))),
         ("attention [8, 128, 64]", attention, (f32(8, 128, 64), f32(8, 128, 64), f32(8, 128, 64))),
