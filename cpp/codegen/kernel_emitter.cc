@@ -336,7 +336,8 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
   // are copied into stack buffers transposed (position-major), where position j of every
   // lane's row is one vector, and outputs copied out of them the same way: strided loads
   // and stores would be gathers and scatters (microcoded on AMD's Zen, absent before
-  // AVX2). A buffer for `length` positions of `t`:
+  // AVX2). A buffer for `length` positions of `t` (times the lanes' rows; kept row values
+  // use it too):
   auto stage = [&](DType t, int64_t length, const std::string& what) {
     auto* buffer = b.CreateAlloca(llvm::ArrayType::get(StorageType(ctx, t), length * plan.row_lanes), nullptr, what);
     buffer->setAlignment(llvm::Align(64));
@@ -522,13 +523,7 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
     std::vector<const Instruction*> kept =
         plan.keep_row_values ? KeptRowValues(per_row, out_shape) : std::vector<const Instruction*>{};
     std::vector<llvm::Value*> kept_rows;
-    for (const Instruction* e : kept) {
-      llvm::Type* storage = StorageType(ctx, e->dtype());
-      auto* buffer = b.CreateAlloca(llvm::ArrayType::get(storage, plan.row_length * plan.row_lanes), nullptr,
-                                    "kept." + e->name());
-      buffer->setAlignment(llvm::Align(64));
-      kept_rows.push_back(buffer);
-    }
+    for (const Instruction* e : kept) kept_rows.push_back(stage(e->dtype(), plan.row_length, "kept." + e->name()));
     // Each per-row reduction at the rows' index `at` (`rows` of them in lanes, or one), its
     // kept operand first; the elements then find it in the emitter's cache.
     auto emit_per_row = [&](const Index& at, int rows) {
