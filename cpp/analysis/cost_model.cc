@@ -38,12 +38,6 @@ double ReadsPerEvaluation(const Instruction* user, int i) {
       for (int64_t d : user->attrs().dot.lhs_contracting) k *= user->operand(0)->shape().dim(d);
       return k;
     }
-    case Opcode::kDynamicSlice:
-    case Opcode::kDynamicUpdateSlice:
-      // The start indices are scalars, the same for every element: computed once per vector
-      // group at most (they are loop-invariant), not per element (the CartPole pool's
-      // `t % rows` was priced 2048 times a step).
-      return i == 0 || (user->opcode() == Opcode::kDynamicUpdateSlice && i == 1) ? 1.0 : 1.0 / kCpuLanes;
     case Opcode::kBroadcast: {
       // A scalar (or tiny) operand is the same for every lane of a vector group: computed
       // once per group of kCpuLanes elements, not per element.
@@ -122,16 +116,14 @@ double ElementCost(const Instruction& instr) {
     case Opcode::kIota:
       return 0.5;
     case Opcode::kDivide:
-      return 4.0 * wide;
     case Opcode::kRemainder:
-      return 32.0 * wide;  // an element at a time (fmod; integer division): 60-125 measured
+      return 4.0 * wide;
     case Opcode::kSqrt:
     case Opcode::kRsqrt:
       return 4.0 * wide;
     case Opcode::kExp:
-      return 12.0 * wide;
     case Opcode::kLog:
-      return 20.0 * wide;
+      return 12.0 * wide;
     case Opcode::kExpm1:
     case Opcode::kLog1p:
       return 16.0 * wide;
@@ -151,9 +143,7 @@ double ElementCost(const Instruction& instr) {
     case Opcode::kDot:
       return 1.0 * wide;  // per element read (see ReadsPerEvaluation)
     default:
-      // An add, a compare, a select, a shift: two or more issue per cycle where the
-      // transcendental functions' polynomials above are latency-bound chains.
-      return 0.5 * wide;
+      return 1.0 * wide;
   }
 }
 

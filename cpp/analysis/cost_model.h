@@ -12,8 +12,7 @@
 
 namespace fj {
 
-// Work per element of an op, in lane-ops (Target::flops_per_us): measured on the CPU
-// (benchmarks/cost_model.py), where an exp costs 12 and an add, a compare or a select 0.5.
+// Work per element of an op, in units of one vector-lane arithmetic op (an add is 1).
 double ElementCost(const Instruction& instr);
 
 // A reduction over exactly the last dimension of an operand shaped like `kernel` (rank >= 2),
