@@ -1,8 +1,7 @@
 """The cost model's estimate against the measured time, program by program: softmax and
 layer norm over rows of several lengths (short rows in lanes, long rows one at a time),
-row sums, elementwise passes in and beyond the cache, matrix products and a dense layer,
-and the paper's CartPole rollouts (2048 environments x 1000 steps) under XLA's rules and
-ours. The estimate is the plan's, as `explain` prints it; the time is a median of calls.
+row sums, elementwise passes in and beyond the cache, matrix products and a dense layer.
+The estimate is the chosen plan's, as `explain` prints it; the time is a median of calls.
 Where the two disagree, the model is what needs fixing: the summary gives the spread of
 measured / estimate.
 
@@ -13,18 +12,13 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import re
-import sys
 
 import numpy as np
 
 import fusionjit
 import fusionjit.numpy as fnp
 from _harness import median_seconds, report
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchmarks.cartpole import cartpole  # noqa: E402
 
 
 def softmax(x):
@@ -70,23 +64,10 @@ def cases(rng):
     yield dense_tanh, "[2048, 64] @ [64, 64]", (f32(2048, 64), f32(64, 64), f32(64))
 
 
-def cartpole_cases(steps=1000):
-    inputs = cartpole.inputs(2048, steps)
-    for variant in ("baseline", "pool", "no_concat", "unroll", "policy"):
-        rollout = cartpole.VARIANTS[variant](cartpole.fusionjit_lib(), steps)
-        for profile in ("xla", "fusionjit"):
-            name = f"cartpole {variant} [2048 x {steps}] {profile}"
-            yield rollout, name, inputs.args(variant), profile
-
-
-def estimate_us(fn, *args, profile="fusionjit") -> float:
-    # The fusionjit profile builds XLA's rules' plans too and keeps the cheapest estimate;
-    # explain prints each plan's.
+def estimate_us(fn, *args) -> float:
     text = str(fusionjit.explain(fn)(*args))
-    plans = dict(re.findall(r"([\w+]+) rules: \d+ kernels?, ([\d.e+]+) us", text))
-    if profile != "fusionjit":
-        return float(plans.get(profile, "nan"))
-    return min(float(us) for us in plans.values()) if plans else float("nan")
+    found = re.search(r"fusionjit rules: \d+ kernels?, ([\d.e+]+) us", text)
+    return float(found.group(1)) if found else float("nan")
 
 
 def main(argv=None):
@@ -94,20 +75,13 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=7)
     args = parser.parse_args(argv)
     rows = []
-    rng = np.random.default_rng(0)
-    programs = [(fn, shape, inputs, "fusionjit") for fn, shape, inputs in cases(rng)]
-    for fn, name, inputs, profile in programs + list(cartpole_cases()):
-        f = fusionjit.jit(fn, fusion=profile)
-
-        def call():
-            return fusionjit.block_until_ready(f(*inputs))
-
-        call()
-        measured = median_seconds(call, repeats=args.repeats) * 1e6
-        est = estimate_us(fn, *inputs, profile=profile)
-        rows.append({"program": getattr(fn, "__name__", "rollout"), "shape": name,
-                     "estimate_us": est, "measured_us": measured,
-                     "measured/estimate": measured / est})
+    for fn, shape, inputs in cases(np.random.default_rng(0)):
+        f = fusionjit.jit(fn)
+        f(*inputs)
+        measured = median_seconds(lambda: f(*inputs), repeats=args.repeats) * 1e6
+        est = estimate_us(fn, *inputs)
+        rows.append({"program": fn.__name__, "shape": shape, "estimate_us": est,
+                     "measured_us": measured, "measured/estimate": measured / est})
     report("cost model: estimate against measured time", rows)
     ratios = sorted(r["measured/estimate"] for r in rows if math.isfinite(r["measured/estimate"]))
     if ratios:

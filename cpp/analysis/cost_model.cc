@@ -217,25 +217,13 @@ std::unordered_map<const Instruction*, double> Evaluations(const Computation& fu
       bool full_reduction_of_kernel_space =
           u->opcode() == Opcode::kReduce && x->shape().IsArray() && x->shape().SameDims(kernel) &&
           static_cast<int>(u->dimensions().size()) == x->shape().rank() && x->shape().rank() > 0;
-      // A reshape (or a bitcast, a copy) of as many elements reads each of x's elements at
-      // an index that the other readers of that element compute alike: they share it (an
-      // unrolled scan's state goes through one every step; counted apart, its ops doubled
-      // with each step).
-      bool relabels = (u->opcode() == Opcode::kReshape || u->opcode() == Opcode::kBitcastConvert ||
-                       u->opcode() == Opcode::kCopy) &&
-                      u->shape().IsArray() && x->shape().IsArray() && Elements(u->shape()) == Elements(x->shape());
-      bool at_own_index = u->opcode() == Opcode::kTuple || full_reduction_of_kernel_space || relabels ||
+      bool at_own_index = u->opcode() == Opcode::kTuple || full_reduction_of_kernel_space ||
                           (IsElementwise(u->opcode()) && u->shape().IsArray() && x->shape().IsArray() &&
                            u->shape().SameDims(x->shape()));
       for (int i = 0; i < u->operand_count(); ++i) {
         if (u->operand(i) != x) continue;
         if (u->opcode() == Opcode::kTuple) {
           per = std::max(per, Elements(x->shape()));
-        } else if (at_own_index) {
-          // x * x reads x once: both operands are the value at the same index. (Counted
-          // twice, cos(theta)**2 doubled the state's ops with every step of an unrolled
-          // CartPole scan: 2^10 times the work.)
-          per = std::max(per, evals[u] * ReadsPerEvaluation(u, i));
         } else {
           per += evals[u] * ReadsPerEvaluation(u, i);
         }
@@ -289,23 +277,13 @@ double OperandEvaluations(const Instruction* consumer, int i) {
 
 KernelCost EstimateKernel(const Instruction* instr) {
   KernelCost c;
+  for (const Instruction* op : instr->operands()) c.bytes_read += op->shape().ByteSize();
   c.bytes_written = instr->shape().ByteSize();
   if (instr->opcode() == Opcode::kFusion) {
     const Computation& fused = *instr->fused_computation();
     bool whole_loop = instr->fusion_kind() == FusionKind::kWholeLoop;
     std::unordered_map<const Instruction*, double> evals =
         Evaluations(fused, whole_loop ? LaneRowKeeper(instr->attrs(), fused) : KeepFn{});
-    // An operand is read where the kernel reads it: a slice or a dynamic slice of it (a
-    // scan's step of its xs, a row of a pool) only there. (Whole loops read theirs anew
-    // every step: all of it, in the end.)
-    for (int i = 0; i < instr->operand_count(); ++i) {
-      const Shape& shape = instr->operand(i)->shape();
-      double bytes = static_cast<double>(shape.ByteSize());
-      if (!whole_loop && shape.IsArray()) {
-        bytes = std::min(bytes, evals[fused.parameter(i)] * DTypeBytes(shape.dtype()));
-      }
-      c.bytes_read += bytes;
-    }
     c.work = Elements(KernelShape(fused));
     for (const auto& [i, e] : evals) {
       // A reduction's or a product's cost is per element it reads (ElementCost).
@@ -321,13 +299,6 @@ KernelCost EstimateKernel(const Instruction* instr) {
       c.work *= trips;
     }
   } else {
-    bool sliced = instr->opcode() == Opcode::kSlice || instr->opcode() == Opcode::kDynamicSlice;
-    for (int i = 0; i < instr->operand_count(); ++i) {
-      const Instruction* op = instr->operand(i);
-      // A slice reads only its output's elements of its operand.
-      c.bytes_read += sliced && i == 0 ? static_cast<double>(instr->shape().ByteSize())
-                                       : static_cast<double>(op->shape().ByteSize());
-    }
     double per = 1;
     if (instr->operand_count() > 0) per = ReadsPerEvaluation(instr, 0);
     c.flops = Elements(instr->shape()) * per * ElementCost(*instr);

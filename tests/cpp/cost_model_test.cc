@@ -107,39 +107,6 @@ ENTRY %main (x: f32[65536,16]) -> f32[65536] {
   EXPECT_GT(estimate("%max_f32"), estimate("%add_f32"));
 }
 
-// Before: x * x counted x twice, so ten squarings in a row (an unrolled scan's state goes
-// through cos(theta)**2 every step) were priced at 2^10 times their work; the CartPole
-// `unroll` variant under XLA's rules was estimated at 203 ms and took 2.3 ms.
-TEST(CostModel, AValueReadTwiceAtTheSameIndexIsComputedOnce) {
-  std::string body = "ENTRY %main (x: f32[4096]) -> f32[4096] {\n  %x = f32[4096] parameter(0)\n  %s0 = f32[4096] sine(%x)\n";
-  for (int i = 1; i <= 10; ++i) {
-    std::string prev = "%s" + std::to_string(i - 1);
-    body += "  " + std::string(i == 10 ? "ROOT " : "") + "%s" + std::to_string(i) + " = f32[4096] multiply(" + prev + ", " +
-            prev + ")\n";
-  }
-  auto m = FuseOne(body + "}\n");
-  double flops = EstimateKernel(Kernel(*m)).flops;
-  EXPECT_LT(flops, 4096.0 * (16 + 10) * 1.01);  // one sine and ten multiplies per element
-  EXPECT_GT(flops, 4096.0 * 10);
-}
-
-// Before: a kernel was charged for all of an operand it reads one row of (a pool's row at
-// the step's index): 16x the bytes of the CartPole pool variant's step.
-TEST(CostModel, ASlicedOperandCostsOnlyTheBytesRead) {
-  auto m = FuseOne(R"(
-ENTRY %main (pool: f32[16,4096], t: s32[]) -> f32[1,4096] {
-  %pool = f32[16,4096] parameter(0)
-  %t = s32[] parameter(1)
-  %z = s32[] constant(0)
-  %row = f32[1,4096] dynamic-slice(%pool, %t, %z), dynamic_slice_sizes={1,4096}
-  ROOT %e = f32[1,4096] exponential(%row)
-}
-)");
-  KernelCost c = EstimateKernel(Kernel(*m));
-  EXPECT_LT(c.bytes_read, 2 * 4096.0 * 4);
-  EXPECT_GE(c.bytes_read, 4096.0 * 4);
-}
-
 TEST(CostModel, BytesPastTheCacheAndSmallKernelsCostMore) {
   CostModel model(Target::For(Backend::kCpu, 16));
   const Target& t = model.target;
