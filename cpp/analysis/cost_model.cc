@@ -38,56 +38,13 @@ double ReadsPerEvaluation(const Instruction* user, int i) {
       for (int64_t d : user->attrs().dot.lhs_contracting) k *= user->operand(0)->shape().dim(d);
       return k;
     }
-    case Opcode::kBroadcast: {
+    case Opcode::kBroadcast:
       // A scalar (or tiny) operand is the same for every lane of a vector group: computed
       // once per group of kCpuLanes elements, not per element.
-      const Shape& in = user->operand(0)->shape();
-      if (in.NumElements() <= 1) return 1.0 / kCpuLanes;
-      // An operand constant along the minor dimension (a row's mean, its 1/sqrt(var)) is
-      // computed once per row: a kernel walks a row in its inner loop, and the value is
-      // invariant there.
-      const Shape& out = user->shape();
-      if (out.IsArray() && out.rank() >= 2 && out.dims().back() > 1) {
-        const std::vector<int64_t>& dims = user->dimensions();
-        bool varies = false;
-        for (size_t d = 0; d < dims.size(); ++d) {
-          varies = varies || (dims[d] == out.rank() - 1 && in.dim(static_cast<int>(d)) > 1);
-        }
-        if (!varies) return 1.0 / static_cast<double>(out.dims().back());
-      }
-      return 1.0;
-    }
+      return user->operand(0)->shape().NumElements() <= 1 ? 1.0 / kCpuLanes : 1.0;
     default:
       return 1.0;
   }
-}
-
-// Ops whose work is per element read rather than per element produced.
-bool IsReadingMany(const Instruction* i) {
-  Opcode op = i->opcode();
-  return op == Opcode::kReduce || op == Opcode::kArgMax || op == Opcode::kArgMin || op == Opcode::kDot;
-}
-
-// A reduction over exactly the last dimension of a rank >= 2 operand.
-bool IsRowReductionOp(const Instruction* i) {
-  return i->opcode() == Opcode::kReduce && i->operand(0)->shape().rank() >= 2 && i->dimensions().size() == 1 &&
-         i->dimensions()[0] == i->operand(0)->shape().rank() - 1;
-}
-
-// Measured (benchmarks/cost_model.py): a row sum's output costs about 2 vector steps beyond
-// its elements (combining a vector of partial sums), a row max or min about 6 (its NaN
-// tests). Alike in a row-fused kernel and in a reduction kernel of its own.
-double StepsPerRow(const Instruction* reduce) {
-  Opcode combiner = reduce->to_apply()->root()->opcode();
-  return combiner == Opcode::kMaximum || combiner == Opcode::kMinimum ? 6.0 : 2.0;
-}
-
-double RowSteps(const Computation& fused) {
-  double steps = 0;
-  for (const Instruction* i : fused.MakePostOrder()) {
-    if (IsRowReductionOp(i)) steps += Elements(i->shape()) * StepsPerRow(i);
-  }
-  return steps;
 }
 
 }  // namespace
@@ -284,43 +241,19 @@ KernelCost EstimateKernel(const Instruction* instr) {
     bool whole_loop = instr->fusion_kind() == FusionKind::kWholeLoop;
     std::unordered_map<const Instruction*, double> evals =
         Evaluations(fused, whole_loop ? LaneRowKeeper(instr->attrs(), fused) : KeepFn{});
-    c.work = Elements(KernelShape(fused));
-    for (const auto& [i, e] : evals) {
-      // A reduction's or a product's cost is per element it reads (ElementCost).
-      double reads = IsReadingMany(i) ? ReadsPerEvaluation(i, 0) : 1.0;
-      c.flops += e * reads * ElementCost(*i);
-      c.work = std::max(c.work, e);
-    }
-    c.row_steps = RowSteps(fused);
+    for (const auto& [i, e] : evals) c.flops += e * ElementCost(*i);
     // A whole-loop kernel's computation is one step: every lane runs every step.
-    if (whole_loop) {
-      double trips = static_cast<double>(std::max<int64_t>(instr->attrs().trip_count, 1));
-      c.flops *= trips;
-      c.work *= trips;
-    }
+    if (instr->fusion_kind() == FusionKind::kWholeLoop) c.flops *= static_cast<double>(std::max<int64_t>(instr->attrs().trip_count, 1));
   } else {
     double per = 1;
     if (instr->operand_count() > 0) per = ReadsPerEvaluation(instr, 0);
     c.flops = Elements(instr->shape()) * per * ElementCost(*instr);
-    c.work = Elements(instr->shape()) * per;
-    if (IsRowReductionOp(instr)) c.row_steps = Elements(instr->shape()) * StepsPerRow(instr);
   }
   return c;
 }
 
 double CostModel::TimeUs(const KernelCost& c) const {
-  // The bytes up to the cache's size move at its bandwidth, the rest at memory's.
-  double bytes = c.bytes();
-  double cached = std::min(bytes, target.cache_bytes);
-  double memory_us = cached / target.bytes_per_us + (bytes - cached) / target.dram_bytes_per_us;
-  double lane_ops = c.flops + c.row_steps * target.vector_lanes;
-  double us = std::max(memory_us, lane_ops / target.flops_per_us);
-  if (c.work < static_cast<double>(target.parallel_min_work)) {
-    us *= target.serial_slowdown;
-  } else {
-    us += target.parallel_launch_us;
-  }
-  return target.launch_us + us;
+  return launch_us + std::max(c.bytes() / bytes_per_us, c.flops / flops_per_us);
 }
 
 namespace {

@@ -61,13 +61,6 @@ struct KernelCost {
   double bytes_read = 0;
   double bytes_written = 0;
   double flops = 0;
-  // Element steps: the most evaluations any op of the kernel makes (in all steps of a whole
-  // loop). Codegen runs a kernel in parallel from Target::parallel_min_work of them.
-  double work = 0;
-  // Vector steps that row reductions spend per output beyond their elements: combining a
-  // vector of partial results into one (a max or a min, with its NaN tests, about three
-  // times a sum's).
-  double row_steps = 0;
   double bytes() const { return bytes_read + bytes_written; }
 };
 
@@ -77,8 +70,11 @@ KernelCost EstimateKernel(const Instruction* instr);
 struct CostModel {
   // The target's figures (Target::For): the CPU's by default. Only ratios matter.
   CostModel() : CostModel(Target()) {}
-  explicit CostModel(const Target& target) : target(target) {}
-  Target target;  // its cost figures
+  explicit CostModel(const Target& target)
+      : bytes_per_us(target.bytes_per_us), flops_per_us(target.flops_per_us), launch_us(target.launch_us) {}
+  double bytes_per_us;  // sustained memory bandwidth
+  double flops_per_us;  // vector lane-ops per microsecond
+  double launch_us;     // a kernel launch from the program, its loop set-up
   double TimeUs(const KernelCost& c) const;
 };
 

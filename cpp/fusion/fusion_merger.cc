@@ -122,7 +122,6 @@ FusionDecision FusionMergerPass::ShouldMerge(const Instruction* producer) const 
         if (u->operand(i) == producer) evals += OperandEvaluations(u, i);
       }
       f.flops += cp.flops / producer_elements * evals;
-      f.row_steps += cp.row_steps;
       fused += cost_.TimeUs(f);
     }
     d.cost_unfused_us = unfused;

@@ -61,7 +61,6 @@ FusionDecision CostModelDecision(const CostModel& model, const Instruction* prod
     evaluations += e;
   }
   fused.flops += cp.flops / producer_elements * evaluations;
-  fused.row_steps += cp.row_steps;
   double unfused_us = model.TimeUs(cp) + model.TimeUs(cc);
   double fused_us = model.TimeUs(fused) + (stays ? model.TimeUs(cp) : 0.0);
   FusionDecision d;
