@@ -1,7 +1,10 @@
-"""The cost model's estimate against the measured time, kernel by kernel: softmax over rows
-of several lengths (short rows in lanes, long rows one at a time), row sums, an
-elementwise pass. The estimate is the chosen plan's, as `explain` prints it; the time is a
-median of calls. Where the two disagree, the model is what needs fixing.
+"""The cost model's estimate against the measured time, program by program: softmax and
+layer norm over rows of several lengths (short rows in lanes, long rows one at a time),
+row sums, elementwise passes in and beyond the cache, matrix products and a dense layer,
+and the paper's CartPole rollouts (2048 environments x 1000 steps) under XLA's rules and
+ours. The estimate is the plan's, as `explain` prints it; the time is a median of calls.
+Where the two disagree, the model is what needs fixing: the summary gives the spread of
+measured / estimate.
 
     python benchmarks/cost_model.py [--repeats 7]
 """
@@ -9,7 +12,10 @@ median of calls. Where the two disagree, the model is what needs fixing.
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import re
+import sys
 
 import numpy as np
 
@@ -17,10 +23,19 @@ import fusionjit
 import fusionjit.numpy as fnp
 from _harness import median_seconds, report
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks.cartpole import cartpole  # noqa: E402
+
 
 def softmax(x):
     e = fnp.exp(x - fnp.max(x, axis=-1, keepdims=True))
     return e / fnp.sum(e, axis=-1, keepdims=True)
+
+
+def layernorm(x):
+    mu = x.mean(-1, keepdims=True)
+    v = ((x - mu) ** 2).mean(-1, keepdims=True)
+    return (x - mu) / fnp.sqrt(v + 1e-5)
 
 
 def row_sums(x):
@@ -31,31 +46,74 @@ def elementwise(x):
     return fnp.exp(x) * 2
 
 
-SHAPES = [(65536, 10), (65536, 16), (16384, 64), (1024, 1024)]
+def matmul(a, b):
+    return a @ b
 
 
-def estimate_us(fn, x) -> float:
-    text = str(fusionjit.explain(fn)(x))
-    found = re.search(r"fusionjit rules: \d+ kernels?, ([\d.e+]+) us", text)
-    return float(found.group(1)) if found else float("nan")
+def dense_tanh(x, w, b):
+    return fnp.tanh(x @ w + b)
+
+
+SHAPES = [(65536, 4), (65536, 10), (65536, 16), (16384, 64), (1024, 1024)]
+
+
+def cases(rng):
+    def f32(*shape):
+        return rng.standard_normal(shape).astype(np.float32)
+
+    for fn in (softmax, layernorm, row_sums, elementwise):
+        for shape in SHAPES:
+            yield fn, str(list(shape)), (f32(*shape),)
+    yield elementwise, "[16777216] (past the cache)", (f32(1 << 24),)
+    for m, k, n in ((64, 64, 64), (256, 512, 512), (1024, 1024, 1024)):
+        yield matmul, f"[{m}, {k}] @ [{k}, {n}]", (f32(m, k), f32(k, n))
+    yield dense_tanh, "[2048, 64] @ [64, 64]", (f32(2048, 64), f32(64, 64), f32(64))
+
+
+def cartpole_cases(steps=1000):
+    inputs = cartpole.inputs(2048, steps)
+    for variant in ("baseline", "pool", "no_concat", "unroll", "policy"):
+        rollout = cartpole.VARIANTS[variant](cartpole.fusionjit_lib(), steps)
+        for profile in ("xla", "fusionjit"):
+            name = f"cartpole {variant} [2048 x {steps}] {profile}"
+            yield rollout, name, inputs.args(variant), profile
+
+
+def estimate_us(fn, *args, profile="fusionjit") -> float:
+    # The fusionjit profile builds XLA's rules' plans too and keeps the cheapest estimate;
+    # explain prints each plan's.
+    text = str(fusionjit.explain(fn)(*args))
+    plans = dict(re.findall(r"([\w+]+) rules: \d+ kernels?, ([\d.e+]+) us", text))
+    if profile != "fusionjit":
+        return float(plans.get(profile, "nan"))
+    return min(float(us) for us in plans.values()) if plans else float("nan")
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=7)
     args = parser.parse_args(argv)
-    rng = np.random.default_rng(0)
     rows = []
-    for fn in (softmax, row_sums, elementwise):
-        for shape in SHAPES:
-            x = rng.standard_normal(shape).astype(np.float32)
-            f = fusionjit.jit(fn)
-            f(x)
-            measured = median_seconds(lambda: f(x), repeats=args.repeats) * 1e6
-            est = estimate_us(fn, x)
-            rows.append({"program": fn.__name__, "shape": str(list(shape)), "estimate_us": est,
-                         "measured_us": measured, "measured/estimate": measured / est})
+    rng = np.random.default_rng(0)
+    programs = [(fn, shape, inputs, "fusionjit") for fn, shape, inputs in cases(rng)]
+    for fn, name, inputs, profile in programs + list(cartpole_cases()):
+        f = fusionjit.jit(fn, fusion=profile)
+
+        def call():
+            return fusionjit.block_until_ready(f(*inputs))
+
+        call()
+        measured = median_seconds(call, repeats=args.repeats) * 1e6
+        est = estimate_us(fn, *inputs, profile=profile)
+        rows.append({"program": getattr(fn, "__name__", "rollout"), "shape": name,
+                     "estimate_us": est, "measured_us": measured,
+                     "measured/estimate": measured / est})
     report("cost model: estimate against measured time", rows)
+    ratios = sorted(r["measured/estimate"] for r in rows if math.isfinite(r["measured/estimate"]))
+    if ratios:
+        geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+        print(f"  measured/estimate over {len(ratios)} programs: geometric mean {geo:.2f}, "
+              f"median {ratios[len(ratios) // 2]:.2f}, range {ratios[0]:.2f} - {ratios[-1]:.2f}")
 
 
 if __name__ == "__main__":
