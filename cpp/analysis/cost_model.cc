@@ -38,6 +38,12 @@ double ReadsPerEvaluation(const Instruction* user, int i) {
       for (int64_t d : user->attrs().dot.lhs_contracting) k *= user->operand(0)->shape().dim(d);
       return k;
     }
+    case Opcode::kDynamicSlice:
+    case Opcode::kDynamicUpdateSlice:
+      // The start indices are scalars, the same for every element: computed once per vector
+      // group at most (they are loop-invariant), not per element (the CartPole pool's
+      // `t % rows` was priced 2048 times a step).
+      return i == 0 || (user->opcode() == Opcode::kDynamicUpdateSlice && i == 1) ? 1.0 : 1.0 / kCpuLanes;
     case Opcode::kBroadcast:
       // A scalar (or tiny) operand is the same for every lane of a vector group: computed
       // once per group of kCpuLanes elements, not per element.
@@ -45,6 +51,34 @@ double ReadsPerEvaluation(const Instruction* user, int i) {
     default:
       return 1.0;
   }
+}
+
+// Ops whose work is per element read rather than per element produced.
+bool IsReadingMany(const Instruction* i) {
+  Opcode op = i->opcode();
+  return op == Opcode::kReduce || op == Opcode::kArgMax || op == Opcode::kArgMin || op == Opcode::kDot;
+}
+
+// A reduction over exactly the last dimension of a rank >= 2 operand.
+bool IsRowReductionOp(const Instruction* i) {
+  return i->opcode() == Opcode::kReduce && i->operand(0)->shape().rank() >= 2 && i->dimensions().size() == 1 &&
+         i->dimensions()[0] == i->operand(0)->shape().rank() - 1;
+}
+
+// Measured (benchmarks/cost_model.py): a row sum's output costs about 2 vector steps beyond
+// its elements (combining a vector of partial sums), a row max or min about 6 (its NaN
+// tests). Alike in a row-fused kernel and in a reduction kernel of its own.
+double StepsPerRow(const Instruction* reduce) {
+  Opcode combiner = reduce->to_apply()->root()->opcode();
+  return combiner == Opcode::kMaximum || combiner == Opcode::kMinimum ? 6.0 : 2.0;
+}
+
+double RowSteps(const Computation& fused) {
+  double steps = 0;
+  for (const Instruction* i : fused.MakePostOrder()) {
+    if (IsRowReductionOp(i)) steps += Elements(i->shape()) * StepsPerRow(i);
+  }
+  return steps;
 }
 
 }  // namespace
@@ -73,14 +107,16 @@ double ElementCost(const Instruction& instr) {
     case Opcode::kIota:
       return 0.5;
     case Opcode::kDivide:
-    case Opcode::kRemainder:
       return 4.0 * wide;
+    case Opcode::kRemainder:
+      return 32.0 * wide;  // an element at a time (fmod; integer division): 60-125 measured
     case Opcode::kSqrt:
     case Opcode::kRsqrt:
       return 4.0 * wide;
     case Opcode::kExp:
-    case Opcode::kLog:
       return 12.0 * wide;
+    case Opcode::kLog:
+      return 20.0 * wide;
     case Opcode::kExpm1:
     case Opcode::kLog1p:
       return 16.0 * wide;
@@ -100,7 +136,9 @@ double ElementCost(const Instruction& instr) {
     case Opcode::kDot:
       return 1.0 * wide;  // per element read (see ReadsPerEvaluation)
     default:
-      return 1.0 * wide;
+      // An add, a compare, a select, a shift: two or more issue per cycle where the
+      // transcendental functions' polynomials above are latency-bound chains.
+      return 0.5 * wide;
   }
 }
 
@@ -117,11 +155,6 @@ bool HasTranscendental(const Instruction* instr) {
     if (HasTranscendental(i)) return true;
   }
   return false;
-}
-
-const Shape& KernelShape(const Computation& fused) {
-  const Instruction* root = fused.root();
-  return root->opcode() == Opcode::kTuple ? root->operand(0)->shape() : root->shape();
 }
 
 bool IsRowValueSlot(const Instruction* instr, const Shape& kernel) {
@@ -152,11 +185,42 @@ bool IsKeptRowValue(const Instruction* instr, const Shape& kernel) {
   return false;
 }
 
-std::unordered_map<const Instruction*, double> Evaluations(const Computation& fused, const KeepFn& keep) {
+namespace {
+
+// Whether broadcast `b` gives every element of a row of `rows` (a row kernel's RowSpace) one
+// value that is computed without a loop of its own but the kernel's per-row reductions
+// (those are in registers for the row): the row's inner loop leaves it unchanged, and it is
+// computed once per row. Not a value with another reduction or a product in it: codegen
+// runs that loop again wherever the value is read (large-tier fuzz seed 324418: hours).
+bool IsRowInvariantBroadcast(const Instruction* b, const Shape& rows) {
+  if (b->opcode() != Opcode::kBroadcast || !b->shape().IsArray() || !b->shape().SameDims(rows) ||
+      rows.dims().back() <= 1) {
+    return false;
+  }
+  const Shape& in = b->operand(0)->shape();
+  const std::vector<int64_t>& dims = b->dimensions();
+  for (size_t d = 0; d < dims.size(); ++d) {
+    if (dims[d] == rows.rank() - 1 && in.dim(static_cast<int>(d)) > 1) return false;
+  }
+  std::vector<const Instruction*> work = {b->operand(0)};
+  std::unordered_set<const Instruction*> seen;
+  while (!work.empty()) {
+    const Instruction* i = work.back();
+    work.pop_back();
+    if (!seen.insert(i).second || IsPerRowReduction(i, rows)) continue;
+    if (IsReadingMany(i)) return false;
+    for (const Instruction* op : i->operands()) work.push_back(op);
+  }
+  return true;
+}
+
+// Evaluations, for a kernel whose elements are those of `kernel` and that walks the rows of
+// `rows` (null: element by element).
+std::unordered_map<const Instruction*, double> EvaluationsOver(const Computation& fused, const KeepFn& keep,
+                                                               const Shape* rows, const Shape& kernel) {
   std::unordered_map<const Instruction*, double> evals;
   std::vector<Instruction*> order = fused.MakePostOrder();
   const Instruction* root = fused.root();
-  const Shape& kernel = KernelShape(fused);
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const Instruction* x = *it;
     double e = 0;
@@ -174,13 +238,27 @@ std::unordered_map<const Instruction*, double> Evaluations(const Computation& fu
       bool full_reduction_of_kernel_space =
           u->opcode() == Opcode::kReduce && x->shape().IsArray() && x->shape().SameDims(kernel) &&
           static_cast<int>(u->dimensions().size()) == x->shape().rank() && x->shape().rank() > 0;
-      bool at_own_index = u->opcode() == Opcode::kTuple || full_reduction_of_kernel_space ||
+      // A reshape (or a bitcast, a copy) of as many elements reads each of x's elements at
+      // an index that the other readers of that element compute alike: they share it (an
+      // unrolled scan's state goes through one every step; counted apart, its ops doubled
+      // with each step).
+      bool relabels = (u->opcode() == Opcode::kReshape || u->opcode() == Opcode::kBitcastConvert ||
+                       u->opcode() == Opcode::kCopy) &&
+                      u->shape().IsArray() && x->shape().IsArray() && Elements(u->shape()) == Elements(x->shape());
+      bool at_own_index = u->opcode() == Opcode::kTuple || full_reduction_of_kernel_space || relabels ||
                           (IsElementwise(u->opcode()) && u->shape().IsArray() && x->shape().IsArray() &&
                            u->shape().SameDims(x->shape()));
       for (int i = 0; i < u->operand_count(); ++i) {
         if (u->operand(i) != x) continue;
         if (u->opcode() == Opcode::kTuple) {
           per = std::max(per, Elements(x->shape()));
+        } else if (at_own_index) {
+          // x * x reads x once: both operands are the value at the same index. (Counted
+          // twice, cos(theta)**2 doubled the state's ops with every step of an unrolled
+          // CartPole scan: 2^10 times the work.)
+          per = std::max(per, evals[u] * ReadsPerEvaluation(u, i));
+        } else if (rows && IsRowInvariantBroadcast(u, *rows)) {
+          per += evals[u] / static_cast<double>(rows->dims().back());
         } else {
           per += evals[u] * ReadsPerEvaluation(u, i);
         }
@@ -192,13 +270,35 @@ std::unordered_map<const Instruction*, double> Evaluations(const Computation& fu
       }
     }
     e += same_index;
-    if (IsPerRowReduction(x, kernel)) e = std::min(e, Elements(x->shape()));  // once per row
-    if (IsKeptRowValue(x, kernel)) e = std::min(e, Elements(x->shape()));     // once per element
+    if (rows && IsPerRowReduction(x, *rows)) e = std::min(e, Elements(x->shape()));  // once per row
+    if (rows && IsKeptRowValue(x, *rows)) e = std::min(e, Elements(x->shape()));     // once per element
     if (keep && keep(x, e)) e = std::min(e, Elements(x->shape()));
     evals[x] = e;
   }
   return evals;
 }
+
+}  // namespace
+
+std::unordered_map<const Instruction*, double> Evaluations(const Computation& fused, const KeepFn& keep) {
+  return EvaluationsOver(fused, keep, RowSpace(fused), KernelShape(fused));
+}
+
+namespace {
+
+// The lanes of a whole-loop step (its kernel's elements), as a shape.
+Shape LaneShape(const InstructionAttrs& attrs, const Computation& step) {
+  return Shape(DType::kF32, GetWholeLoopLayout(attrs, step).lanes);
+}
+
+// A whole-loop step's evaluations: each lane computes its values once a step; a per-step
+// reduction over the lanes combines the values the lanes computed.
+std::unordered_map<const Instruction*, double> StepEvaluations(const InstructionAttrs& attrs, const Computation& step,
+                                                               const KeepFn& keep) {
+  return EvaluationsOver(step, keep, nullptr, LaneShape(attrs, step));
+}
+
+}  // namespace
 
 KeepFn LaneRowKeeper(const InstructionAttrs& attrs, const Computation& step) {
   auto dims = std::make_shared<LaneDims>(StepLaneDims(attrs, step));
@@ -215,13 +315,47 @@ KeepFn LaneRowKeeper(const InstructionAttrs& attrs, const Computation& step) {
 std::vector<const Instruction*> KeptLaneRows(const InstructionAttrs& attrs, const Computation& step) {
   KeepFn keeps = LaneRowKeeper(attrs, step);
   std::vector<const Instruction*> kept;
-  Evaluations(step, [&](const Instruction* x, double e) {
+  StepEvaluations(attrs, step, [&](const Instruction* x, double e) {
     if (!keeps(x, e)) return false;
     kept.push_back(x);
     return true;
   });
   std::reverse(kept.begin(), kept.end());  // Evaluations visits users first
   return kept;
+}
+
+namespace {
+
+// The lane-ops of a fused computation's evaluations. A reduction's or a product's cost is
+// per element it reads (ElementCost).
+double Flops(const std::unordered_map<const Instruction*, double>& evals) {
+  double flops = 0;
+  for (const auto& [i, e] : evals) {
+    double reads = IsReadingMany(i) ? ReadsPerEvaluation(i, 0) : 1.0;
+    flops += e * reads * ElementCost(*i);
+  }
+  return flops;
+}
+
+}  // namespace
+
+const Shape* RowSpaceOf(const Instruction* kernel) {
+  if (kernel->opcode() == Opcode::kFusion) {
+    return kernel->fusion_kind() == FusionKind::kWholeLoop ? nullptr : RowSpace(*kernel->fused_computation());
+  }
+  const Shape& s = kernel->shape();
+  return s.IsArray() && s.rank() >= 2 ? &s : nullptr;
+}
+
+double FlopsPerElementIn(const Instruction* producer, const Shape* rows) {
+  double n = std::max(1.0, Elements(producer->shape()));
+  if (producer->opcode() != Opcode::kFusion || producer->fusion_kind() == FusionKind::kWholeLoop) {
+    return EstimateKernel(producer).flops / n;
+  }
+  const Computation& fused = *producer->fused_computation();
+  const Shape* own = RowSpace(fused);
+  bool same_rows = !own || (rows && rows->SameDims(*own));
+  return Flops(EvaluationsOver(fused, KeepFn{}, same_rows ? own : nullptr, KernelShape(fused))) / n;
 }
 
 double OperandEvaluations(const Instruction* consumer, int i) {
@@ -234,26 +368,63 @@ double OperandEvaluations(const Instruction* consumer, int i) {
 
 KernelCost EstimateKernel(const Instruction* instr) {
   KernelCost c;
-  for (const Instruction* op : instr->operands()) c.bytes_read += op->shape().ByteSize();
   c.bytes_written = instr->shape().ByteSize();
   if (instr->opcode() == Opcode::kFusion) {
     const Computation& fused = *instr->fused_computation();
     bool whole_loop = instr->fusion_kind() == FusionKind::kWholeLoop;
     std::unordered_map<const Instruction*, double> evals =
-        Evaluations(fused, whole_loop ? LaneRowKeeper(instr->attrs(), fused) : KeepFn{});
-    for (const auto& [i, e] : evals) c.flops += e * ElementCost(*i);
+        whole_loop ? StepEvaluations(instr->attrs(), fused, LaneRowKeeper(instr->attrs(), fused)) : Evaluations(fused);
+    // An operand is read where the kernel reads it: a slice or a dynamic slice of it (a
+    // scan's step of its xs, a row of a pool) only there. (Whole loops read theirs anew
+    // every step: all of it, in the end.)
+    for (int i = 0; i < instr->operand_count(); ++i) {
+      const Shape& shape = instr->operand(i)->shape();
+      double bytes = static_cast<double>(shape.ByteSize());
+      if (!whole_loop && shape.IsArray()) {
+        bytes = std::min(bytes, evals[fused.parameter(i)] * DTypeBytes(shape.dtype()));
+      }
+      c.bytes_read += bytes;
+    }
+    c.work = Elements(KernelShape(fused));
+    c.flops = Flops(evals);
+    for (const auto& [i, e] : evals) c.work = std::max(c.work, e);
+    c.row_steps = RowSteps(fused);
     // A whole-loop kernel's computation is one step: every lane runs every step.
-    if (instr->fusion_kind() == FusionKind::kWholeLoop) c.flops *= static_cast<double>(std::max<int64_t>(instr->attrs().trip_count, 1));
+    if (whole_loop) {
+      double trips = static_cast<double>(std::max<int64_t>(instr->attrs().trip_count, 1));
+      c.flops *= trips;
+      c.work *= trips;
+    }
   } else {
+    bool sliced = instr->opcode() == Opcode::kSlice || instr->opcode() == Opcode::kDynamicSlice;
+    for (int i = 0; i < instr->operand_count(); ++i) {
+      const Instruction* op = instr->operand(i);
+      // A slice reads only its output's elements of its operand.
+      c.bytes_read += sliced && i == 0 ? static_cast<double>(instr->shape().ByteSize())
+                                       : static_cast<double>(op->shape().ByteSize());
+    }
     double per = 1;
     if (instr->operand_count() > 0) per = ReadsPerEvaluation(instr, 0);
     c.flops = Elements(instr->shape()) * per * ElementCost(*instr);
+    c.work = Elements(instr->shape()) * per;
+    if (IsRowReductionOp(instr)) c.row_steps = Elements(instr->shape()) * StepsPerRow(instr);
   }
   return c;
 }
 
 double CostModel::TimeUs(const KernelCost& c) const {
-  return launch_us + std::max(c.bytes() / bytes_per_us, c.flops / flops_per_us);
+  // The bytes up to the cache's size move at its bandwidth, the rest at memory's.
+  double bytes = c.bytes();
+  double cached = std::min(bytes, target.cache_bytes);
+  double memory_us = cached / target.bytes_per_us + (bytes - cached) / target.dram_bytes_per_us;
+  double lane_ops = c.flops + c.row_steps * target.vector_lanes;
+  double us = std::max(memory_us, lane_ops / target.flops_per_us);
+  if (c.work < static_cast<double>(target.parallel_min_work)) {
+    us *= target.serial_slowdown;
+  } else {
+    us += target.parallel_launch_us;
+  }
+  return target.launch_us + us;
 }
 
 namespace {

@@ -7,12 +7,14 @@
 #include <unordered_map>
 #include <vector>
 
+#include "analysis/kernel_heroes.h"
 #include "ir/module.h"
 #include "support/target.h"
 
 namespace fj {
 
-// Work per element of an op, in units of one vector-lane arithmetic op (an add is 1).
+// Work per element of an op, in lane-ops (Target::flops_per_us): measured on the CPU
+// (benchmarks/cost_model.py), where an exp costs 12 and an add, a compare or a select 0.5.
 double ElementCost(const Instruction& instr);
 
 // A reduction over exactly the last dimension of an operand shaped like `kernel` (rank >= 2),
@@ -32,8 +34,6 @@ bool IsKeptRowValue(const Instruction* instr, const Shape& kernel);
 bool IsRowValueSlot(const Instruction* instr, const Shape& kernel);
 // Whether `instr`, or any op of it when it is a fusion, is transcendental.
 bool HasTranscendental(const Instruction* instr);
-// The shape a fused computation's kernel walks: its root's, or a tuple root's first.
-const Shape& KernelShape(const Computation& fused);
 
 // How many times each instruction of a fused computation is evaluated when the kernel
 // produces all of its outputs: the root once per element, and an operand once per
@@ -57,10 +57,27 @@ std::vector<const Instruction*> KeptLaneRows(const InstructionAttrs& attrs, cons
 // Evaluations of operand `i` of `consumer` (a fusion or a single op).
 double OperandEvaluations(const Instruction* consumer, int i);
 
+// The row space (RowSpace) of a kernel: a fusion's, or a single op's shape of rank >= 2.
+const Shape* RowSpaceOf(const Instruction* kernel);
+
+// The lane-ops one element of `producer` costs computed inside a consumer kernel that walks
+// the rows of `rows` (RowSpaceOf; null: by element): its own kernel's share per element when
+// the consumer walks the same rows, more when its per-row reductions and the values constant
+// along its rows, computed once per row in its own kernel, would be computed again for
+// every element (a layer norm's row statistics under a full reduction: seed 324735).
+double FlopsPerElementIn(const Instruction* producer, const Shape* rows);
+
 struct KernelCost {
   double bytes_read = 0;
   double bytes_written = 0;
   double flops = 0;
+  // Element steps: the most evaluations any op of the kernel makes (in all steps of a whole
+  // loop). Codegen runs a kernel in parallel from Target::parallel_min_work of them.
+  double work = 0;
+  // Vector steps that row reductions spend per output beyond their elements: combining a
+  // vector of partial results into one (a max or a min, with its NaN tests, about three
+  // times a sum's).
+  double row_steps = 0;
   double bytes() const { return bytes_read + bytes_written; }
 };
 
@@ -70,11 +87,8 @@ KernelCost EstimateKernel(const Instruction* instr);
 struct CostModel {
   // The target's figures (Target::For): the CPU's by default. Only ratios matter.
   CostModel() : CostModel(Target()) {}
-  explicit CostModel(const Target& target)
-      : bytes_per_us(target.bytes_per_us), flops_per_us(target.flops_per_us), launch_us(target.launch_us) {}
-  double bytes_per_us;  // sustained memory bandwidth
-  double flops_per_us;  // vector lane-ops per microsecond
-  double launch_us;     // a kernel launch from the program, its loop set-up
+  explicit CostModel(const Target& target) : target(target) {}
+  Target target;  // its cost figures
   double TimeUs(const KernelCost& c) const;
 };
 

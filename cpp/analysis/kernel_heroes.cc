@@ -40,6 +40,39 @@ const Instruction* ReductionHero(const Computation& fused, bool (*is_hero)(const
   return nullptr;
 }
 
+const Instruction* SideOutputHero(const Computation& fused) {
+  const Instruction* hero = ReductionHero(fused, IsReduce);
+  if (!hero || hero->dimensions().empty()) return nullptr;
+  const Shape& in = hero->operand(0)->shape();
+  const std::vector<int64_t>& rdims = hero->dimensions();
+  for (size_t k = 0; k < rdims.size(); ++k) {
+    if (rdims[rdims.size() - 1 - k] != in.rank() - 1 - static_cast<int64_t>(k)) return nullptr;
+  }
+  bool side = false;
+  for (const Instruction* r : KernelRoots(fused)) {
+    if (r->shape().SameDims(hero->shape())) continue;
+    if (r->shape().NumElements() != in.NumElements()) return nullptr;
+    side = true;
+  }
+  return side ? hero : nullptr;
+}
+
+const Shape& KernelShape(const Computation& fused) {
+  const Instruction* hero = SideOutputHero(fused);
+  return hero ? hero->shape() : KernelRoots(fused)[0]->shape();
+}
+
+const Shape* RowSpace(const Computation& fused) {
+  const Instruction* hero = SideOutputHero(fused);
+  const Shape& shape = hero ? hero->shape() : KernelRoots(fused)[0]->shape();
+  if (!shape.IsArray() || shape.rank() < 2) return nullptr;
+  for (const Instruction* r : KernelRoots(fused)) {
+    bool side = hero && !r->shape().SameDims(shape);
+    if (!side && !r->shape().SameDims(shape)) return nullptr;
+  }
+  return &shape;
+}
+
 bool ReadOnlyAtOwnPositions(const Instruction* value) {
   std::vector<const Instruction*> work = {value};
   while (!work.empty()) {

@@ -24,6 +24,21 @@ bool IsRowReduction(const Instruction* instr);
 // around a kReduce (IsReduce).
 const Instruction* ReductionHero(const Computation& fused, bool (*is_hero)(const Instruction*) = IsReduction);
 
+// The reduction a kernel with side outputs is built around: a kReduce of its operand's last
+// dimensions (ReductionHero), with roots that each have its output's shape or its operand's
+// number of elements (at least one of the latter, stored by the reduction's loop once per
+// element it combines). Null if there is none.
+const Instruction* SideOutputHero(const Computation& fused);
+
+// The shape a kernel's loop walks: its side-output hero's output, or its first root's.
+const Shape& KernelShape(const Computation& fused);
+
+// The shape whose rows a kernel walks one at a time (codegen's row plan), or null: the
+// kernel's shape when it has rank >= 2 and every output has it (or is a side output). Only
+// such a kernel computes each per-row reduction once per row and a value constant along a
+// row once for the row; one with outputs of different shapes walks each by element.
+const Shape* RowSpace(const Computation& fused);
+
 // Whether every reader of `value` in its computation, and every reader of those in turn,
 // is an elementwise op with `value`'s dimensions: `value` is read only at its own positions
 // (an epilogue), so a kernel may hand each position its value from elsewhere.

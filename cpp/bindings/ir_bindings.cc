@@ -150,7 +150,7 @@ py::dict KernelDict(const KernelInfo& k) {
 // The kernels of a kernelized module as plain data, for explain: each kernel's ops, and
 // for each input the value it comes from (another kernel's op, a parameter, a constant)
 // and the ops inside the kernel that read it.
-py::list KernelGraph(const Module& module) {
+py::list KernelGraph(const Module& module, const Target& target) {
   // The loop (while instruction) each control-flow computation runs in.
   std::unordered_map<const Computation*, const Instruction*> loop_of;
   for (const Computation* c : module.ControlFlowComputations()) {
@@ -161,7 +161,7 @@ py::list KernelGraph(const Module& module) {
       }
     }
   }
-  CostModel model;
+  CostModel model(target);
   auto source_of = [](const Instruction* v) -> std::pair<const Instruction*, int64_t> {
     int64_t index = -1;
     while (true) {
@@ -438,7 +438,7 @@ void DefineIr(py::module_& m) {
       .def_readonly("buffer_assignment", &Compilation::buffer_assignment)
       .def_readonly("seconds_passes", &Compilation::seconds_passes)
       .def_readonly("seconds_codegen", &Compilation::seconds_codegen)
-      .def_property_readonly("kernel_graph", [](const Compilation& c) { return KernelGraph(*c.optimized); })
+      .def_property_readonly("kernel_graph", [](const Compilation& c) { return KernelGraph(*c.optimized, c.target); })
       .def_property_readonly("before_fusion_text", [](const Compilation& c) { return c.before_fusion->ToString(); })
       .def_property_readonly("before_fusion_dot", [](const Compilation& c) { return ModuleToDot(*c.before_fusion); })
       .def_property_readonly("fusion_log", [](const Compilation& c) {

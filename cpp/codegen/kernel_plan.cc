@@ -91,28 +91,6 @@ bool IsFlat(const Computation& c, int64_t elements) {
   return true;
 }
 
-// A reduction whose operand's innermost dimension is reduced: its outputs are walked one
-// at a time and the vector lanes go into the reduction instead.
-// The reduction a kernel with side outputs is built around (see KernelPlan::side_hero): a
-// reduction of the operand's last dimensions, and roots that each have its output's shape
-// or its operand's number of elements (at least one of the latter).
-const Instruction* SideOutputHero(const std::vector<const Instruction*>& roots, const Instruction* hero) {
-  if (!hero || hero->opcode() != Opcode::kReduce || hero->dimensions().empty()) return nullptr;
-  const Shape& in = hero->operand(0)->shape();
-  const std::vector<int64_t>& rdims = hero->dimensions();
-  for (size_t k = 0; k < rdims.size(); ++k) {
-    if (rdims[rdims.size() - 1 - k] != in.rank() - 1 - static_cast<int64_t>(k)) return nullptr;
-  }
-  bool side = false;
-  for (const Instruction* r : roots) {
-    if (r->shape().SameDims(hero->shape())) continue;
-    if (r->shape().NumElements() != in.NumElements()) return nullptr;
-    side = true;
-  }
-  return side ? hero : nullptr;
-}
-
-
 }  // namespace
 
 KernelPlan PlanKernel(const Instruction* fusion, int max_width, bool in_place) {
@@ -137,7 +115,7 @@ KernelPlan PlanKernel(const Instruction* fusion, int max_width, bool in_place) {
     plan.side_output = {false};
     return plan;
   }
-  plan.side_hero = SideOutputHero(roots, ReductionHero(c, IsReduce));
+  plan.side_hero = SideOutputHero(c);
   const Shape& shape = plan.side_hero ? plan.side_hero->shape() : roots[0]->shape();
   plan.reduction_width = max_width;
   plan.num_outputs = static_cast<int>(roots.size());

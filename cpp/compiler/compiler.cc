@@ -106,6 +106,7 @@ std::unique_ptr<Compilation> Compile(const Module& traced, const CompileOptions&
   }
   int cpu_lanes = options.vector_width > 0 ? options.vector_width : cpu::HostVectorLanes();
   Target target = Target::For(options.backend, cpu_lanes);
+  result->target = target;
   FusionPlan plan = FormKernels(*module, profile, target, unrepaired.get());
   result->before_fusion = std::move(plan.before);
   module = std::move(plan.module);

@@ -36,6 +36,7 @@ struct Compilation {
   std::string buffer_assignment;
   std::unique_ptr<Module> before_fusion;  // the module the kept fusion plan was built from
   FusionLog fusion_log;
+  Target target;  // what it was compiled for (explain's cost figures)
   double seconds_passes = 0, seconds_codegen = 0;
 };
 

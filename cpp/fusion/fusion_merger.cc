@@ -111,7 +111,6 @@ FusionDecision FusionMergerPass::ShouldMerge(const Instruction* producer) const 
     double unfused = cost_.TimeUs(EstimateKernel(producer));
     double fused = 0;
     KernelCost cp = EstimateKernel(producer);
-    double producer_elements = std::max<double>(1, static_cast<double>(producer->shape().NumElements()));
     for (const Instruction* u : users) {
       KernelCost cu = EstimateKernel(u);
       unfused += cost_.TimeUs(cu);
@@ -121,7 +120,8 @@ FusionDecision FusionMergerPass::ShouldMerge(const Instruction* producer) const 
       for (int i = 0; i < u->operand_count(); ++i) {
         if (u->operand(i) == producer) evals += OperandEvaluations(u, i);
       }
-      f.flops += cp.flops / producer_elements * evals;
+      f.flops += FlopsPerElementIn(producer, RowSpaceOf(u)) * evals;
+      f.row_steps += cp.row_steps;
       fused += cost_.TimeUs(f);
     }
     d.cost_unfused_us = unfused;

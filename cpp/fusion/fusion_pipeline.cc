@@ -1,6 +1,7 @@
 // The fusion pipeline (see fusion_pipeline.h).
 #include "fusion/fusion_pipeline.h"
 
+#include <cstdlib>
 #include <cstdio>
 
 #include "analysis/cost_model.h"
@@ -81,7 +82,8 @@ FusionPlan BuildPlan(const Module& module, const FusionProfile& profile, const T
 FusionPlan FormKernels(const Module& module, const FusionProfile& profile, const Target& target,
                        const Module* baseline) {
   FusionPlan best = BuildPlan(module, profile, target);
-  if (!profile.cost_model) return best;
+  // FJ_OWN_PLAN (README, Debugging): keep this plan, to measure what the estimates refused.
+  if (!profile.cost_model || std::getenv("FJ_OWN_PLAN")) return best;
   std::string figures;
   auto describe = [&](const FusionPlan& p) {
     char buf[160];

@@ -56,11 +56,13 @@ FusionDecision CostModelDecision(const CostModel& model, const Instruction* prod
     // and kept for the row (the emitter's row buffer), however often the row reads it.
     if (consumer->opcode() == Opcode::kFusion && HasTranscendental(producer)) {
       const Computation& c = *consumer->fused_computation();
-      if (IsRowValueSlot(c.parameter(i), KernelShape(c))) e = std::min(e, producer_elements);
+      const Shape* rows = RowSpace(c);
+      if (rows && IsRowValueSlot(c.parameter(i), *rows)) e = std::min(e, producer_elements);
     }
     evaluations += e;
   }
-  fused.flops += cp.flops / producer_elements * evaluations;
+  fused.flops += FlopsPerElementIn(producer, RowSpaceOf(consumer)) * evaluations;
+  fused.row_steps += cp.row_steps;
   double unfused_us = model.TimeUs(cp) + model.TimeUs(cc);
   double fused_us = model.TimeUs(fused) + (stays ? model.TimeUs(cp) : 0.0);
   FusionDecision d;

@@ -26,6 +26,7 @@ Target Target::For(Backend backend, int cpu_lanes) {
   t.backend = backend;
   if (backend == Backend::kCpu) {
     t.vector_lanes = cpu_lanes;
+    t.flops_per_us = 7.8e3 * cpu_lanes;
     return t;
   }
   // A GPU (H100-class): one element per thread, a warp per row of a row reduction, tens of
@@ -41,8 +42,13 @@ Target Target::For(Backend backend, int cpu_lanes) {
   t.tree.enough_units = 2048;
   t.tree.column_group = 1;
   t.bytes_per_us = 2.5e6;
+  t.dram_bytes_per_us = 2.5e6;
+  t.cache_bytes = 0;
   t.flops_per_us = 3e7;
   t.launch_us = 3.0;
+  t.parallel_min_work = 0;
+  t.serial_slowdown = 1.0;
+  t.parallel_launch_us = 0;
   t.whole_loop_block_lanes = kWarpSize;
   return t;
 }

@@ -38,11 +38,22 @@ struct Target {
   // buffer of at most this many bytes (0: it computes the value again where it is read).
   int64_t max_kept_row_bytes = 64 * 1024;
   TreeReductionLimits tree;
-  // Cost model figures (only their ratios matter): sustained memory bandwidth, lane-ops
-  // per microsecond, and the cost of one kernel launch from the program.
-  double bytes_per_us = 40e3;
-  double flops_per_us = 60e3;
-  double launch_us = 0.5;
+  // Cost model figures for a kernel that runs on all of the machine's threads: memory
+  // bandwidth while the bytes a kernel moves fit in the last-level cache (`cache_bytes`),
+  // and beyond it; lane-ops (see ElementCost) per microsecond; the cost of one kernel launch
+  // from the program. A kernel with less work than `parallel_min_work` element steps runs
+  // on the calling thread alone, `serial_slowdown` times slower. The CPU's are measured on
+  // a 2-core x86-64 (benchmarks/cost_model.py prints the estimates against measured times);
+  // lane-ops scale with the vector width. They do not follow the thread count, so that
+  // fusion decisions (and the results' bits) do not depend on it.
+  double bytes_per_us = 170e3;
+  double dram_bytes_per_us = 45e3;
+  double cache_bytes = 32.0 * 1024 * 1024;
+  double flops_per_us = 7.8e3 * 8;
+  double launch_us = 0.05;  // on the CPU a call from the program: 64 tiny kernels add ~2 us
+  int64_t parallel_min_work = 1 << 16;
+  double serial_slowdown = 1.7;
+  double parallel_launch_us = 1.0;  // handing a kernel's chunks to the pool, and the join
   // A whole-loop kernel's per-step reductions: partial results per block of this many
   // lanes (a multiple of 16; on the GPU a warp, combined with shuffles).
   int64_t whole_loop_block_lanes = 0;  // 0: as many as the fusion pass chooses
