@@ -488,7 +488,8 @@ def test_a_chain_of_key_splits_the_user_unrolls_compiles_in_seconds():
         f = fusionjit.jit(lambda key: lax.scan(lambda k, _: (random.split(k)[0], None), key,
                                                None, length=16, unroll=16)[0])
         print(np.asarray(f(np.array([1, 1], np.uint32))).tolist())
-    """, timeout=10)
+    """, timeout=10 if fusionjit.config.fusionjit_default_backend == "cpu" else 30)
+    # (The emulated GPU run assembles each kernel's PTX with ptxas too: 7-8 s unloaded.)
     assert p.returncode == 0, p.stderr[-2000:]
 
 

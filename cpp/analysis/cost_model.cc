@@ -73,11 +73,18 @@ double StepsPerRow(const Instruction* reduce) {
   return combiner == Opcode::kMaximum || combiner == Opcode::kMinimum ? 6.0 : 2.0;
 }
 
+// Those steps for every output of a row reduction. Rows shorter than 16 (ShortRowLanes in
+// codegen/elemental.h) are combined in order, one element at a time, in lanes or not: no
+// vector of partial results to combine (a policy's entropy over 6 actions was priced at
+// 48 lane-ops a row for its max, and its row fusion refused: 1.5x slower).
+double RowStepsOf(const Instruction* i) {
+  if (!IsRowReductionOp(i) || i->operand(0)->shape().dims().back() < 16) return 0;
+  return Elements(i->shape()) * StepsPerRow(i);
+}
+
 double RowSteps(const Computation& fused) {
   double steps = 0;
-  for (const Instruction* i : fused.MakePostOrder()) {
-    if (IsRowReductionOp(i)) steps += Elements(i->shape()) * StepsPerRow(i);
-  }
+  for (const Instruction* i : fused.MakePostOrder()) steps += RowStepsOf(i);
   return steps;
 }
 
@@ -221,6 +228,7 @@ std::unordered_map<const Instruction*, double> EvaluationsOver(const Computation
   std::unordered_map<const Instruction*, double> evals;
   std::vector<Instruction*> order = fused.MakePostOrder();
   const Instruction* root = fused.root();
+  const bool keeps_rows = rows && rows->SameDims(kernel);  // a row plan's row buffers
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const Instruction* x = *it;
     double e = 0;
@@ -271,7 +279,7 @@ std::unordered_map<const Instruction*, double> EvaluationsOver(const Computation
     }
     e += same_index;
     if (rows && IsPerRowReduction(x, *rows)) e = std::min(e, Elements(x->shape()));  // once per row
-    if (rows && IsKeptRowValue(x, *rows)) e = std::min(e, Elements(x->shape()));     // once per element
+    if (keeps_rows && IsKeptRowValue(x, *rows)) e = std::min(e, Elements(x->shape()));  // once per element
     if (keep && keep(x, e)) e = std::min(e, Elements(x->shape()));
     evals[x] = e;
   }
@@ -407,7 +415,7 @@ KernelCost EstimateKernel(const Instruction* instr) {
     if (instr->operand_count() > 0) per = ReadsPerEvaluation(instr, 0);
     c.flops = Elements(instr->shape()) * per * ElementCost(*instr);
     c.work = Elements(instr->shape()) * per;
-    if (IsRowReductionOp(instr)) c.row_steps = Elements(instr->shape()) * StepsPerRow(instr);
+    c.row_steps = RowStepsOf(instr);
   }
   return c;
 }

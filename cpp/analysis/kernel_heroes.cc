@@ -65,6 +65,21 @@ const Shape& KernelShape(const Computation& fused) {
 const Shape* RowSpace(const Computation& fused) {
   const Instruction* hero = SideOutputHero(fused);
   const Shape& shape = hero ? hero->shape() : KernelRoots(fused)[0]->shape();
+  if (!hero && shape.IsArray() && shape.rank() == 1) {
+    // Rows reduced one output at a time: the row reduction the kernel is built around.
+    const Instruction* row = ReductionHero(fused, IsReduce);
+    if (!row || !IsRowReduction(row)) {
+      row = nullptr;
+      for (const Instruction* r : KernelRoots(fused)) {
+        if (!row && IsReduce(r) && IsRowReduction(r)) row = r;
+      }
+    }
+    for (const Instruction* r : KernelRoots(fused)) {
+      if (!r->shape().SameDims(shape)) return nullptr;
+    }
+    bool one_dim = row && row->dimensions().size() == 1 && row->shape().SameDims(shape);
+    return one_dim ? &row->operand(0)->shape() : nullptr;
+  }
   if (!shape.IsArray() || shape.rank() < 2) return nullptr;
   for (const Instruction* r : KernelRoots(fused)) {
     bool side = hero && !r->shape().SameDims(shape);

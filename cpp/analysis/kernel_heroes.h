@@ -33,10 +33,12 @@ const Instruction* SideOutputHero(const Computation& fused);
 // The shape a kernel's loop walks: its side-output hero's output, or its first root's.
 const Shape& KernelShape(const Computation& fused);
 
-// The shape whose rows a kernel walks one at a time (codegen's row plan), or null: the
-// kernel's shape when it has rank >= 2 and every output has it (or is a side output). Only
+// The shape whose rows a kernel walks one at a time, or null: the kernel's shape when it
+// has rank >= 2 and every output has it (or is a side output: codegen's row plan), or the
+// operand of the row reduction a rank-1 kernel is built around (one output per row). Only
 // such a kernel computes each per-row reduction once per row and a value constant along a
-// row once for the row; one with outputs of different shapes walks each by element.
+// row once for the row; one with outputs of different shapes walks each by element. Only
+// the first kind keeps row values in buffers (IsKeptRowValue).
 const Shape* RowSpace(const Computation& fused);
 
 // Whether every reader of `value` in its computation, and every reader of those in turn,

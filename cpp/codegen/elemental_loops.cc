@@ -169,7 +169,7 @@ Val ElementalEmitter::EmitReduce(const Instruction* instr, const Index& index) {
   // several independent accumulators so that the combiner's latency does not serialise it.
   int vw = reduction_width_;
   bool vector_inner = vw > 1 && !out_varying && last == static_cast<int64_t>(in_dims.size()) - 1 &&
-                      inner_size >= vw;
+                      inner_size >= ShortRowLanes(vw);
   int unroll = 1;
   while (unroll < 4 && inner_size >= 2 * unroll * vw) unroll *= 2;
   // A GPU warp's lanes take this reduction together: only at a warp-uniform point (never

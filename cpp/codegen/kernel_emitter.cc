@@ -226,7 +226,21 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
 
   // Stores every root's value at `index` (whose linear form is `linear`); side outputs are
   // stored by their reduction's loop instead.
+  // A rank-1 kernel walked one row (or one lane's row) at a time: its row reductions are
+  // computed at the unit's index before the outputs, so that the loops of the others find
+  // them in the emitter's cache instead of running them again for each element they read
+  // (a policy's entropy: its logits' max inside the sum of exp(logits - max)). RowSpace
+  // tells the cost model so.
+  std::vector<const Instruction*> unit_reductions;
+  if (plan.mode == KernelPlan::Mode::kLinear1D && !plan.side_hero && (plan.width == 1 || plan.row_lanes > 1)) {
+    for (const Instruction* i : comp.MakePostOrder()) {
+      if (IsReduce(i) && IsRowReduction(i) && i->dimensions().size() == 1 && i->shape().SameDims(roots[0]->shape())) {
+        unit_reductions.push_back(i);
+      }
+    }
+  }
   auto emit_group = [&](const Index& index, const IndexDim& linear) {
+    for (const Instruction* r : unit_reductions) emitter.Emit(r, index);
     int width = emitter.width();
     // All values first, then the stores: an output may overwrite an operand it was
     // computed from (loop state updated in place).

@@ -117,6 +117,7 @@ KernelPlan PlanKernel(const Instruction* fusion, int max_width, bool in_place) {
   }
   plan.side_hero = SideOutputHero(c);
   const Shape& shape = plan.side_hero ? plan.side_hero->shape() : roots[0]->shape();
+  const int lanes = ShortRowLanes(max_width);
   plan.reduction_width = max_width;
   plan.num_outputs = static_cast<int>(roots.size());
   int64_t elements = shape.NumElements();
@@ -157,9 +158,8 @@ KernelPlan PlanKernel(const Instruction* fusion, int max_width, bool in_place) {
     // Row reductions of rows shorter than a vector: a vector of rows at a time, one per
     // lane, each combined in order as one row at a time is; worth its copies only where the
     // rows' elements cost more than a load and an add.
-    if (row_reduction && !plan.side_hero && max_width > 1 && elements >= max_width &&
-        ReductionsShorterThan(c, max_width) && WorthLanes(c)) {
-      plan.row_lanes = max_width;
+    if (row_reduction && !plan.side_hero && max_width > 1 && ReductionsShorterThan(c, lanes) && WorthLanes(c)) {
+      if (elements >= lanes) plan.row_lanes = lanes;
     }
     return plan;
   }
@@ -176,11 +176,15 @@ KernelPlan PlanKernel(const Instruction* fusion, int max_width, bool in_place) {
   if (plan.width == 1 && !row_reduction && fusion->fusion_kind() == FusionKind::kOutput) {
     while (plan.width * 2 <= std::min<int64_t>(plan.row_length, max_width)) plan.width *= 2;
   }
-  // Rows shorter than a vector (a policy's few actions) go in lanes, one row per lane, when
-  // every reduction is as short: each lane then combines its row in the same order.
-  if (plan.width == 1 && plan.row_length < max_width && !plan.side_hero && max_width > 1 && shape.rank() >= 2 &&
-      plan.units >= max_width && ReductionsShorterThan(c, max_width)) {
-    plan.row_lanes = max_width;
+  // Rows shorter than the reduction lanes (a policy's few actions) go in lanes, one row per
+  // lane, when every reduction is as short: each lane then combines its row in the same
+  // order. (Rows of 8 to 15 on AVX2 have vectors along them, but a softmax's per-row
+  // reductions still gain from 16 rows at a time: 2x.)
+  bool per_row = false;
+  for (const Instruction* i : c.MakePostOrder()) per_row = per_row || IsPerRowReduction(i, shape);
+  if ((plan.width == 1 || per_row) && plan.row_length < lanes && !plan.side_hero && max_width > 1 &&
+      shape.rank() >= 2 && ReductionsShorterThan(c, lanes)) {
+    if (plan.units >= lanes) plan.row_lanes = lanes;
   }
   return plan;
 }

@@ -196,6 +196,21 @@ ENTRY %main (x: f32[65536,16]) -> f32[65536] {
   EXPECT_GT(estimate("%max_f32"), estimate("%add_f32"));
 }
 
+// Rows shorter than 16 are combined in order, in lanes or one element at a time: no vector
+// of partial results to combine at the end of each row.
+TEST(CostModel, ShortRowsHaveNoPartialResultsToCombine) {
+  auto steps = [](int columns) {
+    std::string c = std::to_string(columns);
+    auto m = FuseOne("ENTRY %main (x: f32[4096," + c + "]) -> f32[4096] {\n  %x = f32[4096," + c +
+                     "] parameter(0)\n  %z = f32[] constant(0)\n  %e = f32[4096," + c +
+                     "] exponential(%x)\n  ROOT %r = f32[4096] reduce(%e, %z), dimensions={1}, to_apply=%max_f32\n}\n");
+    return EstimateKernel(Kernel(*m)).row_steps;
+  };
+  EXPECT_EQ(steps(6), 0.0);
+  EXPECT_EQ(steps(15), 0.0);
+  EXPECT_GE(steps(16), 4096.0 * 2);
+}
+
 // Before: x * x counted x twice, so ten squarings in a row (an unrolled scan's state goes
 // through cos(theta)**2 every step) were priced at 2^10 times their work; the CartPole
 // `unroll` variant under XLA's rules was estimated at 203 ms and took 2.3 ms.
