@@ -11,24 +11,12 @@
 namespace fj {
 namespace {
 
+using testing::kF32Combiners;
 using testing::Parse;
-
-const char* kAdd = R"(
-%add_f32 (a: f32[], b: f32[]) -> f32[] {
-  %a = f32[] parameter(0)
-  %b = f32[] parameter(1)
-  ROOT %s = f32[] add(%a, %b)
-}
-%max_f32 (a: f32[], b: f32[]) -> f32[] {
-  %a = f32[] parameter(0)
-  %b = f32[] parameter(1)
-  ROOT %s = f32[] maximum(%a, %b)
-}
-)";
 
 // Fuses `entry` under the fusionjit profile; returns the module (its one kernel: Kernel()).
 std::unique_ptr<Module> FuseOne(const std::string& entry) {
-  std::unique_ptr<Module> m = Parse(std::string("module m\n") + kAdd + entry);
+  std::unique_ptr<Module> m = Parse(std::string("module m\n") + kF32Combiners + entry);
   Pipeline p("fusion");
   AddFusionPasses(p, GetFusionProfile("fusionjit"), nullptr);
   p.Run(*m);
@@ -94,7 +82,7 @@ ENTRY %main (x: f32[256,1024], v: f32[256]) -> f32[256,1024] {
 // kernel of their own, the merged kernel looked cheaper than two and took hours (large-tier
 // fuzz seed 324735, f64 [1231, 1024]: a minute for one call).
 TEST(CostModel, RowStatisticsAreOncePerRowOnlyInAKernelThatWalksTheirRows) {
-  std::unique_ptr<Module> m = Parse(std::string("module m\n") + kAdd + R"(
+  std::unique_ptr<Module> m = Parse(std::string("module m\n") + kF32Combiners + R"(
 %rows (x: f32[256,1024]) -> f32[256,1024] {
   %x = f32[256,1024] parameter(0)
   %z = f32[] constant(0)
@@ -153,7 +141,7 @@ ENTRY %main (x: f32[256,1024]) -> (f32[256,1024], f32[32], f32[32]) {
 // mean read along the rows is summed again for every row (large-tier fuzz seed 324418).
 TEST(CostModel, ARowInvariantValueWithALoopOfItsOwnIsNotOncePerRow) {
   auto estimate = [](const std::string& value) {
-    std::unique_ptr<Module> m = Parse(std::string("module m\n") + kAdd + R"(
+    std::unique_ptr<Module> m = Parse(std::string("module m\n") + kF32Combiners + R"(
 %k (x: f32[256,512], y: f32[512,256]) -> f32[256,512] {
   %x = f32[256,512] parameter(0)
   %y = f32[512,256] parameter(1)

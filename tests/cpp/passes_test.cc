@@ -216,21 +216,7 @@ ENTRY %main () -> (s32[], s32[3], f32[2]) {
 TEST(ConstantFolding, LeavesInexactFloatOpsToCompiledCode) {
   // Compiled code computes sin with its own polynomials and sums in its own order; folding
   // with libm and a sequential sum would give other bits for the same program.
-  std::unique_ptr<Module> m = Parse(R"(
-module m
-
-%add_f32 (a: f32[], b: f32[]) -> f32[] {
-  %a = f32[] parameter(0)
-  %b = f32[] parameter(1)
-  ROOT %s = f32[] add(%a, %b)
-}
-
-%max_f32 (a: f32[], b: f32[]) -> f32[] {
-  %a = f32[] parameter(0)
-  %b = f32[] parameter(1)
-  ROOT %s = f32[] maximum(%a, %b)
-}
-
+  std::unique_ptr<Module> m = Parse(std::string("module m\n") + testing::kF32Combiners + R"(
 ENTRY %main () -> (f32[3], f32[], f32[], f32[3]) {
   %c = f32[3] constant({0.5, 1, 2})
   %s = f32[3] sine(%c)

@@ -13,6 +13,20 @@
 
 namespace fj::testing {
 
+// The float32 combiners reductions in test modules name: %add_f32 and %max_f32.
+inline constexpr const char* kF32Combiners = R"(
+%add_f32 (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+%max_f32 (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] maximum(%a, %b)
+}
+)";
+
 inline std::unique_ptr<Module> Parse(const std::string& text) {
   std::unique_ptr<Module> m = ParseModule(text);
   VerifyModule(*m);
