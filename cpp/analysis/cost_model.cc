@@ -73,12 +73,14 @@ double StepsPerRow(const Instruction* reduce) {
   return combiner == Opcode::kMaximum || combiner == Opcode::kMinimum ? 6.0 : 2.0;
 }
 
-// Those steps for every output of a row reduction. Rows shorter than 16 (ShortRowLanes in
-// codegen/elemental.h) are combined in order, one element at a time, in lanes or not: no
+// Those steps for every output of a row reduction. Rows shorter than ShortRowLanes (16 on
+// the CPU) are combined in order, one element at a time, in lanes or not: no
 // vector of partial results to combine (a policy's entropy over 6 actions was priced at
 // 48 lane-ops a row for its max, and its row fusion refused: 1.5x slower).
 double RowStepsOf(const Instruction* i) {
-  if (!IsRowReductionOp(i) || i->operand(0)->shape().dims().back() < 16) return 0;
+  if (!IsRowReductionOp(i) || i->operand(0)->shape().dims().back() < ShortRowLanes(static_cast<int>(kCpuLanes))) {
+    return 0;
+  }
   return Elements(i->shape()) * StepsPerRow(i);
 }
 

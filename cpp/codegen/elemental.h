@@ -14,6 +14,7 @@
 
 #include "codegen/llvm_util.h"
 #include "ir/computation.h"
+#include "support/target.h"
 
 namespace fj::codegen {
 
@@ -44,14 +45,6 @@ struct WarpCooperation {
   // The value `v` (a scalar) of the lane whose number is this lane's xor `mask`.
   std::function<llvm::Value*(Builder& b, llvm::Value* v, int mask)> shuffle_xor;
 };
-
-// The lanes short rows go in, one row per lane (kernel_plan.cc): 16 where the vectors hold
-// 8 or 16, two vectors a step on AVX2, so that rows of 8 to 15 go in lanes there too
-// (softmax, logsumexp, a policy's entropy over [65536, 10] and [65536, 15]: 2-3.2x). A
-// row shorter than that is combined in order, one element at a time, in lanes or not (the
-// rows left over, a batch of fewer rows, a kernel of XLA's plan): its bits never depend on
-// how it was walked, nor on whether the host has 8 lanes or 16.
-constexpr int ShortRowLanes(int max_width) { return max_width >= 8 ? 16 : max_width; }
 
 class ElementalEmitter {
  public:

@@ -72,4 +72,12 @@ struct Target {
 // Threads of a GPU warp; lanes of a warp cooperate in reductions (shuffles).
 constexpr int kWarpSize = 32;
 
+// The lanes short rows go in, one row per lane (codegen/kernel_plan.cc; the cost model prices them so): 16 where the vectors hold
+// 8 or 16, two vectors a step on AVX2, so that rows of 8 to 15 go in lanes there too
+// (softmax, logsumexp, a policy's entropy over [65536, 10] and [65536, 15]: 2-3.2x). A
+// row shorter than that is combined in order, one element at a time, in lanes or not (the
+// rows left over, a batch of fewer rows, a kernel of XLA's plan): its bits never depend on
+// how it was walked, nor on whether the host has 8 lanes or 16.
+constexpr int ShortRowLanes(int max_width) { return max_width >= 8 ? 16 : max_width; }
+
 }  // namespace fj
