@@ -422,6 +422,10 @@ KernelCost EstimateKernel(const Instruction* instr) {
   return c;
 }
 
+bool RunsInParallel(const KernelCost& c, const Target& target) {
+  return c.work >= static_cast<double>(target.parallel_min_work) || c.flops >= target.parallel_min_lane_ops;
+}
+
 double CostModel::TimeUs(const KernelCost& c) const {
   // The bytes up to the cache's size move at its bandwidth, the rest at memory's.
   double bytes = c.bytes();
@@ -429,7 +433,7 @@ double CostModel::TimeUs(const KernelCost& c) const {
   double memory_us = cached / target.bytes_per_us + (bytes - cached) / target.dram_bytes_per_us;
   double lane_ops = c.flops + c.row_steps * target.vector_lanes;
   double us = std::max(memory_us, lane_ops / target.flops_per_us);
-  if (c.work < static_cast<double>(target.parallel_min_work)) {
+  if (!RunsInParallel(c, target)) {
     us *= target.serial_slowdown;
   } else {
     us += target.parallel_launch_us;

@@ -72,7 +72,7 @@ struct KernelCost {
   double bytes_written = 0;
   double flops = 0;
   // Element steps: the most evaluations any op of the kernel makes (in all steps of a whole
-  // loop). Codegen runs a kernel in parallel from Target::parallel_min_work of them.
+  // loop).
   double work = 0;
   // Vector steps that row reductions spend per output beyond their elements: combining a
   // vector of partial results into one (a max or a min, with its NaN tests, about three
@@ -83,6 +83,11 @@ struct KernelCost {
 
 // The cost of `instr` run as one kernel (a fusion, or a single op as its own kernel).
 KernelCost EstimateKernel(const Instruction* instr);
+
+// Whether a kernel runs on the thread pool (it needs more than one unit as well): from
+// Target::parallel_min_work element steps, or parallel_min_lane_ops lane-ops. Codegen
+// decides with it and the model prices with it.
+bool RunsInParallel(const KernelCost& c, const Target& target);
 
 struct CostModel {
   // The target's figures (Target::For): the CPU's by default. Only ratios matter.

@@ -155,6 +155,7 @@ std::unique_ptr<Compilation> Compile(const Module& traced, const CompileOptions&
     cpu::CpuOptions cpu_options;
     cpu_options.opt_level = options.opt_level;
     cpu_options.vector_width = cpu_lanes;
+    cpu_options.target = target;
     cpu_options.keep_llvm_ir = options.keep_llvm_ir;
     cpu_options.keep_asm = options.keep_llvm_ir;
     cpu_options.resolve_custom_call = [](const std::string& target, bool* parallel) -> FjKernelFn {

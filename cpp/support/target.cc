@@ -47,6 +47,7 @@ Target Target::For(Backend backend, int cpu_lanes) {
   t.flops_per_us = 3e7;
   t.launch_us = 3.0;
   t.parallel_min_work = 0;
+  t.parallel_min_lane_ops = 0;
   t.serial_slowdown = 1.0;
   t.parallel_launch_us = 0;
   t.whole_loop_block_lanes = kWarpSize;

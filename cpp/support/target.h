@@ -41,8 +41,9 @@ struct Target {
   // Cost model figures for a kernel that runs on all of the machine's threads: memory
   // bandwidth while the bytes a kernel moves fit in the last-level cache (`cache_bytes`),
   // and beyond it; lane-ops (see ElementCost) per microsecond; the cost of one kernel launch
-  // from the program. A kernel with less work than `parallel_min_work` element steps runs
-  // on the calling thread alone, `serial_slowdown` times slower. The CPU's are measured on
+  // from the program. A kernel with less work than `parallel_min_work` element steps and
+  // fewer than `parallel_min_lane_ops` lane-ops runs on the calling thread alone,
+  // `serial_slowdown` times slower (RunsInParallel, analysis/cost_model.h). The CPU's are measured on
   // a 2-core x86-64 (benchmarks/cost_model.py prints the estimates against measured times);
   // lane-ops scale with the vector width. They do not follow the thread count, so that
   // fusion decisions (and the results' bits) do not depend on it.
@@ -52,6 +53,8 @@ struct Target {
   double flops_per_us = 7.8e3 * 8;
   double launch_us = 0.05;  // on the CPU a call from the program: 64 tiny kernels add ~2 us
   int64_t parallel_min_work = 1 << 16;
+  // A few microseconds of arithmetic on one thread: a long loop over few lanes, a small MLP.
+  double parallel_min_lane_ops = 1 << 18;
   double serial_slowdown = 1.7;
   double parallel_launch_us = 1.0;  // handing a kernel's chunks to the pool, and the join
   // A whole-loop kernel's per-step reductions: partial results per block of this many

@@ -252,16 +252,26 @@ TEST(CostModel, BytesPastTheCacheAndSmallKernelsCostMore) {
   // Continuous at the cache's size.
   EXPECT_NEAR(per_byte(t.cache_bytes * 1.0001), per_byte(t.cache_bytes), 1e-3 * per_byte(t.cache_bytes));
 
-  // A kernel below the parallel threshold runs on the calling thread alone.
+  // A kernel with little work and little arithmetic runs on the calling thread alone...
   KernelCost serial, parallel;
-  serial.flops = parallel.flops = 64 * t.flops_per_us;  // 64 us of lane-ops on all threads
+  serial.bytes_read = parallel.bytes_read = 64 * t.bytes_per_us;  // 64 us of reading
   serial.work = static_cast<double>(t.parallel_min_work - 1);
   parallel.work = static_cast<double>(t.parallel_min_work);
+  EXPECT_FALSE(RunsInParallel(serial, t));
+  EXPECT_TRUE(RunsInParallel(parallel, t));
   EXPECT_GT(model.TimeUs(serial), model.TimeUs(parallel) * 1.5);
+  // ...but much arithmetic over few elements (a loop's many steps over a few lanes, a small
+  // MLP) is worth the threads.
+  KernelCost arithmetic;
+  arithmetic.work = 256;
+  arithmetic.flops = t.parallel_min_lane_ops;
+  EXPECT_TRUE(RunsInParallel(arithmetic, t));
   // The GPU's figures have neither a cache tier nor a serial penalty.
   CostModel gpu(Target::For(Backend::kGpu));
-  serial.work = 1;
-  EXPECT_DOUBLE_EQ(gpu.TimeUs(serial), gpu.target.launch_us + serial.flops / gpu.target.flops_per_us);
+  KernelCost tiny;
+  tiny.work = 1;
+  tiny.flops = 64 * t.flops_per_us;
+  EXPECT_DOUBLE_EQ(gpu.TimeUs(tiny), gpu.target.launch_us + tiny.flops / gpu.target.flops_per_us);
 }
 
 }  // namespace

@@ -59,7 +59,7 @@ class CpuProgramEmitter : public codegen::ProgramEmitter {
     llvm::Value* table = BufferTable(call, num_outputs);
     llvm::Value* address = llvm::ConstantExpr::getIntToPtr(
         b_->getInt64(static_cast<int64_t>(reinterpret_cast<uintptr_t>(fn))), ptr_);
-    info.parallel = may_split && units >= options_.parallel_min_elements;
+    info.parallel = may_split && units >= options_.target.parallel_min_work;
     info.grain = 16384 / 16;
     CallKernel(address, table, units, info.parallel, info.grain);
     return info;
@@ -78,19 +78,13 @@ class CpuProgramEmitter : public codegen::ProgramEmitter {
     if (plan.units == 0) return info;
 
     llvm::Value* table = BufferTable(fusion, plan.num_outputs);
-    int64_t elements = fusion->shape().IsTuple() ? fusion->shape().tuple_shape(0).NumElements()
-                                                 : fusion->shape().NumElements();
-    // The kernel's work: the most element evaluations any of its ops makes. Reductions do
-    // more per output element than their output size suggests, also over values the kernel
-    // makes itself (an iota, random bits); an operand read through a slice counts only the
-    // slice (a scan's step reads one row of its xs).
-    int64_t work = elements;
-    for (const auto& [i, evals] : Evaluations(*fusion->fused_computation())) {
-      work = std::max(work, static_cast<int64_t>(evals));
-    }
-    if (plan.mode == codegen::KernelPlan::Mode::kScatter) work = plan.work;
-    info.parallel = work >= options_.parallel_min_elements && plan.units > 1;
-    int64_t work_per_unit = std::max<int64_t>(1, work / std::max<int64_t>(plan.units, 1));
+    // The kernel's work (the most element evaluations any of its ops makes, in all steps of
+    // a whole loop) and arithmetic, as the cost model counts them: it runs in parallel where
+    // the model expects it to.
+    KernelCost cost = EstimateKernel(fusion);
+    if (plan.mode == codegen::KernelPlan::Mode::kScatter) cost.work = static_cast<double>(plan.work);
+    info.parallel = plan.units > 1 && RunsInParallel(cost, options_.target);
+    int64_t work_per_unit = std::max<int64_t>(1, static_cast<int64_t>(cost.work) / plan.units);
     int64_t grain = std::max<int64_t>(1, 16384 / work_per_unit);
     // Units that are elements go to threads in whole vectors: a chunk that starts or ends
     // mid-vector runs its elements on the scalar tail loop.
@@ -99,7 +93,6 @@ class CpuProgramEmitter : public codegen::ProgramEmitter {
       // Each lane runs every step: all the work is in the units. With per-step reductions,
       // threads take whole blocks of lanes (each block's partial sums are its own).
       WholeLoopLayout layout = GetWholeLoopLayout(fusion->attrs(), *fusion->fused_computation());
-      info.parallel = plan.units > 1 && plan.units * std::max<int64_t>(layout.trip_count, 1) >= options_.parallel_min_elements;
       grain = layout.reductions > 0 ? layout.block_lanes : plan.width;
     }
     info.grain = grain;

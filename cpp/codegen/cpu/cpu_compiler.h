@@ -13,13 +13,16 @@
 #include "ir/module.h"
 #include "runtime/executable.h"
 #include "support/abi.h"
+#include "support/target.h"
 
 namespace fj::cpu {
 
 struct CpuOptions {
   int vector_width = 8;               // SIMD lanes per step (8 x f32 = one AVX2 register)
   int opt_level = 2;                  // LLVM optimisation level, 0-3
-  int64_t parallel_min_elements = 1 << 16;  // smaller kernels run on the calling thread
+  // The cost model's figures: kernels it does not expect to run in parallel
+  // (RunsInParallel, analysis/cost_model.h) run on the calling thread.
+  Target target = Target::For(Backend::kCpu);
   bool keep_llvm_ir = false;          // fill CpuProgram::llvm_ir
   bool keep_asm = false;              // fill CpuProgram::assembly
   // Resolves a custom call's target to its kernel function (the runtime's registry) and
