@@ -184,13 +184,15 @@ llvm::Value* LogImpl(FloatMath& m, llvm::Value* x) {
   return m.Select(m.IsNan(x), x, result);
 }
 
-llvm::Value* Expm1Impl(FloatMath& m, llvm::Value* x) {
-  // x = n ln2 + r, |r| <= ln2/2; expm1(x) = 2^n expm1(r) + (2^n - 1), which has no
-  // cancellation: for n = 0 it is the Taylor polynomial itself.
-  double hi = m.f32() ? 89.0 : 710.0;
-  double lo = m.f32() ? -20.0 : -40.0;  // below: expm1 rounds to -1
-  llvm::Value* xc = m.Select(m.Gt(x, m.C(hi)), m.C(hi), x);
-  xc = m.Select(m.Lt(xc, m.C(lo)), m.C(lo), xc);
+// expm1(x) = 2^n expm1(r) + (2^n - 1) for x = n ln2 + r, |r| <= ln2/2: no cancellation,
+// and for n = 0 the Taylor polynomial itself. Its parts, for x already in [lo, hi] (see
+// Expm1Impl); `em1_r` is expm1(r), `n` the integer n.
+struct Expm1Parts {
+  llvm::Value* em1_r;
+  llvm::Value* n;
+};
+
+Expm1Parts Expm1Reduce(FloatMath& m, llvm::Value* xc) {
   llvm::Value* n = m.RoundEven(m.Mul(xc, m.C(1.44269504088896338700)));
   llvm::Value* r;
   llvm::Value* p;
@@ -205,9 +207,16 @@ llvm::Value* Expm1Impl(FloatMath& m, llvm::Value* x) {
                    1.0 / 362880.0, 1.0 / 40320.0, 1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0,
                    1.0 / 24.0, 1.0 / 6.0, 0.5});
   }
+  return {m.Fma(m.Mul(r, r), p, r), m.ToInt(n)};
+}
+
+llvm::Value* Expm1Impl(FloatMath& m, llvm::Value* x) {
+  double hi = m.f32() ? 89.0 : 710.0;
+  double lo = m.f32() ? -20.0 : -40.0;  // below: expm1 rounds to -1
+  llvm::Value* xc = m.Select(m.Gt(x, m.C(hi)), m.C(hi), x);
+  xc = m.Select(m.Lt(xc, m.C(lo)), m.C(lo), xc);
+  auto [em1_r, ni] = Expm1Reduce(m, xc);
   Builder& b = m.b();
-  llvm::Value* em1_r = m.Fma(m.Mul(r, r), p, r);
-  llvm::Value* ni = m.ToInt(n);
   // 2^n itself must be finite; near the overflow threshold scale e^r in two steps.
   llvm::Value* max_n = m.I(m.bias() - 1);
   llvm::Value* huge = b.CreateICmpSGT(ni, max_n);
@@ -455,11 +464,17 @@ llvm::Value* EmitCos(Builder& b, llvm::Value* x) { return TrigImpl(b, x, Trig::k
 llvm::Value* EmitTan(Builder& b, llvm::Value* x) { return OddAtZero(b, x, TrigImpl(b, x, Trig::kTan)); }
 
 llvm::Value* EmitTanh(Builder& b, llvm::Value* x) {
+  // tanh |x| = expm1(2|x|) / (expm1(2|x|) + 2), which rounds to 1 from |x| = 9 (float32) or
+  // 22 (float64): 2|x| is clamped there, so expm1 needs none of its range cases (2^n is a
+  // normal number, the argument is never below its `lo`), and a NaN stays NaN throughout.
   FloatMath m(b, x->getType());
+  double one_from = m.f32() ? 9.0 : 22.0;
   llvm::Value* ax = m.Abs(x);
-  llvm::Value* em = Expm1Impl(m, m.Mul(m.C(2.0), ax));
-  llvm::Value* t = m.Div(em, m.Add(em, m.C(2.0)));
-  t = m.Select(m.Gt(ax, m.C(m.f32() ? 9.0 : 22.0)), m.C(1.0), t);
+  llvm::Value* big = m.Gt(ax, m.C(one_from));
+  auto [em1_r, n] = Expm1Reduce(m, m.Mul(m.C(2.0), m.Select(big, m.C(one_from), ax)));
+  llvm::Value* s = m.Pow2(n);
+  llvm::Value* em = m.Fma(s, em1_r, m.Sub(s, m.C(1.0)));
+  llvm::Value* t = m.Select(big, m.C(1.0), m.Div(em, m.Add(em, m.C(2.0))));
   return m.CopySign(t, x);
 }
 
