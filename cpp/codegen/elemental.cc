@@ -276,9 +276,41 @@ int ElementalEmitter::LazySelectOperand(const Instruction* select) {
   return lazy;
 }
 
+std::vector<const Instruction*> ElementalEmitter::SharedLazyInputs(const Instruction* select, int lazy) {
+  // Down the lazy operand's guarded ops that read their operands at their own index: the
+  // operands that are not guarded, have the select's shape, and whose every user reads them
+  // at its own index (elementwise ops of that shape), so that they are needed at this index.
+  const std::unordered_set<const Instruction*>& guarded = GuardedBy(select->operand(0), lazy);
+  const Shape& shape = select->shape();
+  auto at_own_index = [&](const Instruction* i) {
+    return IsElementwise(i->opcode()) && i->shape().SameDims(shape);
+  };
+  std::vector<const Instruction*> shared;
+  std::unordered_set<const Instruction*> seen = {select->operand(lazy)};
+  std::vector<const Instruction*> work = {select->operand(lazy)};
+  while (!work.empty()) {
+    const Instruction* n = work.back();
+    work.pop_back();
+    if (!at_own_index(n)) continue;
+    for (const Instruction* op : n->operands()) {
+      if (!seen.insert(op).second || op->opcode() == Opcode::kConstant || op->opcode() == Opcode::kParameter) continue;
+      if (guarded.count(op)) {
+        work.push_back(op);
+      } else if (op->shape().SameDims(shape) &&
+                 std::all_of(op->users().begin(), op->users().end(), at_own_index)) {
+        shared.push_back(op);
+      }
+    }
+  }
+  return shared;
+}
+
 Val ElementalEmitter::EmitLazySelect(const Instruction* select, const Index& index, int lazy) {
   Val p = Emit(select->operand(0), index);
   Val other = Emit(select->operand(3 - lazy), index);
+  // The values the lazy operand reads at this index that other users need as well: computed
+  // inside the branch they would go with its scope and be computed again after it.
+  for (const Instruction* shared : SharedLazyInputs(select, lazy)) Emit(shared, index);
   // Whether some lane takes the lazy operand.
   llvm::Value* take = lazy == 1 ? p.v : b_.CreateNot(p.v);
   llvm::Value* any = take->getType()->isVectorTy() ? b_.CreateOrReduce(take) : take;

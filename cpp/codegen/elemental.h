@@ -188,6 +188,9 @@ class ElementalEmitter {
   int LazySelectOperand(const Instruction* select);
   // The values only selects on `pred` read, as their operand k (1 or 2), directly or not.
   const std::unordered_set<const Instruction*>& GuardedBy(const Instruction* pred, int k);
+  // Inputs of a lazy select's operand that other users need at the same index (computed
+  // before its branch).
+  std::vector<const Instruction*> SharedLazyInputs(const Instruction* select, int lazy);
   Val EmitLazySelect(const Instruction* select, const Index& index, int lazy);
   // Clamped dynamic start indices of a dynamic-(update-)slice, as uniform i64 values.
   std::vector<llvm::Value*> StartIndices(const Instruction* instr, size_t first,
