@@ -580,14 +580,46 @@ def test_from_dlpack_copies_what_it_cannot_share():
 
 
 def test_torch_dlpack_if_installed():
+    """PyTorch CPU tensors in and out without a copy, every dtype both have (bfloat16, which
+    NumPy's DLPack does not know, included); strided tensors are copied into C order."""
     torch = pytest.importorskip("torch")
-    t = torch.arange(5, dtype=torch.float32)
-    np.testing.assert_array_equal(fusionjit.dlpack.from_dlpack(t), t.numpy())
-    big = torch.arange(4096, dtype=torch.float32)  # torch's CPU allocator aligns to 64 bytes
-    shared = fusionjit.dlpack.from_dlpack(big)
-    assert np.shares_memory(np.asarray(shared), big.numpy()) == (big.data_ptr() % 64 == 0)
-    back = torch.from_dlpack(fnp.arange(3.0))
-    assert back.tolist() == [0.0, 1.0, 2.0]
+    from_dlpack = fusionjit.dlpack.from_dlpack
+    for dtype in (torch.bool, torch.int8, torch.uint8, torch.int16, torch.int32, torch.float16,
+                  torch.bfloat16, torch.float32):
+        t = (torch.arange(4096) % 7).to(dtype)
+        assert t.data_ptr() % 64 == 0  # torch's CPU allocator aligns to 64 bytes
+        a = from_dlpack(t)
+        assert str(a.dtype) == str(dtype).removeprefix("torch."), dtype
+        assert np.asarray(a).ctypes.data == t.data_ptr(), dtype
+        np.testing.assert_array_equal(np.asarray(a).astype(np.float32), t.float().numpy())
+    t = torch.arange(12.0).reshape(3, 4)
+    np.testing.assert_array_equal(np.asarray(from_dlpack(t.T)), t.T.numpy())
+    y = fusionjit.jit(lambda x: x * 2)(np.arange(4096, dtype=np.float32))
+    back = torch.from_dlpack(y)
+    assert back.data_ptr() == np.asarray(y).ctypes.data
+    del y
+    gc.collect()
+    assert back[-1].item() == 8190.0  # the tensor keeps the Array's buffer alive
+    bf = torch.from_dlpack(fnp.arange(3.0).astype("bfloat16") * 3)
+    assert bf.dtype == torch.bfloat16 and bf.tolist() == [0.0, 3.0, 6.0]
+    with pytest.raises(TypeError, match="not a valid fusionjit type"):
+        fusionjit.jit(lambda x: x + 1)(torch.ones(3))
+
+
+@needs_jax
+def test_bfloat16_goes_through_dlpack_both_ways():
+    """NumPy's DLPack has no bfloat16: fusionjit tags the data with DLPack's own code."""
+    src = jnp.arange(4096, dtype=jnp.bfloat16) / 3
+    a = fusionjit.dlpack.from_dlpack(src)
+    assert a.dtype == np.asarray(src).dtype
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(src))
+    out = jnp.from_dlpack(fnp.arange(5.0).astype("bfloat16") * 3)
+    assert out.dtype == jnp.bfloat16 and out.tolist() == [0, 3, 6, 9, 12]
+    with pytest.raises(TypeError, match="does not support dtype complex64"):
+        fusionjit.dlpack.from_dlpack(np.zeros(3, np.complex64))
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    with pytest.raises(BufferError, match="cannot import"):
+        fusionjit.dlpack.from_dlpack(np.zeros(3, ml_dtypes.float8_e4m3fn))
 
 
 # --- compiler bugs worked around in Python ----------------------------------------------

@@ -212,8 +212,8 @@ class TorchNumpy:
 
 
 def _torch_missing(backend: str) -> str | None:
-    hint = (" - optional: PyPI's torch wheel is large; install it by hand "
-            "(pip install torch) to measure it")
+    hint = (" - optional: PyPI's torch wheel is large; FJ_TORCH=1 ./scripts/run.sh "
+            "installs it (or pip install torch)")
     reason = _module_missing("torch", hint)
     if reason or backend == "cpu":
         return reason
