@@ -1,10 +1,13 @@
-"""Prefix scans, as ``jax.lax``: associative_scan and the cumulative reductions built on it
-(cumsum, cumprod, cummax, cummin, cumlogsumexp).
+"""Prefix scans, as ``jax.lax``: associative_scan, and the cumulative reductions (cumsum,
+cumprod, cummax, cummin, cumlogsumexp).
 
-There is no scan primitive yet: a scan is composed of strided slices, the combining function,
-and interior padding (to interleave), in the work-efficient odd/even recursion. For ``n``
-elements that is O(n) work in 2*log2(n) rounds of vectorised elementwise kernels, every
-shape static. A native scan primitive (one pass, a carry per thread) may replace it.
+associative_scan is composed of strided slices, the combining function, and interior
+padding (to interleave), in the work-efficient odd/even recursion: for ``n`` elements O(n)
+work in 2*log2(n) rounds, every shape static, but its many small kernels take seconds to
+compile at a few thousand elements. The cumulative reductions are instead a ``lax.scan``
+along the axis, one element after another in NumPy's order, carrying the other dimensions:
+fusionjit runs such a loop as one kernel (whole-loop fusion), vectorised over the carried
+dimensions.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import numpy as np
 from fusionjit._src import core
 from fusionjit._src import dtypes as dt
 from fusionjit._src.lax.common import _fail, asarray_operand
+from fusionjit._src.lax import control_flow as cf
 from fusionjit._src.lax import elementwise as ew
 from fusionjit._src.lax import shapes as sh
 from fusionjit._src.tree_util import tree_flatten, tree_unflatten
@@ -96,16 +100,52 @@ def associative_scan(fn: Callable, elems, reverse: bool = False, axis: int = 0):
     return tree_unflatten(tree, out)
 
 
-def _cumulative(name: str, op: Callable, kinds: str):
+def _running(op: Callable, identity, operand, axis: int, reverse: bool):
+    """op's running value along `axis` (from the end if `reverse`): a scan whose carry, the
+    other dimensions, starts at op's identity."""
+    a = core.get_aval(operand)
+    if a.shape[axis] == 0:
+        return operand
+    order = [axis] + [d for d in range(a.ndim) if d != axis]
+    xs = sh.transpose(operand, order) if axis else operand
+    carried = a.shape[:axis] + a.shape[axis + 1:]
+    init = sh.broadcast(asarray_operand(np.array(identity, a.dtype)), carried)
+
+    def step(carry, x):
+        carry = op(carry, x)
+        return carry, carry
+
+    _, ys = cf.scan(step, init, xs, reverse=reverse)
+    return sh.transpose(ys, list(np.argsort(order))) if axis else ys
+
+
+def _cumulative(name: str, op: Callable, kinds: str, identity: Callable):
     def fn(operand, axis: int = 0, reverse: bool = False):
         operand = asarray_operand(operand)
-        d = core.get_aval(operand).dtype
+        a = core.get_aval(operand)
+        d = a.dtype
         if (dt.is_bool(d) and "b" not in kinds) or (dt.is_float(d) and "f" not in kinds):
             _fail(f"lax.{name} does not accept {d} values")
-        return associative_scan(op, operand, reverse=reverse, axis=axis)
+        if a.ndim == 0:
+            _fail(f"lax.{name} needs an array of rank >= 1", ValueError)
+        if not -a.ndim <= axis < a.ndim:
+            _fail(f"lax.{name}: axis {axis} is out of bounds for rank {a.ndim}", ValueError)
+        return _running(op, identity(np.dtype(d)), operand, axis % a.ndim, reverse)
     fn.__name__ = name
     fn.__doc__ = f"``jax.lax.{name}``: the running {name[3:]} along ``axis``."
     return fn
+
+
+def _lowest(d: np.dtype):
+    if d == np.bool_:
+        return False
+    return -np.inf if dt.is_float(d) else np.iinfo(d).min
+
+
+def _highest(d: np.dtype):
+    if d == np.bool_:
+        return True
+    return np.inf if dt.is_float(d) else np.iinfo(d).max
 
 
 def _logaddexp(a, b):
@@ -117,8 +157,9 @@ def _logaddexp(a, b):
     return ew.select(ew.eq(hi, lo), ew.add(hi, asarray_operand(np.array(np.log(2.0), d))), out)
 
 
-cumsum = _cumulative("cumsum", ew.add, "if")
-cumprod = _cumulative("cumprod", ew.mul, "if")
-cummax = _cumulative("cummax", ew.max, "bif")
-cummin = _cumulative("cummin", ew.min, "bif")
-cumlogsumexp = _cumulative("cumlogsumexp", _logaddexp, "f")
+# (-0.0 + x is x for every x, -0.0 included.)
+cumsum = _cumulative("cumsum", ew.add, "if", lambda d: -0.0 if dt.is_float(d) else 0)
+cumprod = _cumulative("cumprod", ew.mul, "if", lambda d: 1)
+cummax = _cumulative("cummax", ew.max, "bif", _lowest)
+cummin = _cumulative("cummin", ew.min, "bif", _highest)
+cumlogsumexp = _cumulative("cumlogsumexp", _logaddexp, "f", lambda d: -np.inf)
