@@ -721,7 +721,7 @@ class Generator:
                         self.bound(x) * (1 + m))
 
     def gen_along(self):
-        """A running sum (an associative scan under fusionjit) or a sort (a sorting network)
+        """A running sum (a scan along the axis under fusionjit) or a sort (a sorting network)
         along one axis."""
         x = self.pick(lambda i: len(self.shape(i)) >= 1)
         d, s = self.dtype(x), self.shape(x)
