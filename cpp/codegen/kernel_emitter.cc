@@ -75,6 +75,26 @@ DotTile FindDotTile(const Computation& c, const KernelPlan& plan, const std::vec
   return tile;
 }
 
+// Rows per tile of a kernel that reads an operand across its rows (a transpose moving the
+// last dimension): each output vector of a tile's rows is computed in turn, so the cache
+// lines one vector's lanes read are read again by the next rows at once. One row at a time
+// read each line once per row; with a power-of-two row length all of a row's lines fall in
+// one cache set, and a 1024 x 1024 float32 transpose took 2.5 ms. 0: no tile.
+int StridedTileRows(const Computation& c, const KernelPlan& plan, const std::vector<const Instruction*>& roots) {
+  if (plan.mode != KernelPlan::Mode::kRows || plan.width < 2 || plan.side_hero || plan.row_lanes > 1) return 0;
+  bool across = false;
+  for (const Instruction* i : c.MakePostOrder()) {
+    if (IsReduction(i) || i->opcode() == Opcode::kDot) return 0;
+    if (i->opcode() == Opcode::kTranspose && !i->attrs().dimensions.empty()) {
+      int last = static_cast<int>(i->attrs().dimensions.size()) - 1;
+      across = across || i->attrs().dimensions.back() != last;
+    }
+  }
+  if (!across) return 0;
+  // A tile's rows use a whole cache line of each line its lanes read.
+  return static_cast<int>(std::max<int64_t>(2, 64 / DTypeBytes(roots[0]->dtype())));
+}
+
 }  // namespace
 
 llvm::Value* StoreValue(Builder& b, DType t, llvm::Value* v) {
@@ -672,6 +692,39 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
         }
         return std::vector<llvm::Value*>{};
       }, "dot.rows");
+    }
+    const int strided = (warp || tile.dot) ? 0 : StridedTileRows(comp, plan, roots);
+    if (strided > 1 && per_row.empty()) {
+      // Tiles of `strided` rows, vector by vector (StridedTileRows); the columns past the
+      // last whole vector, and the rows left over, as plain rows.
+      const int width = plan.width;
+      const int64_t vectors_end = plan.row_length / width * width;
+      llvm::Value* n = b.CreateSub(end, begin);
+      rows_end = b.CreateAdd(begin, b.CreateMul(b.CreateUDiv(n, b.getInt64(strided)), b.getInt64(strided)));
+      emitter.ForLoop(begin, rows_end, strided, {}, [&](llvm::Value* row0, const std::vector<llvm::Value*>&) {
+        emitter.ForLoop(b.getInt64(0), b.getInt64(vectors_end), width, {}, [&](llvm::Value* j, const std::vector<llvm::Value*>&) {
+          emitter.ForLoop(b.getInt64(0), b.getInt64(strided), 1, {}, [&](llvm::Value* r, const std::vector<llvm::Value*>&) {
+            llvm::Value* row = b.CreateAdd(row0, r);
+            std::vector<llvm::Value*> outer = outer_of(row);
+            LaneMath lanes(b, width);
+            Index index;
+            for (int k = 0; k < rank - 1; ++k) index.dims.push_back(dims[k] == 1 ? lanes.Constant(0) : lanes.Uniform(outer[k]));
+            index.dims.push_back(lanes.LaneRamp(j));
+            emitter.PushScope();
+            emit_group(index, lanes.LaneRamp(b.CreateAdd(b.CreateMul(row, b.getInt64(plan.row_length)), j)));
+            emitter.PopScope();
+            return std::vector<llvm::Value*>{};
+          }, "strided.row");
+          return std::vector<llvm::Value*>{};
+        }, "strided.vec");
+        if (vectors_end < plan.row_length) {
+          emitter.ForLoop(b.getInt64(0), b.getInt64(strided), 1, {}, [&](llvm::Value* r, const std::vector<llvm::Value*>&) {
+            emit_row(b.CreateAdd(row0, r), vectors_end);
+            return std::vector<llvm::Value*>{};
+          }, "strided.tail");
+        }
+        return std::vector<llvm::Value*>{};
+      }, "strided.rows");
     }
     if (plan.row_lanes > 1) {
       // Short rows, plan.row_lanes at a time, one in each lane: position j of the lanes'
