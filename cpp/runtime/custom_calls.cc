@@ -55,14 +55,18 @@ void SortKeyVal(void** buffers, int64_t begin, int64_t end) {
   const char* values = static_cast<const char*>(buffers[3]);
   int64_t n = *static_cast<const int64_t*>(buffers[4]);
   if (n <= 0) return;
-  std::vector<int64_t> order(n);
+  if (n > (int64_t{1} << 32)) throw std::length_error("sort_key_val: rows longer than 2^32 elements");
+  // Each element as (key << 32 | position): sorting these integers is a stable sort by key
+  // (equal keys keep their positions' order), with no indirection in the comparisons.
+  std::vector<uint64_t> packed(n);
   for (int64_t row = begin / n; row < (end + n - 1) / n; ++row) {
     const uint32_t* k = keys + row * n;
-    for (int64_t i = 0; i < n; ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return k[a] < k[b]; });
+    for (int64_t i = 0; i < n; ++i) packed[i] = (uint64_t{k[i]} << 32) | static_cast<uint64_t>(i);
+    std::sort(packed.begin(), packed.end());
     for (int64_t i = 0; i < n; ++i) {
-      out_keys[row * n + i] = k[order[i]];
-      std::memcpy(out_values + (row * n + i) * kBytes, values + (row * n + order[i]) * kBytes, kBytes);
+      int64_t from = static_cast<int64_t>(packed[i] & 0xffffffffu);
+      out_keys[row * n + i] = static_cast<uint32_t>(packed[i] >> 32);
+      std::memcpy(out_values + (row * n + i) * kBytes, values + (row * n + from) * kBytes, kBytes);
     }
   }
 }

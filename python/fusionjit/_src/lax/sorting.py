@@ -1,6 +1,9 @@
 """Sorting, as ``jax.lax``: sort (several operands, lexicographic keys), sort_key_val, top_k.
 
-There is no sort primitive yet: a sort is a bitonic sorting network run by one counted loop.
+A sort by one key of at most 32 bits along rows of 64 or more elements is the runtime's
+stable sort (the ``sort_key_val`` custom call, its own kernel): the rows' positions sorted
+by the key's order as uint32, then a gather of each operand. Other sorts (several keys,
+64-bit keys, short rows) are a bitonic sorting network run by one counted loop.
 Each of its log2(N) * (log2(N) + 1) / 2 rounds (N: the length padded to a power of two)
 compares every element with its partner ``i XOR j``, read with two dynamic slices of the
 array concatenated with itself, and keeps the smaller or the larger with a select: O(N log^2 N)
@@ -47,6 +50,43 @@ def sort_key(x):
     sign = ew.shift_right_arithmetic(bits, _const(width - 1, int_type))
     magnitude = _const(np.iinfo(int_type).max, int_type)
     return ew.bitwise_xor(bits, ew.bitwise_and(sign, magnitude))
+
+
+# Rows at least this long sort natively; shorter ones in the network, vectorised across rows.
+_NATIVE_MIN = 64
+
+
+def _unsigned_order(key):
+    """uint32 values in ``key``'s order (a sort key of at most 32 bits), or None."""
+    d = core.get_aval(key).dtype
+    if d == dt.uint32:
+        return key
+    if np.dtype(d).itemsize > 4:
+        return None
+    if np.dtype(d).kind == "u":
+        return ew.convert_element_type(key, dt.uint32)
+    signed = ew.convert_element_type(key, dt.int32)
+    flipped = ew.bitwise_xor(signed, sh.broadcast_in_dim(_const(-2**31, dt.int32),
+                                                         core.get_aval(signed).shape, ()))
+    return ew.bitcast_convert_type(flipped, dt.uint32)
+
+
+def _native_sort_rows(operands: list, key):
+    """``operands`` [rows, n] permuted along their rows as a stable sort of ``key`` orders
+    them, or None where the runtime's sort does not take the key."""
+    from fusionjit._src import random as fr
+    from fusionjit._src.lax.slicing import take_along
+    unsigned = _unsigned_order(key)
+    if unsigned is None:
+        return None
+    rows, n = core.get_aval(key).shape
+    position = sh.broadcasted_iota(dt.int32, (rows, n), 1)
+    _, order = fr.sort_key_val_p.bind(unsigned, position)
+    # Row r's element order[r, i] is at r * n + order[r, i] of the flattened operand.
+    start = sh.broadcasted_iota(dt.int32, (rows, n), 0)
+    flat = sh.reshape(ew.add(ew.mul(start, _const(n, dt.int32)), order), (rows * n,))
+    return [sh.reshape(take_along(sh.reshape(x, (rows * n,)), flat, 0), (rows, n))
+            for x in operands]
 
 
 def lex_less(xs, ys):
@@ -103,6 +143,10 @@ def sort_rows(operands: list, num_keys: int, descending: bool = False) -> list:
     keys = [sort_key(x) for x in operands[:num_keys]]
     if descending:
         keys = [ew.bitwise_not(k) for k in keys]
+    if num_keys == 1 and n >= _NATIVE_MIN and rows * n < 2**31:
+        native = _native_sort_rows(list(operands), keys[0])
+        if native is not None:
+            return native
     keys.append(sh.broadcasted_iota(dt.int32, (rows, n), 1))
     carried, key_slots = list(operands), []
     for slot, (key, op) in enumerate(zip(keys, operands[:num_keys] + [None])):
