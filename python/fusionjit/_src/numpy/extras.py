@@ -139,8 +139,9 @@ def digitize(x, bins, right: bool = False, *, method=None):
     if n == 0:
         return shapes.zeros(aval(x).shape, dt.default_int())
     side = "left" if right else "right"
-    up = sorting.searchsorted(bins, x, side=side)
-    down = n - sorting.searchsorted(shapes.flip(bins), x, side=side)
+    method = method or "scan"
+    up = sorting.searchsorted(bins, x, side=side, method=method)
+    down = n - sorting.searchsorted(shapes.flip(bins), x, side=side, method=method)
     return ufuncs.where(ufuncs.greater_equal(bins[-1], bins[0]), up, down)
 
 

@@ -74,13 +74,18 @@ def lexsort(keys, axis: int = -1):
     return lax_sorting.sort_along((*ordered, iota), axis, len(ordered))[-1]
 
 
-def searchsorted(a, v, side: str = "left", sorter=None, *, method: str = "compare_all"):
+def searchsorted(a, v, side: str = "left", sorter=None, *, method: str = "scan"):
     """Insertion points of ``v`` in the sorted 1-D ``a``: for 'left' the number of elements
     of ``a`` below each value, for 'right' the number at or below it, in sort order (NaN
-    after everything). Every value is compared with every element (JAX's 'compare_all')."""
+    after everything). As JAX's methods: 'compare_all' compares every value with every
+    element (O(len(a)) per value, vectorised); the others ('scan', the default,
+    'scan_unrolled', 'sort') are a binary search, O(log len(a)) gathers per value."""
     check_arraylike("searchsorted", a, v)
     if side not in ("left", "right"):
         fail(f"searchsorted: side must be 'left' or 'right', got {side!r}", ValueError)
+    if method not in ("scan", "scan_unrolled", "sort", "compare_all"):
+        fail(f"searchsorted: method must be 'scan', 'scan_unrolled', 'sort' or 'compare_all', "
+             f"got {method!r}", ValueError)
     a, v = promote_dtypes(to_array(a), to_array(v))
     if aval(a).ndim != 1:
         fail(f"searchsorted: a must be 1-D, got shape {aval(a).shape}", ValueError)
@@ -90,11 +95,39 @@ def searchsorted(a, v, side: str = "left", sorter=None, *, method: str = "compar
     n = aval(a).shape[0]
     v_shape = aval(v).shape
     ka, kv = lax_sorting.sort_key(a), lax_sorting.sort_key(v)
+    before = lax.lt if side == "left" else lax.le
+    if method != "compare_all" and n > 0:
+        return _binary_search(ka, kv, before)
     full = v_shape + (n,)
     ka = lax.broadcast_in_dim(ka, full, (len(v_shape),))
     kv = lax.broadcast_in_dim(kv, full, tuple(range(len(v_shape))))
-    below = lax.lt(ka, kv) if side == "left" else lax.le(ka, kv)
-    return lax.reduce_sum(lax.convert_element_type(below, dt.default_int()), (len(v_shape),))
+    return lax.reduce_sum(lax.convert_element_type(before(ka, kv), dt.default_int()),
+                          (len(v_shape),))
+
+
+def _binary_search(ka, kv, before):
+    """For each key of ``kv``, the first position of the sorted keys ``ka`` whose key is not
+    ``before`` it: [lo, hi) halves bit_length(n) times."""
+    from fusionjit._src.lax.control_flow import fori_loop
+    from fusionjit._src.lax.slicing import take_along
+    n = aval(ka).shape[0]
+    shape = aval(kv).shape
+    it = dt.default_int()
+    flat = lax.reshape(kv, (int(np.prod(shape, dtype=np.int64)),))
+
+    def halve(_, bounds):
+        lo, hi = bounds
+        mid = lax.shift_right_logical(lax.add(lo, hi), to_array(np.array(1, it)))
+        probe = take_along(ka, lax.min(mid, to_array(np.array(n - 1, it))), 0)
+        right = lax.bitwise_and(before(probe, flat), lax.lt(lo, hi))
+        return (lax.select(right, lax.add(mid, to_array(np.array(1, it))), lo),
+                lax.select(right, hi, mid))
+
+    m = aval(flat).shape[0]
+    lo = lax.full((m,), 0, it)
+    hi = lax.full((m,), n, it)
+    lo, _ = fori_loop(0, n.bit_length(), halve, (lo, hi))
+    return lax.reshape(lo, shape)
 
 
 # --- selecting by a mask ---------------------------------------------------------------
