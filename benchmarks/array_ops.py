@@ -1,0 +1,71 @@
+"""Array functions users call between their fused kernels: sort and argsort, cumsum along
+either axis, searchsorted, a transpose at a power-of-two size, fusionjit vs NumPy and
+jax.jit (when installed) in one run, with fusionjit's first call (trace and compile) apart.
+
+    python benchmarks/array_ops.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+import fusionjit
+import fusionjit.numpy as fnp
+from _harness import median_seconds, peers, report
+
+
+def cases(rng):
+    x1 = rng.standard_normal(65536).astype(np.float32)
+    x2 = rng.standard_normal((1024, 1024)).astype(np.float32)
+    table = np.sort(x1)
+    queries = rng.standard_normal(1000).astype(np.float32)
+    return [
+        ("sort of 65,536 float32", lambda xp: xp.sort, (x1,)),
+        ("argsort of 65,536 float32",
+         lambda xp: (lambda a: np.argsort(a, kind="stable")) if xp is np else xp.argsort, (x1,)),
+        ("cumsum of 65,536 float32", lambda xp: xp.cumsum, (x1,)),
+        ("cumsum of 1024 x 1024 along axis 0", lambda xp: lambda a: xp.cumsum(a, axis=0), (x2,)),
+        ("cumsum of 1024 x 1024 along axis 1", lambda xp: lambda a: xp.cumsum(a, axis=1), (x2,)),
+        ("searchsorted of 1,000 values in 65,536",
+         lambda xp: lambda a, v: xp.searchsorted(a, v), (table, queries)),
+        ("transpose of 1024 x 1024 float32",
+         lambda xp: lambda a: xp.ascontiguousarray(a.T) if xp is np else a.T, (x2,)),
+    ]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args(argv)
+    found = peers()
+    rows = []
+    for name, make, inputs in cases(np.random.default_rng(0)):
+        f = fusionjit.jit(make(fnp))
+        fa = tuple(fnp.asarray(a) for a in inputs)
+        start = time.perf_counter()
+        got = np.asarray(f(*fa))
+        first = time.perf_counter() - start
+        want = make(np)(*inputs)
+        if np.issubdtype(want.dtype, np.floating):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-3)
+        else:
+            np.testing.assert_array_equal(got, want)
+        row = {"case": name, "fusionjit_first_call_s": first,
+               "fusionjit_us": median_seconds(lambda: f(*fa)) * 1e6,
+               "numpy_us": median_seconds(lambda: make(np)(*inputs)) * 1e6}
+        if "jax" in found:
+            jax, jnp = found["jax"]
+            g = jax.jit(make(jnp))
+            ja = tuple(jnp.asarray(a) for a in inputs)
+            g(*ja).block_until_ready()
+            row["jax_us"] = median_seconds(lambda: g(*ja).block_until_ready()) * 1e6
+            row["jax/fusionjit"] = row["jax_us"] / row["fusionjit_us"]
+        rows.append(row)
+    report("array functions between kernels", rows, args.json)
+
+
+if __name__ == "__main__":
+    main()
