@@ -585,23 +585,25 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
       }
       return outer;
     };
+    // The index of a row's outer dimensions (`outer`, from outer_of), uniform across its
+    // lanes. A unit dimension's index is the constant 0, as a broadcast or reshape asks for
+    // it: the per-row reductions are then found in the cache by the elements' requests (with
+    // the row's index there, a [1, rows, n] softmax recomputed each row's sums for every
+    // element: n^2 work per row).
+    auto outer_index = [&](const std::vector<llvm::Value*>& outer, LaneMath& lanes) {
+      Index index;
+      for (int k = 0; k < rank - 1; ++k) index.dims.push_back(dims[k] == 1 ? lanes.Constant(0) : lanes.Uniform(outer[k]));
+      return index;
+    };
     // Row `row`'s outputs from column `first` on.
     auto emit_row = [&](llvm::Value* row, int64_t first) {
       std::vector<llvm::Value*> outer = outer_of(row);
       llvm::Value* row_start = b.CreateMul(row, b.getInt64(plan.row_length));
-      // A unit dimension's index is the constant 0, as a broadcast or reshape asks for it:
-      // the per-row reductions are then found in the cache by the elements' requests (with
-      // the row's index there, a [1, rows, n] softmax recomputed each row's sums for every
-      // element: n^2 work per row).
-      auto outer_dim = [&](LaneMath& lanes, int k) {
-        return dims[k] == 1 ? lanes.Constant(0) : lanes.Uniform(outer[k]);
-      };
       if (!per_row.empty()) {
         // Row fusion: each per-row reduction once, before the row's elements; the elements
         // find its value in the emitter's cache (uniform values serve any width).
         LaneMath lanes(b, 1);
-        Index at;
-        for (int k = 0; k < rank - 1; ++k) at.dims.push_back(outer_dim(lanes, k));
+        Index at = outer_index(outer, lanes);
         emit_per_row(at, 1);
       }
       if (rank == 0) {
@@ -611,8 +613,7 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
         return;
       }
       vector_loop(b.getInt64(first), b.getInt64(plan.row_length), [&](llvm::Value* j, LaneMath& lanes) {
-        Index index;
-        for (int k = 0; k < rank - 1; ++k) index.dims.push_back(outer_dim(lanes, k));
+        Index index = outer_index(outer, lanes);
         index.dims.push_back(lanes.LaneRamp(j));
         IndexDim linear = lanes.LaneRamp(b.CreateAdd(row_start, j));
         return std::make_pair(index, linear);
@@ -705,10 +706,8 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
         emitter.ForLoop(b.getInt64(0), b.getInt64(vectors_end), width, {}, [&](llvm::Value* j, const std::vector<llvm::Value*>&) {
           emitter.ForLoop(b.getInt64(0), b.getInt64(strided), 1, {}, [&](llvm::Value* r, const std::vector<llvm::Value*>&) {
             llvm::Value* row = b.CreateAdd(row0, r);
-            std::vector<llvm::Value*> outer = outer_of(row);
             LaneMath lanes(b, width);
-            Index index;
-            for (int k = 0; k < rank - 1; ++k) index.dims.push_back(dims[k] == 1 ? lanes.Constant(0) : lanes.Uniform(outer[k]));
+            Index index = outer_index(outer_of(row), lanes);
             index.dims.push_back(lanes.LaneRamp(j));
             emitter.PushScope();
             emit_group(index, lanes.LaneRamp(b.CreateAdd(b.CreateMul(row, b.getInt64(plan.row_length)), j)));
