@@ -1,6 +1,7 @@
 """Everyday programs side by side with JAX in one run: softmax and layer norm (long, short
 and batch-of-one rows), MLP layers (wide and RL-sized, with a narrow output head), a PPO
-loss, cross-entropies, a logsumexp and a policy's entropy over few actions, attention.
+loss, cross-entropies, a logsumexp and a policy's entropy over few actions, matrix
+products, attention.
 Each is jitted by fusionjit (default profile) and by JAX (when installed) on the same
 inputs; the results are compared, and the table gives medians of several runs and JAX's
 time over fusionjit's (above 1: fusionjit is faster).
@@ -60,6 +61,10 @@ def cross_entropy(np_, logits, labels):
     return (lse - picked).mean()
 
 
+def matmul(np_, a, b):
+    return a @ b
+
+
 def attention(np_, q, k, v):
     s = np_.einsum("bqd,bkd->bqk", q, k) / np_.sqrt(np_.float32(q.shape[-1]))
     return np_.einsum("bqk,bkd->bqd", softmax(np_, s), v)
@@ -84,6 +89,8 @@ def cases(rng):
         ("policy entropy [65536, 6]", entropy, (f32(65536, 6),)),
         ("cross-entropy [65536, 6]", cross_entropy,
          (f32(65536, 6), rng.integers(0, 6, 65536).astype(np.int32))),
+        ("matmul [1024, 1024] @ [1024, 1024]", matmul, (f32(1024, 1024), f32(1024, 1024))),
+        ("matmul [128, 768] @ [768, 768]", matmul, (f32(128, 768), f32(768, 768))),
         ("attention [8, 128, 64]", attention, (f32(8, 128, 64), f32(8, 128, 64), f32(8, 128, 64))),
     ]
 

@@ -579,12 +579,29 @@ def test_a_transpose_kernel_walks_row_tiles():
 
 
 def _sequential_matmul(a, b):
-    """a @ b summed over k in order, each product rounded to the inputs' type: the order
-    fusionjit's dot kernels use (tiled or not), so their results match it bit for bit."""
+    """a @ b summed over k in order, each step a fused multiply-add (one rounding, as
+    XLA's CPU dots): the order fusionjit's dot kernels use (tiled or not), so their results
+    match it bit for bit. float32 steps are computed in float64 (the product is exact there;
+    rounding the sum twice could differ from one rounding, which these inputs never meet);
+    float64 has no exact form in NumPy: None."""
+    if a.dtype == np.float64:
+        return None
+    wide = np.float64 if a.dtype == np.float32 else a.dtype
     out = np.zeros(a.shape[:-1] + b.shape[-1:], a.dtype)
     for k in range(a.shape[-1]):
-        out = out + a[..., :, k:k + 1] * b[..., k:k + 1, :]
+        step = a[..., :, k:k + 1].astype(wide) * b[..., k:k + 1, :].astype(wide) + out.astype(wide)
+        out = step.astype(a.dtype)
     return out
+
+
+def _row_by_row(f, a, b, *rest):
+    """f(a, b, *rest) with a's rows one at a time: too few rows for a tile, so each row is
+    computed alone (one output vector at a time)."""
+    rows = a.reshape(-1, *a.shape[-2:])
+    rhs = np.broadcast_to(b, a.shape[:-2] + b.shape[-2:]).reshape(-1, *b.shape[-2:])
+    out = [np.asarray(f(rows[i][r:r + 1], rhs[i], *rest))[0]
+           for i in range(rows.shape[0]) for r in range(rows.shape[1])]
+    return np.stack(out).reshape(a.shape[:-1] + b.shape[-1:])
 
 
 @pytest.mark.parametrize("shape", [
@@ -595,22 +612,29 @@ def _sequential_matmul(a, b):
     (1, 16, 8),          # narrower than a tile
     (21, 64, 6),         # 8-row tiles of 4-lane vectors, 5 rows and 2 columns left over
     (9, 30, 1),          # one column: one lane
+    (136, 1024, 40),     # blocks of 128 rows (AVX2: packed panels), 8 rows left over
 ])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
 def test_dot_kernels_sum_in_order_whatever_the_tiling(shape, dtype, request):
     if dtype == np.float64:
         request.getfixturevalue("x64")
-    # The CPU computes a dot kernel's rows in tiles (4 rows x 4 vectors with AVX-512), the
-    # rows and columns left over one vector at a time; both sum over k in order.
+    # The CPU computes a dot kernel's rows in tiles (4 rows x 4 vectors with AVX-512) in
+    # blocks of rows, the rows and columns left over one vector at a time; all sum over k in
+    # order with fused multiply-adds.
     import fusionjit
     rng = np.random.default_rng(5)
     *batch, m, k, n = shape
     a = (rng.standard_normal((*batch, m, k)) * 4).astype(dtype)
     b = (rng.standard_normal((*batch, k, n)) * 4).astype(dtype)
     bias = (rng.standard_normal(n) * 4).astype(dtype)
-    want = _sequential_matmul(a, b) + bias
-    got = fusionjit.jit(lambda a, b, c: fnp.matmul(a, b) + c)(a, b, bias)
-    np.testing.assert_array_equal(np.asarray(got), want)
+    f = fusionjit.jit(lambda a, b, c: fnp.matmul(a, b) + c)
+    got = np.asarray(f(a, b, bias))
+    alone = _row_by_row(f, a, b, bias)
+    np.testing.assert_array_equal(got, alone)
+    sequential = _sequential_matmul(a, b)
+    if sequential is not None:
+        np.testing.assert_array_equal(got, sequential + bias)
+    want = got
     if dtype != np.int32:   # an epilogue that is not just the sum: tanh of it
         got = fusionjit.jit(lambda a, b, c: fnp.tanh(fnp.matmul(a, b) + c))(a, b, bias)
         ref = fusionjit.jit(lambda x: fnp.tanh(x), fusion="none")(want)

@@ -328,7 +328,7 @@ Val ElementalEmitter::EmitDot(const Instruction* instr, const Index& index) {
       llvm::Value* lv = varying ? Widen(l) : l.v;
       llvm::Value* rv = varying ? Widen(r) : r.v;
       if (IsPred(t)) return b_.CreateOr(acc, b_.CreateAnd(lv, rv));
-      if (IsFloat(t)) return b_.CreateFAdd(acc, b_.CreateFMul(lv, rv));
+      if (IsFloat(t)) return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {lv->getType()}, {lv, rv, acc});
       return b_.CreateAdd(acc, b_.CreateMul(lv, rv));
     }
     int64_t n = lhs->shape().dim(dd.lhs_contracting[c]);

@@ -29,52 +29,6 @@ std::vector<const Instruction*> KeptRowValues(const std::vector<const Instructio
   return kept;
 }
 
-// A kernel built around one matrix product out[b.., i, j] = sum_k lhs[b.., i, k] * rhs[b.., k, j]
-// whose other ops read it only at the output's own position (an elementwise epilogue: bias,
-// activation). Its rows are computed in tiles of `rows` x `vectors` output vectors with one
-// pass over k: each rhs vector loaded serves `rows` rows, each lhs element `vectors` vectors,
-// and the tile's sums are independent chains (one output vector at a time re-read all of rhs
-// for every output row and waited on one chain of adds).
-struct DotTile {
-  const Instruction* dot = nullptr;
-  int rows = 4;
-  int vectors = 4;
-};
-
-DotTile FindDotTile(const Computation& c, const KernelPlan& plan, const std::vector<const Instruction*>& roots) {
-  DotTile tile;
-  if (plan.mode != KernelPlan::Mode::kRows || plan.width < 2 || plan.side_hero || roots.size() != 1) return tile;
-  const Instruction* root = roots[0];
-  const Instruction* dot = nullptr;
-  for (const Instruction* i : c.MakePostOrder()) {
-    if (IsReduction(i)) return tile;
-    if (i->opcode() != Opcode::kDot) continue;
-    if (dot) return tile;
-    dot = i;
-  }
-  if (!dot || IsPred(dot->dtype()) || !dot->shape().SameDims(root->shape())) return tile;
-  const DotDims& dd = dot->attrs().dot;
-  int rank = dot->shape().rank();
-  int batch = rank - 2;
-  if (rank < 2 || dot->operand(0)->shape().rank() != rank || dot->operand(1)->shape().rank() != rank) return tile;
-  if (static_cast<int>(dd.lhs_batch.size()) != batch || static_cast<int>(dd.rhs_batch.size()) != batch) return tile;
-  for (int k = 0; k < batch; ++k) {
-    if (dd.lhs_batch[k] != k || dd.rhs_batch[k] != k) return tile;
-  }
-  if (dd.lhs_contracting != std::vector<int64_t>{batch + 1} || dd.rhs_contracting != std::vector<int64_t>{batch}) {
-    return tile;
-  }
-  if (!ReadOnlyAtOwnPositions(dot)) return tile;
-  // 4 x 4 zmm sums (plus the rhs vectors) fit AVX-512's 32 registers; 4 x 2 AVX2's 16;
-  // rows one vector wide get 8 rows.
-  tile.vectors = static_cast<int>(std::min<int64_t>(plan.width * DTypeBytes(dot->dtype()) >= 64 ? 4 : 2,
-                                                    plan.row_length / plan.width));
-  if (tile.vectors < 1) return tile;
-  if (tile.vectors == 1) tile.rows = 8;
-  tile.dot = dot;
-  return tile;
-}
-
 // Rows per tile of a kernel that reads an operand across its rows (a transpose moving the
 // last dimension): each output vector of a tile's rows is computed in turn, so the cache
 // lines one vector's lanes read are read again by the next rows at once. One row at a time
@@ -620,11 +574,13 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
       });
       emitter.ForgetRowValues();
     };
-    const DotTile tile = warp ? DotTile{} : FindDotTile(comp, plan, roots);
+    const DotTile tile = warp ? DotTile{} : plan.dot_tile;
     llvm::Value* rows_end = begin;
     if (tile.dot) {
-      // Tiles of tile.rows rows (the rows left over, and the columns past the last full
-      // tile, as plain rows). The sums run over k in order, as EmitDot's: the same bits.
+      // Blocks of tile.block_rows rows (DotTile); in a block, each panel of span columns
+      // for all its tiles of tile.rows rows (the rows left over, and the columns past the
+      // last full panel, as plain rows). The sums run over k in order, as EmitDot's: the
+      // same bits.
       const int nr = tile.rows, nv = tile.vectors, width = plan.width;
       const int64_t span = int64_t{nv} * width;
       const int64_t tiled = plan.row_length / span * span;
@@ -632,67 +588,107 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
       const Instruction* rhs = tile.dot->operand(1);
       const int64_t depth = lhs->shape().dims().back();
       const DType t = tile.dot->dtype();
+      llvm::Type* et = RegisterType(ctx, t);
+      llvm::Type* vt = WithWidth(et, width);
+      llvm::Value* panel = nullptr;
+      if (tile.pack) {
+        llvm::IRBuilderBase::InsertPointGuard guard(b);
+        llvm::BasicBlock& entry = b.GetInsertBlock()->getParent()->getEntryBlock();
+        b.SetInsertPoint(&entry, entry.getFirstInsertionPt());
+        auto* buffer = b.CreateAlloca(llvm::ArrayType::get(et, depth * span), nullptr, "dot.panel");
+        buffer->setAlignment(llvm::Align(64));
+        panel = buffer;
+      }
+      // Vector v of the rhs panel from column j0 at k: from the packed panel, or computed.
+      auto rhs_at = [&](llvm::Value* k, llvm::Value* j0, int v, const std::vector<llvm::Value*>& outer,
+                        LaneMath& lanes, bool packed) -> llvm::Value* {
+        if (packed) {
+          llvm::Value* at = b.CreateAdd(b.CreateMul(k, b.getInt64(span)), b.getInt64(int64_t{v} * width));
+          return b.CreateAlignedLoad(vt, b.CreateGEP(et, panel, at), llvm::Align(64));
+        }
+        Index ri;
+        for (int d = 0; d < rank - 2; ++d) ri.dims.push_back(dims[d] == 1 ? lanes.Constant(0) : lanes.Uniform(outer[d]));
+        ri.dims.push_back(lanes.Uniform(k));
+        ri.dims.push_back(lanes.LaneRamp(b.CreateAdd(j0, b.getInt64(int64_t{v} * width))));
+        return lanes.Widen(emitter.Emit(rhs, ri));
+      };
       llvm::Value* n = b.CreateSub(end, begin);
       rows_end = b.CreateAdd(begin, b.CreateMul(b.CreateUDiv(n, b.getInt64(nr)), b.getInt64(nr)));
-      emitter.ForLoop(begin, rows_end, nr, {}, [&](llvm::Value* row0, const std::vector<llvm::Value*>&) {
-        std::vector<std::vector<llvm::Value*>> outer(nr);
-        for (int r = 0; r < nr; ++r) outer[r] = outer_of(b.CreateAdd(row0, b.getInt64(r)));
-        auto outer_dim = [&](LaneMath& lanes, int r, int k) {
-          return dims[k] == 1 ? lanes.Constant(0) : lanes.Uniform(outer[r][k]);
-        };
-        llvm::Type* vt = WithWidth(RegisterType(ctx, t), width);
+      emitter.ForLoop(begin, rows_end, tile.block_rows, {}, [&](llvm::Value* block0, const std::vector<llvm::Value*>&) {
+        llvm::Value* next = b.CreateAdd(block0, b.getInt64(tile.block_rows));
+        llvm::Value* block_end = b.CreateSelect(b.CreateICmpULT(next, rows_end), next, rows_end);
         emitter.ForLoop(b.getInt64(0), b.getInt64(tiled), span, {}, [&](llvm::Value* j0, const std::vector<llvm::Value*>&) {
-          std::vector<llvm::Value*> zero(static_cast<size_t>(nr * nv), llvm::Constant::getNullValue(vt));
-          std::vector<llvm::Value*> sums = emitter.ForLoop(b.getInt64(0), b.getInt64(depth), 1, zero,
-              [&](llvm::Value* k, const std::vector<llvm::Value*>& cur) {
-                LaneMath lanes(b, width);
-                std::vector<llvm::Value*> next(cur);
-                for (int v = 0; v < nv; ++v) {
-                  llvm::Value* j = b.CreateAdd(j0, b.getInt64(int64_t{v} * width));
-                  for (int r = 0; r < nr; ++r) {
-                    Index li, ri;
-                    for (int d = 0; d < rank - 2; ++d) {
-                      li.dims.push_back(outer_dim(lanes, r, d));
-                      ri.dims.push_back(outer_dim(lanes, r, d));
-                    }
-                    li.dims.push_back(outer_dim(lanes, r, rank - 2));
-                    li.dims.push_back(lanes.Uniform(k));
-                    ri.dims.push_back(lanes.Uniform(k));
-                    ri.dims.push_back(lanes.LaneRamp(j));
-                    llvm::Value* x = lanes.Widen(emitter.Emit(lhs, li));
-                    llvm::Value* y = lanes.Widen(emitter.Emit(rhs, ri));
-                    llvm::Value*& sum = next[static_cast<size_t>(r * nv + v)];
-                    sum = IsFloat(t) ? b.CreateFAdd(sum, b.CreateFMul(x, y)) : b.CreateAdd(sum, b.CreateMul(x, y));
-                  }
-                }
-                return next;
-              }, "dot.k");
-          // The epilogue of each output vector, with the dot's value from its sum.
-          for (int r = 0; r < nr; ++r) {
-            llvm::Value* row_start = b.CreateMul(b.CreateAdd(row0, b.getInt64(r)), b.getInt64(plan.row_length));
-            for (int v = 0; v < nv; ++v) {
+          if (panel) {
+            // The panel's rhs columns, k-major: read by every tile of the block from one
+            // contiguous buffer (a power-of-two row stride put a column's lines in a few
+            // cache sets) and computed once per block where the rhs is fused.
+            std::vector<llvm::Value*> outer0 = outer_of(block0);
+            emitter.ForLoop(b.getInt64(0), b.getInt64(depth), 1, {}, [&](llvm::Value* k, const std::vector<llvm::Value*>&) {
               LaneMath lanes(b, width);
-              llvm::Value* j = b.CreateAdd(j0, b.getInt64(int64_t{v} * width));
-              Index index;
-              for (int d = 0; d < rank - 1; ++d) index.dims.push_back(outer_dim(lanes, r, d));
-              index.dims.push_back(lanes.LaneRamp(j));
-              Val sum{sums[static_cast<size_t>(r * nv + v)], true};
-              emitter.KeepLaneRow(tile.dot, [sum, width](const Index&, int w) -> std::optional<Val> {
-                return w == width ? std::optional<Val>(sum) : std::nullopt;
-              });
-              emitter.PushScope();
-              emit_group(index, lanes.LaneRamp(b.CreateAdd(row_start, j)));
-              emitter.PopScope();
-              emitter.ForgetLaneRows();
-            }
+              for (int v = 0; v < nv; ++v) {
+                llvm::Value* y = rhs_at(k, j0, v, outer0, lanes, false);
+                llvm::Value* at = b.CreateAdd(b.CreateMul(k, b.getInt64(span)), b.getInt64(int64_t{v} * width));
+                b.CreateAlignedStore(y, b.CreateGEP(et, panel, at), llvm::Align(64));
+              }
+              return std::vector<llvm::Value*>{};
+            }, "dot.pack");
           }
+          emitter.ForLoop(block0, block_end, nr, {}, [&](llvm::Value* row0, const std::vector<llvm::Value*>&) {
+            std::vector<std::vector<llvm::Value*>> outer(nr);
+            for (int r = 0; r < nr; ++r) outer[r] = outer_of(b.CreateAdd(row0, b.getInt64(r)));
+            auto outer_dim = [&](LaneMath& lanes, int r, int k) {
+              return dims[k] == 1 ? lanes.Constant(0) : lanes.Uniform(outer[r][k]);
+            };
+            std::vector<llvm::Value*> zero(static_cast<size_t>(nr * nv), llvm::Constant::getNullValue(vt));
+            std::vector<llvm::Value*> sums = emitter.ForLoop(b.getInt64(0), b.getInt64(depth), 1, zero,
+                [&](llvm::Value* k, const std::vector<llvm::Value*>& cur) {
+                  LaneMath lanes(b, width);
+                  std::vector<llvm::Value*> next(cur);
+                  for (int v = 0; v < nv; ++v) {
+                    for (int r = 0; r < nr; ++r) {
+                      Index li;
+                      for (int d = 0; d < rank - 1; ++d) li.dims.push_back(outer_dim(lanes, r, d));
+                      li.dims.push_back(lanes.Uniform(k));
+                      llvm::Value* x = lanes.Widen(emitter.Emit(lhs, li));
+                      llvm::Value* y = rhs_at(k, j0, v, outer[r], lanes, panel != nullptr);
+                      llvm::Value*& sum = next[static_cast<size_t>(r * nv + v)];
+                      sum = IsFloat(t) ? b.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vt}, {x, y, sum})
+                                        : b.CreateAdd(sum, b.CreateMul(x, y));
+                    }
+                  }
+                  return next;
+                }, "dot.k");
+            // The epilogue of each output vector, with the dot's value from its sum.
+            for (int r = 0; r < nr; ++r) {
+              llvm::Value* row_start = b.CreateMul(b.CreateAdd(row0, b.getInt64(r)), b.getInt64(plan.row_length));
+              for (int v = 0; v < nv; ++v) {
+                LaneMath lanes(b, width);
+                llvm::Value* j = b.CreateAdd(j0, b.getInt64(int64_t{v} * width));
+                Index index;
+                for (int d = 0; d < rank - 1; ++d) index.dims.push_back(outer_dim(lanes, r, d));
+                index.dims.push_back(lanes.LaneRamp(j));
+                Val sum{sums[static_cast<size_t>(r * nv + v)], true};
+                emitter.KeepLaneRow(tile.dot, [sum, width](const Index&, int w) -> std::optional<Val> {
+                  return w == width ? std::optional<Val>(sum) : std::nullopt;
+                });
+                emitter.PushScope();
+                emit_group(index, lanes.LaneRamp(b.CreateAdd(row_start, j)));
+                emitter.PopScope();
+                emitter.ForgetLaneRows();
+              }
+            }
+            return std::vector<llvm::Value*>{};
+          }, "dot.rows");
           return std::vector<llvm::Value*>{};
         }, "dot.tile");
         if (tiled < plan.row_length) {
-          for (int r = 0; r < nr; ++r) emit_row(b.CreateAdd(row0, b.getInt64(r)), tiled);
+          emitter.ForLoop(block0, block_end, 1, {}, [&](llvm::Value* row, const std::vector<llvm::Value*>&) {
+            emit_row(row, tiled);
+            return std::vector<llvm::Value*>{};
+          }, "dot.rest");
         }
         return std::vector<llvm::Value*>{};
-      }, "dot.rows");
+      }, "dot.block");
     }
     const int strided = (warp || tile.dot) ? 0 : StridedTileRows(comp, plan, roots);
     if (strided > 1 && per_row.empty()) {

@@ -95,6 +95,7 @@ class CpuProgramEmitter : public codegen::ProgramEmitter {
       WholeLoopLayout layout = GetWholeLoopLayout(fusion->attrs(), *fusion->fused_computation());
       grain = layout.reductions > 0 ? layout.block_lanes : plan.width;
     }
+    grain = std::max(grain, plan.dot_tile.chunk_rows);
     info.grain = grain;
     CallKernel(kernel, table, plan.units, info.parallel, grain);
     return info;
