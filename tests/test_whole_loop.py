@@ -365,8 +365,10 @@ def per_lane_mlp(x, y, w1, w2, steps=7):
     return lax.scan(step, (x, y), None, length=steps)
 
 
-def test_a_per_lane_mlp_runs_in_the_loop_kernel_and_keeps_its_hidden_rows():
-    n = 37
+# 1003 lanes on the CPU: groups of wide vectors, then a wide vector, a machine vector and 3
+# lanes one by one.
+@pytest.mark.parametrize("n", [37, 1003])
+def test_a_per_lane_mlp_runs_in_the_loop_kernel_and_keeps_its_hidden_rows(n):
     x, y = (RNG.uniform(-1, 1, n).astype(np.float32) for _ in range(2))
     w1 = RNG.normal(0, 1, (2, 16)).astype(np.float32)
     w2 = RNG.normal(0, 1, (16, 3)).astype(np.float32)

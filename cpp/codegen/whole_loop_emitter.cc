@@ -16,6 +16,20 @@ namespace {
 // Lanes a whole-loop kernel steps together: several vectors whose steps interleave.
 constexpr int kGroupLanes = 64;
 
+// Machine vectors per vector of a group's members: every op of the step then works on
+// several independent vectors at once, so a step's inner loops (a policy's products, one
+// chain of fused multiply-adds per hidden unit) carry several chains instead of waiting on
+// one. A long step keeps more values live than the registers hold for 4 (the baseline's
+// threefry rounds: 8% slower with 4, 3% faster with 2). 2048 CartPole environments on
+// AVX2: the policy 2.4e7 -> 4.1e7 env-steps/s, no_concat 7.0e8 -> 8.2e8.
+int WideFactor(const Computation& step) {
+  int ops = 0;
+  for (const Instruction* i : step.MakePostOrder()) {
+    ops += i->opcode() != Opcode::kParameter && i->opcode() != Opcode::kConstant ? 1 : 0;
+  }
+  return ops > 256 ? 2 : 4;
+}
+
 }  // namespace
 
 int64_t WholeLoopLanes(const Instruction* fusion) {
@@ -23,6 +37,28 @@ int64_t WholeLoopLanes(const Instruction* fusion) {
   int64_t n = 1;
   for (int64_t d : l.lanes) n *= d;
   return n;
+}
+
+WholeLoopVectors PlanWholeLoopVectors(const Instruction* fusion, int width) {
+  const Computation& step = *fusion->fused_computation();
+  WholeLoopLayout l = GetWholeLoopLayout(fusion->attrs(), step);
+  const int64_t lanes_n = WholeLoopLanes(fusion);
+  WholeLoopVectors v;
+  v.narrow = lanes_n >= width ? width : 1;
+  v.wide = v.narrow;
+  for (int k = WideFactor(step); k > 1 && v.wide == v.narrow; k /= 2) {
+    if (v.narrow > 1 && lanes_n >= v.narrow * k && (l.reductions == 0 || l.block_lanes % (v.narrow * k) == 0)) {
+      v.wide = v.narrow * k;
+    }
+  }
+  v.group = v.wide > 1 ? std::max(1, kGroupLanes / v.wide) : 1;
+  // Whole groups and whole blocks; but for few lanes (64 environments) at least 4 chunks,
+  // so that the threads share them (one chunk of 64 ran 1.5x slower than 4 of 16).
+  const int64_t unit = l.reductions > 0 ? l.block_lanes : v.wide;
+  const int64_t lanes = static_cast<int64_t>(v.wide) * v.group;
+  v.span = (lanes + unit - 1) / unit * unit;
+  if (lanes_n < 4 * v.span) v.span = std::max(unit, lanes_n / 4 / unit * unit);
+  return v;
 }
 
 llvm::Function* EmitWholeLoopBody(llvm::Module& module, const Instruction* fusion, int width,
@@ -86,6 +122,8 @@ llvm::Function* EmitWholeLoopBody(llvm::Module& module, const Instruction* fusio
     return LoadElements(b, operand(number), p->dtype(), linear, w);
   };
 
+  const WholeLoopVectors vectors = PlanWholeLoopVectors(fusion, width);
+
   // The rows each lane keeps during a step (KeptLaneRows), in stack buffers laid out
   // [row position][lane] for the widest vector, refilled for each vector of lanes.
   const std::vector<const Instruction*> kept = KeptLaneRows(fusion->attrs(), step);
@@ -97,7 +135,8 @@ llvm::Function* EmitWholeLoopBody(llvm::Module& module, const Instruction* fusio
     llvm::IRBuilderBase::InsertPoint ip = b.saveIP();
     for (const Instruction* x : kept) {
       int64_t row = x->shape().NumElements() / lanes_n;
-      auto* buffer = b.CreateAlloca(llvm::ArrayType::get(StorageType(ctx, x->dtype()), row * width), nullptr, "lane_row." + x->name());
+      auto* buffer = b.CreateAlloca(llvm::ArrayType::get(StorageType(ctx, x->dtype()), row * std::max(vectors.wide, width)), nullptr,
+                                    "lane_row." + x->name());
       buffer->setAlignment(llvm::Align(64));
       kept_rows.push_back(buffer);
     }
@@ -316,20 +355,26 @@ llvm::Function* EmitWholeLoopBody(llvm::Module& module, const Instruction* fusio
     b.CreateRetVoid();
     return fn;
   }
-  // Groups of vectors while whole groups fit, then single vectors, then single lanes.
-  int w = lanes_n >= width ? width : 1;
-  int group = w > 1 ? std::max(1, kGroupLanes / w) : 1;
+  // Groups of wide vectors while whole groups fit, then single wide vectors, then single
+  // machine vectors, then single lanes.
   llvm::Value* lo = begin;
-  if (w > 1 && group > 1) {
-    int64_t span = static_cast<int64_t>(w) * group;
-    llvm::Value* group_end = b.CreateAdd(begin, b.CreateMul(b.CreateUDiv(b.CreateSub(end, begin), b.getInt64(span)), b.getInt64(span)));
-    emit_lanes(begin, group_end, w, group);
+  auto whole = [&](llvm::Value* from, int64_t span) {
+    return b.CreateAdd(from, b.CreateMul(b.CreateUDiv(b.CreateSub(end, from), b.getInt64(span)), b.getInt64(span)));
+  };
+  if (vectors.wide > 1 && vectors.group > 1) {
+    llvm::Value* group_end = whole(lo, static_cast<int64_t>(vectors.wide) * vectors.group);
+    emit_lanes(lo, group_end, vectors.wide, vectors.group);
     lo = group_end;
   }
+  if (vectors.wide > vectors.narrow) {
+    llvm::Value* wide_end = whole(lo, vectors.wide);
+    emit_lanes(lo, wide_end, vectors.wide, 1);
+    lo = wide_end;
+  }
   llvm::Value* vec_end = lo;
-  if (w > 1) {
-    vec_end = b.CreateAdd(lo, b.CreateMul(b.CreateUDiv(b.CreateSub(end, lo), b.getInt64(w)), b.getInt64(w)));
-    emit_lanes(lo, vec_end, w, 1);
+  if (vectors.narrow > 1) {
+    vec_end = whole(lo, vectors.narrow);
+    emit_lanes(lo, vec_end, vectors.narrow, 1);
   }
   emit_lanes(vec_end, end, 1, 1);
   b.CreateRetVoid();

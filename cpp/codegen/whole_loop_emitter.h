@@ -18,6 +18,19 @@ namespace fj::codegen {
 // The lanes of a whole-loop fusion (its kernel's units).
 int64_t WholeLoopLanes(const Instruction* fusion);
 
+// How a CPU whole-loop kernel of `width`-lane machine vectors walks its lanes: groups of
+// `group` vectors of `wide` lanes (several machine vectors each, within one block of
+// partial results) step together; lanes left over go in `wide`, then `narrow` vectors,
+// then one by one. `span`: the lanes a thread's chunk should hold at least (whole groups,
+// whole blocks).
+struct WholeLoopVectors {
+  int narrow = 1;
+  int wide = 1;
+  int group = 1;
+  int64_t span = 1;
+};
+WholeLoopVectors PlanWholeLoopVectors(const Instruction* fusion, int width);
+
 // The kernel's body over lanes [begin, end) (see EmitKernelBody for the form). With
 // `warp` (GPU), [begin, end) are the 32 lanes of a warp, one per thread, and per-step
 // reductions combine the warp's lanes with shuffles into the warp's block.

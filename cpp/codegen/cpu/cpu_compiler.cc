@@ -9,7 +9,7 @@
 #include "analysis/cost_model.h"
 #include "codegen/kernel_emitter.h"
 #include "codegen/program_emitter.h"
-#include "ir/whole_loop.h"
+#include "codegen/whole_loop_emitter.h"
 #include "llvm/Analysis/TargetTransformInfo.h"
 #include "llvm/TargetParser/Host.h"
 #include "support/error.h"
@@ -90,10 +90,10 @@ class CpuProgramEmitter : public codegen::ProgramEmitter {
     // mid-vector runs its elements on the scalar tail loop.
     if (plan.mode != codegen::KernelPlan::Mode::kRows) grain = (grain + plan.width - 1) / plan.width * plan.width;
     if (plan.mode == codegen::KernelPlan::Mode::kWholeLoop) {
-      // Each lane runs every step: all the work is in the units. With per-step reductions,
-      // threads take whole blocks of lanes (each block's partial sums are its own).
-      WholeLoopLayout layout = GetWholeLoopLayout(fusion->attrs(), *fusion->fused_computation());
-      grain = layout.reductions > 0 ? layout.block_lanes : plan.width;
+      // Each lane runs every step: all the work is in the units. Threads take whole groups
+      // of vectors, and with per-step reductions whole blocks of lanes (each block's
+      // partial sums are its own).
+      grain = codegen::PlanWholeLoopVectors(fusion, plan.width).span;
     }
     grain = std::max(grain, plan.dot_tile.chunk_rows);
     info.grain = grain;
