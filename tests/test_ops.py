@@ -613,6 +613,7 @@ def _row_by_row(f, a, b, *rest):
     (21, 64, 6),         # 8-row tiles of 4-lane vectors, 5 rows and 2 columns left over
     (9, 30, 1),          # one column: one lane
     (136, 1024, 40),     # blocks of 128 rows (AVX2: packed panels), 8 rows left over
+    (40, 2500, 24),      # packed panels a block of k at a time, the sums kept between
 ])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
 def test_dot_kernels_sum_in_order_whatever_the_tiling(shape, dtype, request):
@@ -651,6 +652,9 @@ def test_a_matmul_with_an_epilogue_runs_in_tiles():
     assert "dot.rows" not in f.lower(a, b[:, :1]).as_text("llvm")
     # A few columns (a policy's logits): vectors that wide, 8 rows a tile.
     assert "dot.rows" in f.lower(a, b[:, :6]).as_text("llvm")
+    # A deep product: its rhs panels packed a block of k at a time, the sums kept between.
+    deep = f.lower(np.ones((40, 2500), np.float32), np.ones((2500, 24), np.float32)).as_text("llvm")
+    assert "dot.panel" in deep and "dot.partial" in deep
 
 
 def test_a_rhs_contracted_over_its_last_dimension_is_transposed_first():

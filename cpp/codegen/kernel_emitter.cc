@@ -578,34 +578,39 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
     llvm::Value* rows_end = begin;
     if (tile.dot) {
       // Blocks of tile.block_rows rows (DotTile); in a block, each panel of span columns
-      // for all its tiles of tile.rows rows (the rows left over, and the columns past the
-      // last full panel, as plain rows). The sums run over k in order, as EmitDot's: the
-      // same bits.
+      // for all its tiles of tile.rows rows, in blocks of tile.depth_block along k whose
+      // sums wait in a stack buffer for the next (the rows left over, and the columns past
+      // the last full panel, as plain rows). The sums run over k in order, as EmitDot's:
+      // the same bits.
       const int nr = tile.rows, nv = tile.vectors, width = plan.width;
       const int64_t span = int64_t{nv} * width;
       const int64_t tiled = plan.row_length / span * span;
       const Instruction* lhs = tile.dot->operand(0);
       const Instruction* rhs = tile.dot->operand(1);
       const int64_t depth = lhs->shape().dims().back();
+      const int64_t kc = tile.pack ? tile.depth_block : depth;
+      const int64_t kblocks = (depth + kc - 1) / kc;
       const DType t = tile.dot->dtype();
       llvm::Type* et = RegisterType(ctx, t);
       llvm::Type* vt = WithWidth(et, width);
-      llvm::Value* panel = nullptr;
-      if (tile.pack) {
+      auto entry_buffer = [&](int64_t elements, const char* what) -> llvm::Value* {
         llvm::IRBuilderBase::InsertPointGuard guard(b);
         llvm::BasicBlock& entry = b.GetInsertBlock()->getParent()->getEntryBlock();
         b.SetInsertPoint(&entry, entry.getFirstInsertionPt());
-        auto* buffer = b.CreateAlloca(llvm::ArrayType::get(et, depth * span), nullptr, "dot.panel");
+        auto* buffer = b.CreateAlloca(llvm::ArrayType::get(et, elements), nullptr, what);
         buffer->setAlignment(llvm::Align(64));
-        panel = buffer;
-      }
-      // Vector v of the rhs panel from column j0 at k: from the packed panel, or computed.
-      auto rhs_at = [&](llvm::Value* k, llvm::Value* j0, int v, const std::vector<llvm::Value*>& outer,
-                        LaneMath& lanes, bool packed) -> llvm::Value* {
-        if (packed) {
-          llvm::Value* at = b.CreateAdd(b.CreateMul(k, b.getInt64(span)), b.getInt64(int64_t{v} * width));
-          return b.CreateAlignedLoad(vt, b.CreateGEP(et, panel, at), llvm::Align(64));
-        }
+        return buffer;
+      };
+      llvm::Value* panel = tile.pack ? entry_buffer(kc * span, "dot.panel") : nullptr;
+      llvm::Value* partial = kblocks > 1 ? entry_buffer(tile.block_rows * span, "dot.partial") : nullptr;
+      auto vector_at = [&](llvm::Value* buffer, llvm::Value* row, int v) {
+        llvm::Value* at = b.CreateAdd(b.CreateMul(row, b.getInt64(span)), b.getInt64(int64_t{v} * width));
+        return b.CreateGEP(et, buffer, at);
+      };
+      // Vector v of the rhs panel from column j0 at k (from k0 in the packed panel).
+      auto rhs_at = [&](llvm::Value* k, llvm::Value* k0, llvm::Value* j0, int v,
+                        const std::vector<llvm::Value*>& outer, LaneMath& lanes, bool packed) -> llvm::Value* {
+        if (packed) return b.CreateAlignedLoad(vt, vector_at(panel, b.CreateSub(k, k0), v), llvm::Align(64));
         Index ri;
         for (int d = 0; d < rank - 2; ++d) ri.dims.push_back(dims[d] == 1 ? lanes.Constant(0) : lanes.Uniform(outer[d]));
         ri.dims.push_back(lanes.Uniform(k));
@@ -618,67 +623,107 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
         llvm::Value* next = b.CreateAdd(block0, b.getInt64(tile.block_rows));
         llvm::Value* block_end = b.CreateSelect(b.CreateICmpULT(next, rows_end), next, rows_end);
         emitter.ForLoop(b.getInt64(0), b.getInt64(tiled), span, {}, [&](llvm::Value* j0, const std::vector<llvm::Value*>&) {
-          if (panel) {
-            // The panel's rhs columns, k-major: read by every tile of the block from one
-            // contiguous buffer (a power-of-two row stride put a column's lines in a few
-            // cache sets) and computed once per block where the rhs is fused.
-            std::vector<llvm::Value*> outer0 = outer_of(block0);
-            emitter.ForLoop(b.getInt64(0), b.getInt64(depth), 1, {}, [&](llvm::Value* k, const std::vector<llvm::Value*>&) {
-              LaneMath lanes(b, width);
-              for (int v = 0; v < nv; ++v) {
-                llvm::Value* y = rhs_at(k, j0, v, outer0, lanes, false);
-                llvm::Value* at = b.CreateAdd(b.CreateMul(k, b.getInt64(span)), b.getInt64(int64_t{v} * width));
-                b.CreateAlignedStore(y, b.CreateGEP(et, panel, at), llvm::Align(64));
+          emitter.ForLoop(b.getInt64(0), b.getInt64(depth), kc, {}, [&](llvm::Value* k0, const std::vector<llvm::Value*>&) {
+            llvm::Value* k_next = b.CreateAdd(k0, b.getInt64(kc));
+            llvm::Value* k1 = b.CreateSelect(b.CreateICmpULT(k_next, b.getInt64(depth)), k_next, b.getInt64(depth));
+            if (panel) {
+              // The panel's rhs columns, k-major: read by every tile of the block from one
+              // contiguous buffer (a power-of-two row stride put a column's lines in a few
+              // cache sets) and computed once per block where the rhs is fused.
+              std::vector<llvm::Value*> outer0 = outer_of(block0);
+              emitter.ForLoop(k0, k1, 1, {}, [&](llvm::Value* k, const std::vector<llvm::Value*>&) {
+                LaneMath lanes(b, width);
+                for (int v = 0; v < nv; ++v) {
+                  llvm::Value* y = rhs_at(k, k0, j0, v, outer0, lanes, false);
+                  b.CreateAlignedStore(y, vector_at(panel, b.CreateSub(k, k0), v), llvm::Align(64));
+                }
+                return std::vector<llvm::Value*>{};
+              }, "dot.pack");
+            }
+            emitter.ForLoop(block0, block_end, nr, {}, [&](llvm::Value* row0, const std::vector<llvm::Value*>&) {
+              std::vector<std::vector<llvm::Value*>> outer(nr);
+              for (int r = 0; r < nr; ++r) outer[r] = outer_of(b.CreateAdd(row0, b.getInt64(r)));
+              auto outer_dim = [&](LaneMath& lanes, int r, int k) {
+                return dims[k] == 1 ? lanes.Constant(0) : lanes.Uniform(outer[r][k]);
+              };
+              // The sums so far: zero in the first block of k, else from the buffer.
+              llvm::Value* first = b.CreateICmpEQ(k0, b.getInt64(0));
+              llvm::Value* local = b.CreateSub(row0, block0);
+              llvm::Value* zero = llvm::Constant::getNullValue(vt);
+              std::vector<llvm::Value*> start(static_cast<size_t>(nr * nv), zero);
+              if (partial) {
+                for (int r = 0; r < nr; ++r) {
+                  for (int v = 0; v < nv; ++v) {
+                    llvm::Value* kept = b.CreateAlignedLoad(vt, vector_at(partial, b.CreateAdd(local, b.getInt64(r)), v),
+                                                            llvm::Align(64));
+                    start[static_cast<size_t>(r * nv + v)] = b.CreateSelect(first, zero, kept);
+                  }
+                }
+              }
+              std::vector<llvm::Value*> sums = emitter.ForLoop(k0, k1, 1, start,
+                  [&](llvm::Value* k, const std::vector<llvm::Value*>& cur) {
+                    LaneMath lanes(b, width);
+                    std::vector<llvm::Value*> next(cur);
+                    for (int v = 0; v < nv; ++v) {
+                      for (int r = 0; r < nr; ++r) {
+                        Index li;
+                        for (int d = 0; d < rank - 1; ++d) li.dims.push_back(outer_dim(lanes, r, d));
+                        li.dims.push_back(lanes.Uniform(k));
+                        llvm::Value* x = lanes.Widen(emitter.Emit(lhs, li));
+                        llvm::Value* y = rhs_at(k, k0, j0, v, outer[r], lanes, panel != nullptr);
+                        llvm::Value*& sum = next[static_cast<size_t>(r * nv + v)];
+                        sum = IsFloat(t) ? b.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vt}, {x, y, sum})
+                                          : b.CreateAdd(sum, b.CreateMul(x, y));
+                      }
+                    }
+                    return next;
+                  }, "dot.k");
+              llvm::BasicBlock* finish = nullptr;
+              llvm::BasicBlock* merge = nullptr;
+              if (partial) {
+                // Not the last block of k: the sums wait in the buffer.
+                llvm::Function* fn = b.GetInsertBlock()->getParent();
+                llvm::BasicBlock* keep = llvm::BasicBlock::Create(ctx, "dot.keep", fn);
+                finish = llvm::BasicBlock::Create(ctx, "dot.finish", fn);
+                merge = llvm::BasicBlock::Create(ctx, "dot.merge", fn);
+                b.CreateCondBr(b.CreateICmpULT(k1, b.getInt64(depth)), keep, finish);
+                b.SetInsertPoint(keep);
+                for (int r = 0; r < nr; ++r) {
+                  for (int v = 0; v < nv; ++v) {
+                    b.CreateAlignedStore(sums[static_cast<size_t>(r * nv + v)],
+                                         vector_at(partial, b.CreateAdd(local, b.getInt64(r)), v), llvm::Align(64));
+                  }
+                }
+                b.CreateBr(merge);
+                b.SetInsertPoint(finish);
+              }
+              // The epilogue of each output vector, with the dot's value from its sum.
+              for (int r = 0; r < nr; ++r) {
+                llvm::Value* row_start = b.CreateMul(b.CreateAdd(row0, b.getInt64(r)), b.getInt64(plan.row_length));
+                for (int v = 0; v < nv; ++v) {
+                  LaneMath lanes(b, width);
+                  llvm::Value* j = b.CreateAdd(j0, b.getInt64(int64_t{v} * width));
+                  Index index;
+                  for (int d = 0; d < rank - 1; ++d) index.dims.push_back(outer_dim(lanes, r, d));
+                  index.dims.push_back(lanes.LaneRamp(j));
+                  Val sum{sums[static_cast<size_t>(r * nv + v)], true};
+                  emitter.KeepLaneRow(tile.dot, [sum, width](const Index&, int w) -> std::optional<Val> {
+                    return w == width ? std::optional<Val>(sum) : std::nullopt;
+                  });
+                  emitter.PushScope();
+                  emit_group(index, lanes.LaneRamp(b.CreateAdd(row_start, j)));
+                  emitter.PopScope();
+                  emitter.ForgetLaneRows();
+                }
+              }
+              if (merge) {
+                b.CreateBr(merge);
+                b.SetInsertPoint(merge);
               }
               return std::vector<llvm::Value*>{};
-            }, "dot.pack");
-          }
-          emitter.ForLoop(block0, block_end, nr, {}, [&](llvm::Value* row0, const std::vector<llvm::Value*>&) {
-            std::vector<std::vector<llvm::Value*>> outer(nr);
-            for (int r = 0; r < nr; ++r) outer[r] = outer_of(b.CreateAdd(row0, b.getInt64(r)));
-            auto outer_dim = [&](LaneMath& lanes, int r, int k) {
-              return dims[k] == 1 ? lanes.Constant(0) : lanes.Uniform(outer[r][k]);
-            };
-            std::vector<llvm::Value*> zero(static_cast<size_t>(nr * nv), llvm::Constant::getNullValue(vt));
-            std::vector<llvm::Value*> sums = emitter.ForLoop(b.getInt64(0), b.getInt64(depth), 1, zero,
-                [&](llvm::Value* k, const std::vector<llvm::Value*>& cur) {
-                  LaneMath lanes(b, width);
-                  std::vector<llvm::Value*> next(cur);
-                  for (int v = 0; v < nv; ++v) {
-                    for (int r = 0; r < nr; ++r) {
-                      Index li;
-                      for (int d = 0; d < rank - 1; ++d) li.dims.push_back(outer_dim(lanes, r, d));
-                      li.dims.push_back(lanes.Uniform(k));
-                      llvm::Value* x = lanes.Widen(emitter.Emit(lhs, li));
-                      llvm::Value* y = rhs_at(k, j0, v, outer[r], lanes, panel != nullptr);
-                      llvm::Value*& sum = next[static_cast<size_t>(r * nv + v)];
-                      sum = IsFloat(t) ? b.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vt}, {x, y, sum})
-                                        : b.CreateAdd(sum, b.CreateMul(x, y));
-                    }
-                  }
-                  return next;
-                }, "dot.k");
-            // The epilogue of each output vector, with the dot's value from its sum.
-            for (int r = 0; r < nr; ++r) {
-              llvm::Value* row_start = b.CreateMul(b.CreateAdd(row0, b.getInt64(r)), b.getInt64(plan.row_length));
-              for (int v = 0; v < nv; ++v) {
-                LaneMath lanes(b, width);
-                llvm::Value* j = b.CreateAdd(j0, b.getInt64(int64_t{v} * width));
-                Index index;
-                for (int d = 0; d < rank - 1; ++d) index.dims.push_back(outer_dim(lanes, r, d));
-                index.dims.push_back(lanes.LaneRamp(j));
-                Val sum{sums[static_cast<size_t>(r * nv + v)], true};
-                emitter.KeepLaneRow(tile.dot, [sum, width](const Index&, int w) -> std::optional<Val> {
-                  return w == width ? std::optional<Val>(sum) : std::nullopt;
-                });
-                emitter.PushScope();
-                emit_group(index, lanes.LaneRamp(b.CreateAdd(row_start, j)));
-                emitter.PopScope();
-                emitter.ForgetLaneRows();
-              }
-            }
+            }, "dot.rows");
             return std::vector<llvm::Value*>{};
-          }, "dot.rows");
+          }, "dot.depth");
           return std::vector<llvm::Value*>{};
         }, "dot.tile");
         if (tiled < plan.row_length) {

@@ -23,7 +23,7 @@ namespace fj::codegen {
 // for every output row and waited on one chain of adds). Rows go in blocks whose lhs rows
 // stay in the L2 cache while each panel of the rhs (its columns of one tile) serves all the
 // block's tiles; without batch dimensions the panel is first packed k-major into a stack
-// buffer. (Tiles over all columns row by row re-read the whole rhs from memory for every
+// buffer, a block of k at a time when it is deep. (Tiles over all columns row by row re-read the whole rhs from memory for every
 // tile, and at a power-of-two row length a panel's cache lines fall in a few cache sets:
 // a 1024^3 float32 product ran at 44% of JAX's speed.)
 struct DotTile {
@@ -32,6 +32,9 @@ struct DotTile {
   int vectors = 4;
   int64_t block_rows = 4;
   bool pack = false;
+  // With `pack`: the panel's rows (k) packed at a time; the tiles' sums wait in a stack
+  // buffer between these blocks of k.
+  int64_t depth_block = 1;
   // The fewest rows a thread's chunk should have: each chunk packs the whole rhs again.
   int64_t chunk_rows = 1;
 };

@@ -92,13 +92,16 @@ bool IsFlat(const Computation& c, int64_t elements) {
 }
 
 
-// A block's lhs rows (bytes: about an L2 cache); the largest packed rhs panel (a stack
-// buffer, as the row buffers: Target::max_kept_row_bytes); the fewest rows of a thread's
-// chunk when panels are packed (each chunk packs every panel again: chunks of 16 rows made
-// a 128 x 768 x 768 product on 2 threads 1.4x, not 1.9x, as fast as on one).
+// A block's lhs rows (bytes: about an L2 cache); the largest packed rhs panel and the
+// largest buffer of waiting sums (stack buffers, as the row buffers:
+// Target::max_kept_row_bytes); the fewest rows of a thread's chunk when panels are packed
+// (each chunk packs every panel again: chunks of 16 rows made a 128 x 768 x 768 product on
+// 2 threads 1.4x, not 1.9x, as fast as on one; 64 rows gave 256 x 4096 x 512 0.86x JAX's
+// speed where 32 gave 0.78x).
 constexpr int64_t kDotBlockBytes = 512 * 1024;
 constexpr int64_t kDotPanelBytes = 64 * 1024;
-constexpr int64_t kDotChunkRows = 32;
+constexpr int64_t kDotPartialBytes = 64 * 1024;
+constexpr int64_t kDotChunkRows = 64;
 
 // The product a kernel of `plan` is tiled around (DotTile), if it has one.
 DotTile FindDotTile(const Computation& c, const KernelPlan& plan, const std::vector<const Instruction*>& roots) {
@@ -132,13 +135,17 @@ DotTile FindDotTile(const Computation& c, const KernelPlan& plan, const std::vec
   if (tile.vectors < 1) return tile;
   if (tile.vectors == 1) tile.rows = 8;
   const int64_t depth = dot->operand(0)->shape().dims().back();
-  const int64_t row_bytes = std::max<int64_t>(1, depth * DTypeBytes(dot->dtype()));
-  tile.block_rows = std::max<int64_t>(1, kDotBlockBytes / row_bytes / tile.rows) * tile.rows;
   int64_t batch_size = 1;
   for (int k = 0; k < batch; ++k) batch_size *= dot->shape().dim(k);
-  // The panel holds the sums' type (half precision is summed in float32).
-  const int64_t panel_bytes = depth * std::max<int64_t>(4, DTypeBytes(dot->dtype())) * tile.vectors * plan.width;
-  tile.pack = batch_size == 1 && panel_bytes <= kDotPanelBytes;
+  // The panel and the waiting sums hold the sums' type (half precision is summed in float32).
+  const int64_t lane_bytes = std::max<int64_t>(4, DTypeBytes(dot->dtype()));
+  const int64_t span_bytes = lane_bytes * tile.vectors * plan.width;
+  tile.pack = batch_size == 1;
+  tile.depth_block = tile.pack ? std::max<int64_t>(1, std::min(depth, kDotPanelBytes / span_bytes)) : depth;
+  const int64_t row_bytes = std::max<int64_t>(1, tile.depth_block * DTypeBytes(dot->dtype()));
+  int64_t block_rows = kDotBlockBytes / row_bytes;
+  if (tile.depth_block < depth) block_rows = std::min(block_rows, kDotPartialBytes / span_bytes);
+  tile.block_rows = std::max<int64_t>(1, block_rows / tile.rows) * tile.rows;
   if (tile.pack) tile.chunk_rows = std::min<int64_t>(tile.block_rows, kDotChunkRows);
   tile.dot = dot;
   return tile;
