@@ -647,11 +647,11 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
                 return dims[k] == 1 ? lanes.Constant(0) : lanes.Uniform(outer[r][k]);
               };
               // The sums so far: zero in the first block of k, else from the buffer.
-              llvm::Value* first = b.CreateICmpEQ(k0, b.getInt64(0));
               llvm::Value* local = b.CreateSub(row0, block0);
               llvm::Value* zero = llvm::Constant::getNullValue(vt);
               std::vector<llvm::Value*> start(static_cast<size_t>(nr * nv), zero);
               if (partial) {
+                llvm::Value* first = b.CreateICmpEQ(k0, b.getInt64(0));
                 for (int r = 0; r < nr; ++r) {
                   for (int v = 0; v < nv; ++v) {
                     llvm::Value* kept = b.CreateAlignedLoad(vt, vector_at(partial, b.CreateAdd(local, b.getInt64(r)), v),

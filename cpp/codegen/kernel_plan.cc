@@ -91,7 +91,6 @@ bool IsFlat(const Computation& c, int64_t elements) {
   return true;
 }
 
-
 // A block's lhs rows (bytes: about an L2 cache); the largest packed rhs panel and the
 // largest buffer of waiting sums (stack buffers, as the row buffers:
 // Target::max_kept_row_bytes); the fewest rows of a thread's chunk when panels are packed
