@@ -381,11 +381,12 @@ def test_a_scan_of_prng_splits_compiles_in_reasonable_time():
     np.testing.assert_array_equal(np.asarray(resets), np.asarray(want_resets))
 
 
-# Found by the loops fuzzer (seed 920494), not fixed yet: under profile 'none' a scan of 13
-# steps unrolled by 8 (its 5 last steps peeled, each with an inner scan) followed by another
-# loop returns a wrong final carry; the fusing profiles give NumPy's values. Strict: the
-# test fails once the bug is fixed, to be turned into a plain regression test.
-@pytest.mark.xfail(strict=True, reason="known bug: profile 'none', peeled unrolled scan steps")
+# Found by the loops fuzzer (seed 920494): under profile 'none' a scan of 13 steps unrolled
+# by 8 (its 5 last steps peeled, each with an inner scan) followed by another loop returned a
+# wrong final carry. The unrolled loop read the zeros `v5` in place as an unchanged state
+# element, which kept their buffer alive to the loop result's last read; the peeled steps'
+# inner scans then took that buffer over as their own state (they judged its life by the
+# zeros' own last reader) and overwrote it before the `max` over `v5` read it.
 def test_a_peeled_unrolled_scan_before_another_loop_under_profile_none():
     F = np.float32
 

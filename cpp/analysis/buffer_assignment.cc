@@ -383,7 +383,9 @@ void BufferAssignment::Assign(const Computation& c, Arena& arena) {
         bool once = true;
         for (int j = 0; j < init->operand_count(); ++j) once = once && (j == k || Resolve(init->operand(j)) != u);
         auto it = std::find_if(frame.dies_at.begin(), frame.dies_at.end(), [&](const auto& e) { return e.second == u; });
-        if (!once || it == frame.dies_at.end() || last_use(u) > p) continue;
+        // `it->first`, not `last_use(u)`: an earlier loop that reads `u` in place as its
+        // unchanged state keeps it alive until that loop's result is last read.
+        if (!once || it == frame.dies_at.end() || it->first > p) continue;
         frame.dies_at.erase(it);
         slices_[state] = slices_.at(u);
         // The loop itself uses its state, also an element nothing reads after it.
@@ -419,7 +421,7 @@ void BufferAssignment::Assign(const Computation& c, Arena& arena) {
         // Update the operand's own temp where nothing reads it after this kernel.
         Value u = Resolve(i->operand(slot));
         auto it = std::find_if(frame.dies_at.begin(), frame.dies_at.end(), [&](const auto& e) { return e.second == u; });
-        if (it != frame.dies_at.end() && last_use(u) <= p) {
+        if (it != frame.dies_at.end() && it->first <= p) {  // (as for a loop's state, above)
           frame.dies_at.erase(it);
           slices_[v] = slices_.at(u);
           frame.dies_at.emplace(last_use(v), v);

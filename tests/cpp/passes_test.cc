@@ -388,6 +388,73 @@ ENTRY %main (x: f32[1024]) -> (f32[1024], f32[1024]) {
   EXPECT_EQ(buffers.output_copies()[0].source.kind, BufferKind::kParameter);
 }
 
+// Regression (loops fuzzer, seed 920494): a loop that reads a temp in place as an unchanged
+// state element keeps that temp alive until the loop's result is last read; a later loop
+// starting from the same temp must not take it over as its own, updated, state.
+TEST(BufferAssignment, ALoopDoesNotTakeOverATempAnEarlierLoopStillPassesOn) {
+  std::unique_ptr<Module> m = Parse(R"(
+module m
+%cond (p: (s32[], f32[2])) -> pred[] {
+  %p = (s32[], f32[2]) parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %n = s32[] constant(2)
+  ROOT %lt = pred[] compare(%i, %n), direction=LT
+}
+
+%same (p: (s32[], f32[2])) -> (s32[], f32[2]) {
+  %p = (s32[], f32[2]) parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %z = f32[2] get-tuple-element(%p), index=1
+  %one = s32[] constant(1)
+  %next = s32[] add(%i, %one)
+  ROOT %t = (s32[], f32[2]) tuple(%next, %z)
+}
+
+%cond.1 (p: (s32[], f32[2])) -> pred[] {
+  %p = (s32[], f32[2]) parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %n = s32[] constant(2)
+  ROOT %lt = pred[] compare(%i, %n), direction=LT
+}
+
+%double (p: (s32[], f32[2])) -> (s32[], f32[2]) {
+  %p = (s32[], f32[2]) parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %z = f32[2] get-tuple-element(%p), index=1
+  %z2 = f32[2] add(%z, %z)
+  %one = s32[] constant(1)
+  %next = s32[] add(%i, %one)
+  ROOT %t = (s32[], f32[2]) tuple(%next, %z2)
+}
+
+ENTRY %main (x: f32[2]) -> f32[2] {
+  %x = f32[2] parameter(0)
+  %b = f32[2] negate(%x)
+  %zero = s32[] constant(0)
+  %init = (s32[], f32[2]) tuple(%zero, %b)
+  %w1 = (s32[], f32[2]) while(%init), condition=%cond, body=%same
+  %w2 = (s32[], f32[2]) while(%init), condition=%cond.1, body=%double
+  %g1 = f32[2] get-tuple-element(%w1), index=1
+  %g2 = f32[2] get-tuple-element(%w2), index=1
+  %e = f32[2] exponential(%g2)
+  ROOT %r = f32[2] add(%e, %g1)
+}
+)");
+  KernelWrapperPass().Run(*m);
+  BufferAssignment buffers(*m);
+  const Instruction* add = m->entry()->root();
+  const Instruction* w1 = add->operand(1)->operand(0);
+  const Instruction* w2 = add->operand(0)->operand(0)->operand(0);
+  ASSERT_EQ(w1->opcode(), Opcode::kWhile);
+  ASSERT_EQ(w2->opcode(), Opcode::kWhile);
+  const BufferSlice& passed_on = buffers.Get(w1, 1);
+  const BufferSlice& updated = buffers.Get(w2, 1);
+  ASSERT_EQ(passed_on.kind, BufferKind::kTemp) << buffers.ToString();
+  ASSERT_EQ(updated.kind, BufferKind::kTemp) << buffers.ToString();
+  bool overlap = passed_on.offset < updated.offset + updated.size && updated.offset < passed_on.offset + passed_on.size;
+  EXPECT_FALSE(overlap) << buffers.ToString();
+}
+
 }  // namespace
 }  // namespace fj
 
