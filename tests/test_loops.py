@@ -122,6 +122,46 @@ def test_scan_with_random_keys_split_in_the_loop():
     np.testing.assert_array_equal(np.asarray(got[0]), np.asarray(key))
 
 
+# Found by the loops fuzzer (seed 920208): fusion grew a kernel one producer at a time by
+# rebuilding it, and priced and counted the whole kernel again for every candidate producer,
+# so compile time grew with the cube of a fully unrolled scan's length (this program: 188 s
+# under the default profile). Producers are now fused in place, with the kernel's counts and
+# cost kept per kernel (16 s here with the IR verifier on, half of it LLVM; 32 steps take
+# about 4x as long: a kernel is priced anew after each producer). Not a benchmark: a bound
+# far above today's time that the old growth exceeds three times over.
+@pytest.mark.parametrize("profile", ["fusionjit", "xla"])
+def test_a_fully_unrolled_scan_with_key_splits_compiles_in_seconds(profile):
+    import time
+
+    def step(carry, _):
+        a, b, i, key = carry
+        key, sub = fusionjit.random.split(key)
+        coin = fusionjit.random.bernoulli(sub, 0.3, (2,))
+        both = b.astype(bool) * coin
+        stacked = fnp.stack([coin, both, coin], axis=0) + both
+        b = fnp.sin(b + np.float32(0.5) * fnp.tanh(a))
+        return (fnp.tanh(b), b, i + 1, key), (i + 1, b, stacked)
+
+    def program(a, b, key):
+        return lax.scan(step, (a, b, np.int32(0), key), None, length=16, unroll=16)
+
+    a = np.array([-0.2, 1.7], np.float32)
+    b = np.array([-0.6, -0.1], np.float32)
+    key = fusionjit.random.PRNGKey(3)
+    f = fusionjit.jit(program, fusion=profile)
+    start = time.perf_counter()
+    f.lower(a, b, key).compile()
+    seconds = time.perf_counter() - start
+    assert seconds < 60, f"compiling a 16-step unrolled scan took {seconds:.1f} s"
+    (_, b_end, steps, _), (counts, bs, _) = f(a, b, key)
+    assert int(steps) == 16 and np.asarray(counts).tolist() == list(range(1, 17))
+    want = b.copy()
+    for _ in range(16):
+        want = np.sin(want + np.float32(0.5) * np.tanh(a))
+        a = np.tanh(want)
+    np.testing.assert_allclose(np.asarray(b_end), want, rtol=1e-5, atol=1e-6)
+
+
 def test_scan_runs_eagerly_outside_jit_compiled_once():
     from fusionjit._src.dispatch import stats
     xs = np.arange(4, dtype=np.float32)

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "ir/whole_loop.h"
@@ -372,15 +374,56 @@ double FlopsPerElementIn(const Instruction* producer, const Shape* rows) {
   return Flops(EvaluationsOver(fused, KeepFn{}, same_rows ? own : nullptr, KernelShape(fused))) / n;
 }
 
+namespace {
+
+struct CachedKernel {
+  std::optional<std::unordered_map<const Instruction*, double>> evaluations;  // Evaluations(fused)
+  std::optional<KernelCost> cost;
+};
+thread_local std::unordered_map<const Instruction*, CachedKernel>* kernel_cache = nullptr;
+
+KernelCost EstimateKernelAnew(const Instruction* instr);
+
+}  // namespace
+
+KernelCostCache::KernelCostCache() {
+  if (kernel_cache) return;  // an enclosing one serves
+  kernel_cache = new std::unordered_map<const Instruction*, CachedKernel>();
+  installed_ = true;
+}
+
+KernelCostCache::~KernelCostCache() {
+  if (!installed_) return;
+  delete kernel_cache;
+  kernel_cache = nullptr;
+}
+
+void KernelCostCache::Forget(const Instruction* kernel) {
+  if (kernel_cache) kernel_cache->erase(kernel);
+}
+
 double OperandEvaluations(const Instruction* consumer, int i) {
   if (consumer->opcode() == Opcode::kFusion) {
-    std::unordered_map<const Instruction*, double> evals = Evaluations(*consumer->fused_computation());
-    return evals[consumer->fused_computation()->parameter(i)];
+    const Computation& fused = *consumer->fused_computation();
+    if (!kernel_cache) return Evaluations(fused)[fused.parameter(i)];
+    CachedKernel& cached = (*kernel_cache)[consumer];
+    if (!cached.evaluations) cached.evaluations = Evaluations(fused);
+    auto it = cached.evaluations->find(fused.parameter(i));
+    return it == cached.evaluations->end() ? 0.0 : it->second;
   }
   return Elements(consumer->shape()) * ReadsPerEvaluation(consumer, i);
 }
 
 KernelCost EstimateKernel(const Instruction* instr) {
+  if (!kernel_cache || instr->opcode() != Opcode::kFusion) return EstimateKernelAnew(instr);
+  CachedKernel& cached = (*kernel_cache)[instr];
+  if (!cached.cost) cached.cost = EstimateKernelAnew(instr);
+  return *cached.cost;
+}
+
+namespace {
+
+KernelCost EstimateKernelAnew(const Instruction* instr) {
   KernelCost c;
   c.bytes_written = instr->shape().ByteSize();
   if (instr->opcode() == Opcode::kFusion) {
@@ -425,6 +468,8 @@ KernelCost EstimateKernel(const Instruction* instr) {
   }
   return c;
 }
+
+}  // namespace
 
 bool RunsInParallel(const KernelCost& c, const Target& target) {
   return c.work >= static_cast<double>(target.parallel_min_work) || c.flops >= target.parallel_min_lane_ops;

@@ -84,6 +84,24 @@ struct KernelCost {
 // The cost of `instr` run as one kernel (a fusion, or a single op as its own kernel).
 KernelCost EstimateKernel(const Instruction* instr);
 
+// While one is alive on a thread, EstimateKernel of a fusion and the evaluations of its
+// operands (OperandEvaluations) are computed once per kernel and then looked up: the fusion
+// passes price one kernel against each of its candidate producers, and each estimate walks
+// the whole kernel (kernels of thousands of ops in unrolled loops made compile time cubic).
+// Valid while kernels are only built anew (a pass frees none until it ends); what changes a
+// kernel in place says so (Forget).
+class KernelCostCache {
+ public:
+  KernelCostCache();
+  ~KernelCostCache();
+  KernelCostCache(const KernelCostCache&) = delete;
+  KernelCostCache& operator=(const KernelCostCache&) = delete;
+  static void Forget(const Instruction* kernel);
+
+ private:
+  bool installed_ = false;
+};
+
 // Whether a kernel runs on the thread pool (it needs more than one unit as well): from
 // Target::parallel_min_work element steps, or parallel_min_lane_ops lane-ops. Codegen
 // decides with it and the model prices with it.

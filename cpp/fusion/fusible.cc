@@ -7,6 +7,9 @@
 #include <unordered_set>
 #include <vector>
 
+#include "support/error.h"
+#include "support/flags.h"
+
 namespace fj {
 namespace {
 
@@ -150,59 +153,107 @@ bool ReadsOnlyElementwise(const Instruction* producer, const Instruction* consum
 
 namespace {
 
-// EmittedCount of `instr`, or with `instr` null the largest count of any instruction.
-int EmittedCounts(const Computation& fused, const Instruction* instr) {
-  // Each instruction gets the set of "index sources" it is requested with: the root's own
-  // index, or one new index per (index-changing user, operand slot, user's source). Sets are
-  // sorted runs in one pool (this runs for every candidate pair of the fusion passes: in
-  // kernels of thousands of ops, e.g. unrolled chains of PRNG key splits, std::sets were the
-  // compiler's hot spot), capped at kEmittedCountCap sources: only the count matters.
-  std::vector<Instruction*> order = fused.MakePostOrder();
-  const int n = static_cast<int>(order.size());
-  std::unordered_map<const Instruction*, int> position;
-  position.reserve(order.size());
-  for (int p = 0; p < n; ++p) position[order[p]] = p;
-  std::vector<uint64_t> pool, s;
-  std::vector<std::pair<size_t, size_t>> run(order.size());  // [begin, end) in pool
-  const Instruction* root = fused.root();
+// The "index sources" of every instruction of `fused` (EmittedCount: how many there are),
+// and the largest count.
+struct EmittedCounts {
+  std::unordered_map<const Instruction*, std::vector<uint64_t>> sources;  // sorted, at most the cap
   int largest = 0;
-  for (int p = n - 1; p >= 0; --p) {
-    const Instruction* x = order[p];
-    s.clear();
-    if (x == root) s.push_back(0);
-    for (const Instruction* u : x->users()) {
-      auto at = position.find(u);
-      if (at == position.end()) continue;
-      auto [begin, end] = run[at->second];
-      for (int k = 0; k < u->operand_count(); ++k) {
-        if (u->operand(k) != x) continue;
-        bool forwards = u->opcode() == Opcode::kTuple ||
-                        (IsElementwise(u->opcode()) && u->shape().IsArray() && x->shape().SameDims(u->shape()));
-        if (forwards) {
-          s.insert(s.end(), pool.begin() + static_cast<std::ptrdiff_t>(begin), pool.begin() + static_cast<std::ptrdiff_t>(end));
-        } else {
-          // A new index per source of the user.
-          uint64_t id = (static_cast<uint64_t>(at->second) + 1) << 32 | static_cast<uint64_t>(k) << 12;
-          for (size_t m = 0; m < end - begin && m < kEmittedCountCap; ++m) s.push_back(id | m);
-        }
+};
+
+// Sets the sources of `x` from those of its users. An instruction is requested with the
+// root's own index, or one new index per (index-changing user, operand slot, user's
+// source); elementwise users pass theirs on. Capped at kEmittedCountCap: only the count
+// matters. (Sorted vectors: in kernels of thousands of ops, e.g. unrolled chains of PRNG
+// key splits, std::sets were the compiler's hot spot.)
+void SetSources(EmittedCounts& counts, const Computation& fused, const Instruction* x, std::vector<uint64_t>& s) {
+  s.clear();
+  if (x == fused.root()) s.push_back(0);
+  for (const Instruction* u : x->users()) {
+    auto at = counts.sources.find(u);
+    if (at == counts.sources.end()) continue;
+    const std::vector<uint64_t>& from = at->second;
+    for (int k = 0; k < u->operand_count(); ++k) {
+      if (u->operand(k) != x) continue;
+      bool forwards = u->opcode() == Opcode::kTuple ||
+                      (IsElementwise(u->opcode()) && u->shape().IsArray() && x->shape().SameDims(u->shape()));
+      if (forwards) {
+        s.insert(s.end(), from.begin(), from.end());
+      } else {
+        // A new index per source of the user (ids are unique in the module).
+        uint64_t id = (static_cast<uint64_t>(u->unique_id()) + 1) << 32 | static_cast<uint64_t>(k) << 12;
+        for (size_t m = 0; m < from.size() && m < kEmittedCountCap; ++m) s.push_back(id | m);
       }
     }
-    std::sort(s.begin(), s.end());
-    s.erase(std::unique(s.begin(), s.end()), s.end());
-    if (s.size() > kEmittedCountCap) s.resize(kEmittedCountCap);
-    if (x == instr) return static_cast<int>(s.size());
-    if (!instr) largest = std::max(largest, static_cast<int>(s.size()));
-    run[p] = {pool.size(), pool.size() + s.size()};
-    pool.insert(pool.end(), s.begin(), s.end());
   }
-  return largest;
+  std::sort(s.begin(), s.end());
+  s.erase(std::unique(s.begin(), s.end()), s.end());
+  if (s.size() > kEmittedCountCap) s.resize(kEmittedCountCap);
+  counts.largest = std::max(counts.largest, static_cast<int>(s.size()));
+  counts.sources[x] = s;
+}
+
+EmittedCounts CountEmitted(const Computation& fused) {
+  std::vector<Instruction*> order = fused.MakePostOrder();
+  EmittedCounts counts;
+  counts.sources.reserve(order.size());
+  std::vector<uint64_t> s;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) SetSources(counts, fused, *it, s);
+  return counts;
+}
+
+thread_local std::unordered_map<const Computation*, EmittedCounts>* emitted_cache = nullptr;
+
+// The counts of `fused`: from the thread's cache where there is one.
+const EmittedCounts& CountsOf(const Computation& fused, EmittedCounts& scratch) {
+  if (!emitted_cache) return scratch = CountEmitted(fused);
+  auto it = emitted_cache->find(&fused);
+  if (it == emitted_cache->end()) it = emitted_cache->emplace(&fused, CountEmitted(fused)).first;
+  return it->second;
 }
 
 }  // namespace
 
-int EmittedCount(const Computation& fused, const Instruction* instr) { return EmittedCounts(fused, instr); }
+EmittedCountCache::EmittedCountCache() {
+  if (emitted_cache) return;  // an enclosing one serves
+  emitted_cache = new std::unordered_map<const Computation*, EmittedCounts>();
+  installed_ = true;
+}
 
-int MaxEmittedCount(const Computation& fused) { return EmittedCounts(fused, nullptr); }
+void EmittedCountCache::Update(const Computation& fused, const std::vector<const Instruction*>& changed) {
+  if (!emitted_cache) return;
+  auto it = emitted_cache->find(&fused);
+  if (it == emitted_cache->end()) return;
+  std::vector<uint64_t> s;
+  for (const Instruction* x : changed) SetSources(it->second, fused, x, s);
+  // Checked against counts made afresh (FJ_CHECKS), for kernels small enough that this
+  // does not make growing them quadratic again.
+  if (GetDebugFlags().checks && fused.instruction_count() <= 512) {
+    EmittedCounts anew = CountEmitted(fused);
+    for (const auto& [x, sources] : anew.sources) {
+      auto kept = it->second.sources.find(x);
+      FJ_CHECK(kept != it->second.sources.end() && kept->second.size() == sources.size(),
+               "emitted count of %", x->name(), " in ", fused.name(), " kept wrong by an in-place fusion");
+    }
+  }
+}
+
+EmittedCountCache::~EmittedCountCache() {
+  if (!installed_) return;
+  delete emitted_cache;
+  emitted_cache = nullptr;
+}
+
+int EmittedCount(const Computation& fused, const Instruction* instr) {
+  EmittedCounts scratch;
+  const EmittedCounts& counts = CountsOf(fused, scratch);
+  auto it = counts.sources.find(instr);
+  return it == counts.sources.end() ? 0 : static_cast<int>(it->second.size());
+}
+
+int MaxEmittedCount(const Computation& fused) {
+  EmittedCounts scratch;
+  return CountsOf(fused, scratch).largest;
+}
 
 int CodeDuplication(const Instruction* producer, int emitted) {
   // Emitted once, the producer's code is there once: nothing to multiply (and the count

@@ -39,6 +39,27 @@ int EmittedCount(const Computation& fused, const Instruction* instr);
 int EmittedCountOfProducer(const Instruction* producer, const Instruction* consumer);
 // The largest EmittedCount of any instruction in `fused`.
 int MaxEmittedCount(const Computation& fused);
+// While one is alive on a thread, the counts above are computed once per fused computation
+// (a walk over all of it) and then looked up: the fusion passes ask about one kernel for
+// each of its candidate producers, and kernels of thousands of ops (unrolled loops) made
+// that walk the compiler's hot spot. Fusing builds a new computation and frees none until
+// the pass ends (Module::ReleaseRemoved), so a pass may hold one for its whole run; what
+// changes a fused computation in place while it lives says so (Update).
+class EmittedCountCache {
+ public:
+  // For what changes `fused` in place (FuseIntoFusion): the instructions it added, and those
+  // that gained users, users before operands. The others keep their counts: their users
+  // did not change.
+  static void Update(const Computation& fused, const std::vector<const Instruction*>& changed);
+
+  EmittedCountCache();
+  ~EmittedCountCache();
+  EmittedCountCache(const EmittedCountCache&) = delete;
+  EmittedCountCache& operator=(const EmittedCountCache&) = delete;
+
+ private:
+  bool installed_ = false;
+};
 // How often the most duplicated op of `producer` would be emitted in a consumer that emits
 // the producer `emitted` times (EmittedCountOfProducer): that count times the largest
 // count inside the producer (XLA's MaxCodeDuplicationTooHigh). Fusions of fusions multiply:

@@ -2,6 +2,8 @@
 #include "fusion/fusion_decision.h"
 
 #include <cstdio>
+#include <unordered_set>
+#include <vector>
 
 #include "ir/computation.h"
 
@@ -61,8 +63,16 @@ void FusionLog::Record(const std::string& pass, const Instruction* producer,
     opcodes = std::string(OpcodeName(c->opcode()));
   }
   if (consumer->opcode() == Opcode::kFusion) {
-    for (const Instruction* i : consumer->fused_computation()->MakePostOrder()) {
+    // Breadth first from the root: the ops nearest the kernel's outputs, which copies of a
+    // duplicated producer do not share.
+    std::vector<const Instruction*> queue = {consumer->fused_computation()->root()};
+    std::unordered_set<const Instruction*> seen(queue.begin(), queue.end());
+    for (size_t q = 0; q < queue.size() && e.consumer_kernel_ops.size() < FusionLogEntry::kKernelOpsInLog; ++q) {
+      const Instruction* i = queue[q];
       if (i->opcode() != Opcode::kParameter && i->opcode() != Opcode::kTuple) e.consumer_kernel_ops.push_back(i->name());
+      for (const Instruction* op : i->operands()) {
+        if (seen.insert(op).second) queue.push_back(op);
+      }
     }
   } else {
     e.consumer_kernel_ops.push_back(consumer->name());

@@ -47,8 +47,11 @@ struct FusionLogEntry {
   std::string producer_opcode;
   std::string consumer;
   std::string consumer_opcode;
-  // Every op of the consumer's kernel at the time (fused copies share names, so this tells
-  // which of the final kernels the decision was about).
+  // Ops of the consumer's kernel at the time, from its root back, at most kKernelOpsInLog
+  // (fused copies share names, so this tells which of the final kernels the decision was
+  // about; all ops, for every decision about a kernel that grows to thousands of ops, made
+  // the log quadratic in time and memory).
+  static constexpr size_t kKernelOpsInLog = 32;
   std::vector<std::string> consumer_kernel_ops;
   std::string producer_source;  // "file.py:12 (f)"
   FusionDecision decision;

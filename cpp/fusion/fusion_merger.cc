@@ -167,6 +167,10 @@ FusionDecision FusionMergerPass::ShouldMerge(const Instruction* producer) const 
 
 bool FusionMergerPass::Run(Module& module) {
   if (!profile_.enabled || !profile_.fusion_merger) return false;
+  // Kernels are built anew or grown in place (FuseIntoFusion, which updates these) and
+  // freed when the pass ends.
+  EmittedCountCache counts;
+  KernelCostCache costs;
   bool changed = false;
   for (Computation* comp : module.ControlFlowComputations()) changed = RunOn(comp) || changed;
   return changed;

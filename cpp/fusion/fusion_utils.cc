@@ -3,11 +3,14 @@
 
 #include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 
+#include "analysis/cost_model.h"
 #include "fusion/fusible.h"
 #include "fusion/fusion_decision.h"
 #include "ir/builder.h"
 #include "support/error.h"
+#include "support/flags.h"
 
 namespace fj {
 
@@ -256,5 +259,112 @@ Instruction* FuseInstructions(const std::vector<Instruction*>& members_in,
 }
 
 Instruction* WrapInFusion(Instruction* instr) { return FuseInstructions({instr}); }
+
+Instruction* FuseIntoFusion(Instruction* producer, Instruction* consumer, bool duplicate) {
+  FJ_CHECK(consumer->opcode() == Opcode::kFusion && producer->shape().IsArray() && producer->parent() == consumer->parent());
+  Computation* comp = consumer->parent();
+  Computation* fused = consumer->fused_computation();
+  std::vector<int> slots;  // the consumer's operand slots that read the producer
+  std::unordered_map<const Instruction*, Instruction*> param_for;  // outside value -> param
+  for (int i = 0; i < consumer->operand_count(); ++i) {
+    if (consumer->operand(i) == producer) {
+      slots.push_back(i);
+    } else {
+      param_for.emplace(consumer->operand(i), fused->parameter(i));
+    }
+  }
+  FJ_CHECK(!slots.empty(), "%", producer->name(), " is not an operand of %", consumer->name());
+  // A producer of a loop's kind (no reduction, dot or scatter) leaves the kernel's kind as
+  // it is; others may change it, and a new kind means a new name: FuseInstructions.
+  bool loop_kind = producer->opcode() == Opcode::kFusion ? producer->fusion_kind() == FusionKind::kLoop
+                                                         : KernelKindFor(producer) == FusionKind::kLoop;
+  if (!loop_kind) return nullptr;
+  Builder fb(fused);
+  auto value_of = [&](Instruction* op) -> Instruction* {
+    auto it = param_for.find(op);
+    if (it != param_for.end()) return it->second;
+    int64_t n = fused->num_parameters();
+    Instruction* p = fb.Parameter(n, op->shape(), "param_" + std::to_string(n));
+    consumer->AppendOperand(op);
+    param_for[op] = p;
+    return p;
+  };
+  std::vector<Instruction*> ops;
+  for (Instruction* op : producer->operands()) ops.push_back(value_of(op));
+  Instruction* value;
+  std::vector<const Instruction*> added;  // operands first
+  if (producer->opcode() != Opcode::kFusion) {
+    value = fused->AddInstruction(producer->CloneWithNewOperands(producer->shape(), ops), producer->name());
+    added.push_back(value);
+  } else {
+    const Computation* body = producer->fused_computation();
+    FJ_CHECK(body->root()->opcode() != Opcode::kTuple, "fusing a multi-output fusion in place");
+    std::unordered_map<const Instruction*, Instruction*> map;
+    for (int i = 0; i < body->num_parameters(); ++i) map[body->parameter(i)] = ops[i];
+    for (Instruction* bi : body->MakePostOrder()) {
+      if (bi->opcode() == Opcode::kParameter) continue;
+      std::vector<Instruction*> bops;
+      for (Instruction* o : bi->operands()) bops.push_back(map.at(o));
+      map[bi] = fused->AddInstruction(bi->CloneWithNewOperands(bi->shape(), bops), bi->name());
+      added.push_back(map[bi]);
+    }
+    value = map.at(body->root());
+  }
+  for (int i : slots) fused->parameter(i)->ReplaceAllUsesWith(value);
+  for (auto it = slots.rbegin(); it != slots.rend(); ++it) {
+    consumer->RemoveOperand(*it);
+    fused->RemoveParameter(*it);
+  }
+  // Operands in the order a rebuilt kernel has them (FuseInstructions: the producer's, then
+  // the consumer's others): the order of the computation's post order, and with it of the
+  // fusion passes' greedy decisions, must not depend on how a kernel was grown.
+  std::vector<Instruction*> order;
+  std::unordered_map<const Instruction*, Instruction*> param_of;
+  for (int i = 0; i < consumer->operand_count(); ++i) param_of.emplace(consumer->operand(i), fused->parameter(i));
+  if (param_of.size() == static_cast<size_t>(consumer->operand_count())) {  // no operand twice
+    std::vector<Instruction*> operands;
+    std::unordered_set<const Instruction*> placed;
+    for (Instruction* op : producer->operands()) {
+      if (placed.insert(op).second) operands.push_back(op);
+    }
+    for (Instruction* op : consumer->operands()) {
+      if (placed.insert(op).second) operands.push_back(op);
+    }
+    for (Instruction* op : operands) order.push_back(param_of.at(op));
+    fused->ReorderParameters(order);
+    consumer->DropAllOperands();
+    for (Instruction* op : operands) consumer->AppendOperand(op);
+  }
+  // The roots stay, but the walk from them to a reduction (ReductionHero) may now end at
+  // one of the producer's ops: the kind (and with it the name) follows, as it would for a
+  // kernel built anew. Loop-kind producers bring no dot or scatter.
+  FusionKind kind = consumer->fusion_kind();
+  if (kind == FusionKind::kLoop || kind == FusionKind::kInput) {
+    kind = ReductionHero(*fused) ? FusionKind::kInput : FusionKind::kLoop;
+  }
+  if (kind != consumer->fusion_kind()) {
+    consumer->mutable_attrs().fusion_kind = kind;
+    comp->Rename(consumer, FusionName(kind, *fused));
+    fused->set_name(comp->parent()->UniqueComputationName("fused_" + consumer->name()));
+  }
+  if (GetDebugFlags().checks) {
+    FJ_CHECK(ChooseFusionKind(*fused) == consumer->fusion_kind(), "fusing %", producer->name(),
+             " in place changed the kind of %", consumer->name());
+  }
+  // The producer's ops, then the parameters they read (with new users), users first.
+  std::vector<const Instruction*> changed(added.rbegin(), added.rend());
+  for (const Instruction* p : ops) {
+    if (std::find(changed.begin(), changed.end(), p) == changed.end()) changed.push_back(p);
+  }
+  EmittedCountCache::Update(*fused, changed);
+  KernelCostCache::Forget(consumer);
+  if (!duplicate) {
+    FJ_CHECK(producer->users().empty() && !producer->IsRoot(), "%", producer->name(), " has other users");
+    Computation* body = producer->opcode() == Opcode::kFusion ? producer->fused_computation() : nullptr;
+    comp->RemoveInstruction(producer);
+    if (body) comp->parent()->RemoveComputation(body);
+  }
+  return consumer;
+}
 
 }  // namespace fj

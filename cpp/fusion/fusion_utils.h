@@ -28,6 +28,15 @@ Instruction* FuseInstructions(const std::vector<Instruction*>& members,
 
 // Wraps a single instruction into a fusion of the kind it calls for.
 Instruction* WrapInFusion(Instruction* instr);
+// Fuses `producer` (an array-valued op or single-output fusion) into the fusion `consumer`
+// in place, as XLA's HloFusionInstruction::FuseInstruction: the producer's ops are cloned
+// into the consumer's computation, the parameters that read it read the clone, and its
+// operands become the consumer's (shared where the consumer reads them already). The
+// producer stays for its other users if `duplicate`, else it is removed. Costs the
+// producer's size, where FuseInstructions rebuilds the whole consumer: growing a kernel of
+// n ops one producer at a time was quadratic. Returns null, changing nothing, where the
+// kernel's kind would change (FuseInstructions then names the new kernel).
+Instruction* FuseIntoFusion(Instruction* producer, Instruction* consumer, bool duplicate);
 
 // The members' fusion kind: input if it is built around a reduction, output around a dot,
 // else loop.

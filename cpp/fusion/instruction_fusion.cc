@@ -290,6 +290,10 @@ FusionDecision InstructionFusionPass::ShouldFuse(const Instruction* producer,
 
 bool InstructionFusionPass::Run(Module& module) {
   if (!profile_.enabled) return false;
+  // Kernels are built anew or grown in place (FuseIntoFusion, which updates these) and
+  // freed when the pass ends.
+  EmittedCountCache counts;
+  KernelCostCache costs;
   bool changed = false;
   for (Computation* comp : module.ControlFlowComputations()) changed = RunOn(comp) || changed;
   return changed;
@@ -343,8 +347,13 @@ bool InstructionFusionPass::RunOn(Computation* comp) {
         bool duplicate = OtherUsers(producer, consumer) > 0;
         std::unordered_set<const Instruction*> dup;
         if (duplicate) dup.insert(producer);
-        Instruction* fusion = FuseInstructions({producer, consumer}, dup);
-        removed.insert(consumer);
+        // In place where the consumer is a kernel already (linear in the kernel's size
+        // over all its producers); else a new kernel of the two.
+        Instruction* fusion = consumer->opcode() == Opcode::kFusion && producer->shape().IsArray()
+                                  ? FuseIntoFusion(producer, consumer, duplicate)
+                                  : nullptr;
+        if (!fusion) fusion = FuseInstructions({producer, consumer}, dup);
+        if (fusion != consumer) removed.insert(consumer);
         if (!duplicate) removed.insert(producer);
         position[fusion] = idx;
         consumer = fusion;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <unordered_set>
 
+#include "analysis/cost_model.h"
 #include "fusion/fusible.h"
 #include "fusion/fusion_utils.h"
 
@@ -250,6 +251,10 @@ bool MultiOutputFusionPass::FuseProducerConsumer(Computation* comp) {
 
 bool MultiOutputFusionPass::Run(Module& module) {
   if (!profile_.enabled || !profile_.multi_output) return false;
+  // Kernels are built anew or grown in place (FuseIntoFusion, which updates these) and
+  // freed when the pass ends.
+  EmittedCountCache counts;
+  KernelCostCache costs;
   bool changed = false;
   for (Computation* comp : module.ControlFlowComputations()) {
     changed = FuseSiblings(comp) || changed;

@@ -49,6 +49,30 @@ void Computation::RemoveInstruction(Instruction* instruction) {
   index_.erase(it);
 }
 
+void Computation::ReorderParameters(const std::vector<Instruction*>& params) {
+  FJ_CHECK(params.size() == parameters_.size() &&
+               std::is_permutation(params.begin(), params.end(), parameters_.begin()),
+           "not a reordering of the parameters of ", name_);
+  parameters_ = params;
+  for (int k = 0; k < num_parameters(); ++k) parameters_[k]->mutable_attrs().index = k;
+}
+
+void Computation::Rename(Instruction* instruction, const std::string& hint) {
+  FJ_CHECK(Contains(instruction), "renaming ", instruction->name(), " outside ", name_);
+  instruction->name_ = names_.Uniquify(hint);
+}
+
+void Computation::RemoveParameter(int i) {
+  Instruction* param = parameters_.at(i);
+  FJ_CHECK(param->users().empty() && param != root_, "removing parameter ", param->name(), " which is used");
+  parameters_.erase(parameters_.begin() + i);
+  for (int k = i; k < num_parameters(); ++k) parameters_[k]->mutable_attrs().index = k;
+  auto it = index_.find(param);
+  removed_.push_back(std::move(*it->second));
+  instructions_.erase(it->second);
+  index_.erase(it);
+}
+
 void Computation::RemoveInstructionAndUnusedOperands(Instruction* instruction) {
   std::vector<Instruction*> operands = instruction->operands();
   RemoveInstruction(instruction);

@@ -34,6 +34,14 @@ class Computation {
   // that Contains() no longer finds.
   void RemoveInstruction(Instruction* instruction);
   void ReleaseRemoved() { removed_.clear(); }
+  // Puts the parameters in the order of `params` (a permutation of them), renumbered (the
+  // caller reorders the operands of the instruction that calls this to match).
+  void ReorderParameters(const std::vector<Instruction*>& params);
+  // Gives `instruction` a new name, unique in this computation, from `hint`.
+  void Rename(Instruction* instruction, const std::string& hint);
+  // Removes parameter `i`, which has no users; later parameters are renumbered one down
+  // (the caller removes the matching operand of the instruction that calls this).
+  void RemoveParameter(int i);
   // Removes `instruction` and every operand that becomes dead, recursively (not parameters).
   void RemoveInstructionAndUnusedOperands(Instruction* instruction);
 

@@ -94,6 +94,12 @@ void Instruction::AppendOperand(Instruction* operand) {
   if (parent_) operand->AddUser(this);
 }
 
+void Instruction::RemoveOperand(int i) {
+  Instruction* old = operands_[i];
+  operands_.erase(operands_.begin() + i);
+  if (std::find(operands_.begin(), operands_.end(), old) == operands_.end()) old->RemoveUser(this);
+}
+
 void Instruction::DropAllOperands() {
   for (Instruction* op : operands_) op->RemoveUser(this);
   operands_.clear();

@@ -141,6 +141,7 @@ class Instruction {
   // Every use of this instruction (and its place as root) moves to `replacement`.
   void ReplaceAllUsesWith(Instruction* replacement);
   void AppendOperand(Instruction* operand);
+  void RemoveOperand(int i);  // later operands move down one slot
   void DropAllOperands();  // before deleting an instruction
 
   // Same opcode, shape, attributes and called computations (not operands or names).

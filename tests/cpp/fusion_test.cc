@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include "fusion/fusion_merger.h"
+#include "fusion/fusible.h"
 #include "fusion/fusion_pipeline.h"
+#include "fusion/fusion_utils.h"
 #include "fusion/instruction_fusion.h"
 #include "fusion/multi_output_fusion.h"
 #include "passes/dce.h"
@@ -34,6 +36,60 @@ const FusionLogEntry* FindRefusal(const FusionLog& log, const std::string& produ
     if (!e.decision.fuse && e.producer == producer && e.decision.rule == rule) return &e;
   }
   return nullptr;
+}
+
+// Fusing into a kernel in place (FuseIntoFusion, linear in the producer's size) gives the
+// kernel a rebuild would: operands shared, parameters renumbered, a duplicated producer kept
+// for its other users, and emitted counts kept up to date (equal to counts made afresh).
+TEST(InstructionFusion, FusesIntoAKernelInPlace) {
+  std::unique_ptr<Module> m = Parse(R"(
+module m
+ENTRY %main (x: f32[64], y: f32[64]) -> (f32[64], f32[64]) {
+  %x = f32[64] parameter(0)
+  %y = f32[64] parameter(1)
+  %e = f32[64] exponential(%x)
+  %n = f32[64] negate(%y)
+  %a = f32[64] add(%e, %n)
+  %r = f32[64] reverse(%e), dimensions={0}
+  %b = f32[64] multiply(%a, %r)
+  ROOT %t = (f32[64], f32[64]) tuple(%b, %n)
+}
+)");
+  auto find = [&](const std::string& name) -> Instruction* {
+    for (Instruction* i : m->entry()->MakePostOrder()) {
+      if (i->name() == name) return i;
+    }
+    return nullptr;
+  };
+  Instruction* x = find("x");
+  Instruction* kernel = WrapInFusion(find("b"));
+  const Computation& fused = *kernel->fused_computation();
+  std::vector<int> counts;
+  {
+    EmittedCountCache cache;
+    ASSERT_EQ(FuseIntoFusion(find("r"), kernel, false), kernel);
+    ASSERT_EQ(FuseIntoFusion(find("a"), kernel, false), kernel);
+    ASSERT_EQ(FuseIntoFusion(find("n"), kernel, /*duplicate=*/true), kernel);
+    ASSERT_EQ(FuseIntoFusion(find("e"), kernel, false), kernel);
+    for (int i = 0; i < kernel->operand_count(); ++i) counts.push_back(EmittedCount(fused, fused.parameter(i)));
+  }
+  VerifyModule(*m);
+  // Two operands, x and y, each bound to the parameter of its slot.
+  ASSERT_EQ(kernel->operand_count(), 2) << m->ToString();
+  EXPECT_EQ(fused.num_parameters(), 2);
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(fused.parameter(i)->parameter_number(), i);
+  EXPECT_NE(kernel->operand(0), kernel->operand(1));
+  // %n stays for the tuple; %e, %a, %r are gone from the entry.
+  EXPECT_NE(find("n"), nullptr);
+  EXPECT_EQ(find("e"), nullptr);
+  EXPECT_EQ(find("a"), nullptr);
+  EXPECT_EQ(fused.instruction_count(), 2 + 5) << fused.ToString();
+  EXPECT_EQ(kernel->fusion_kind(), FusionKind::kLoop);
+  // x is read at its own index (through add) and reversed: emitted twice; y once.
+  int at_x = kernel->operand(0) == x ? 0 : 1;
+  EXPECT_EQ(counts[at_x], 2);
+  EXPECT_EQ(counts[1 - at_x], 1);
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(counts[i], EmittedCount(fused, fused.parameter(i)));
 }
 
 // (a) Instruction fusion: an elementwise chain becomes one kernel.
