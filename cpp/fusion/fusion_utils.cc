@@ -82,6 +82,22 @@ struct ValueHash {
   }
 };
 
+// Clones the ops of `body` into `into`, its parameters bound to `args`, and returns the clone
+// of its root; `added` (if given) gets the clones, operands first.
+Instruction* InlineBody(const Computation& body, Computation* into, const std::vector<Instruction*>& args,
+                        std::vector<const Instruction*>* added = nullptr) {
+  std::unordered_map<const Instruction*, Instruction*> map;
+  for (int i = 0; i < body.num_parameters(); ++i) map[body.parameter(i)] = args[i];
+  for (Instruction* bi : body.MakePostOrder()) {
+    if (bi->opcode() == Opcode::kParameter) continue;
+    std::vector<Instruction*> ops;
+    for (Instruction* o : bi->operands()) ops.push_back(map.at(o));
+    map[bi] = into->AddInstruction(bi->CloneWithNewOperands(bi->shape(), ops), bi->name());
+    if (added) added->push_back(map[bi]);
+  }
+  return map.at(body.root());
+}
+
 }  // namespace
 
 Instruction* FuseInstructions(const std::vector<Instruction*>& members_in,
@@ -153,16 +169,7 @@ Instruction* FuseInstructions(const std::vector<Instruction*>& members_in,
       continue;
     }
     // Inline the member fusion's computation.
-    const Computation* body = m->fused_computation();
-    std::unordered_map<const Instruction*, Instruction*> map;
-    for (int i = 0; i < body->num_parameters(); ++i) map[body->parameter(i)] = ops[i];
-    for (Instruction* bi : body->MakePostOrder()) {
-      if (bi->opcode() == Opcode::kParameter) continue;
-      std::vector<Instruction*> bops;
-      for (Instruction* o : bi->operands()) bops.push_back(map.at(o));
-      map[bi] = fused->AddInstruction(bi->CloneWithNewOperands(bi->shape(), bops), bi->name());
-    }
-    Instruction* root = map.at(body->root());
+    Instruction* root = InlineBody(*m->fused_computation(), fused, ops);
     if (root->opcode() == Opcode::kTuple) {
       for (int k = 0; k < root->operand_count(); ++k) inside[{m, k}] = root->operand(k);
       // The inlined tuple itself is not needed inside.
@@ -297,18 +304,8 @@ Instruction* FuseIntoFusion(Instruction* producer, Instruction* consumer, bool d
     value = fused->AddInstruction(producer->CloneWithNewOperands(producer->shape(), ops), producer->name());
     added.push_back(value);
   } else {
-    const Computation* body = producer->fused_computation();
-    FJ_CHECK(body->root()->opcode() != Opcode::kTuple, "fusing a multi-output fusion in place");
-    std::unordered_map<const Instruction*, Instruction*> map;
-    for (int i = 0; i < body->num_parameters(); ++i) map[body->parameter(i)] = ops[i];
-    for (Instruction* bi : body->MakePostOrder()) {
-      if (bi->opcode() == Opcode::kParameter) continue;
-      std::vector<Instruction*> bops;
-      for (Instruction* o : bi->operands()) bops.push_back(map.at(o));
-      map[bi] = fused->AddInstruction(bi->CloneWithNewOperands(bi->shape(), bops), bi->name());
-      added.push_back(map[bi]);
-    }
-    value = map.at(body->root());
+    FJ_CHECK(producer->fused_computation()->root()->opcode() != Opcode::kTuple, "fusing a multi-output fusion in place");
+    value = InlineBody(*producer->fused_computation(), fused, ops, &added);
   }
   for (int i : slots) fused->parameter(i)->ReplaceAllUsesWith(value);
   for (auto it = slots.rbegin(); it != slots.rend(); ++it) {
