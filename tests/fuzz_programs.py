@@ -1320,6 +1320,32 @@ def _worker(seeds, profiles, keep_going, tier="small"):
             break
 
 
+def _cpu_seconds(pid: int) -> float | None:
+    """CPU time (user + system, all threads) process ``pid`` has used, or None where
+    /proc cannot tell."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+# A worker stuck on one program: past --timeout seconds of its own CPU time (a loop, a
+# compile that never ends), or past this many times --timeout on the clock (a deadlock uses
+# no CPU). CPU time, not the clock, so that fuzzing at low priority beside builds and CI
+# does not report starved programs as hangs.
+HANG_WALL_FACTOR = 10
+
+
+def _hung(proc, started: float, cpu_at_start: float | None, timeout: float) -> bool:
+    wall = time.time() - started
+    cpu = _cpu_seconds(proc.pid)
+    if cpu is None or cpu_at_start is None:
+        return wall > timeout
+    return cpu - cpu_at_start > timeout or wall > HANG_WALL_FACTOR * timeout
+
+
 def _crash_report(seed, profiles, what, tier="small", threads=None) -> str:
     prog = generate(seed, tier)
     opts = "" if tier == "small" else f"--tier {tier} "
@@ -1396,7 +1422,8 @@ def main(argv=None):
     ap.add_argument("--show", type=_seed_arg, help="print the program of this seed and exit")
     ap.add_argument("--skip", default="", help="comma-separated seeds to skip (known bugs)")
     ap.add_argument("--timeout", type=float, default=120,
-                    help="seconds one program may take before it counts as a hang")
+                    help="CPU seconds one program may take before it counts as a hang "
+                         "(or ten times as long on the clock)")
     ap.add_argument("--none-opt-level", default=None,
                     help="LLVM opt level for profile none (default: $FJ_FUZZ_NONE_OPT_LEVEL "
                          "or 0; the other profiles use fusionjit's default)")
@@ -1456,7 +1483,7 @@ def main(argv=None):
         else:
             todo.append([s])
     todo.reverse()
-    running = []        # [Popen, seeds, done seeds, current seed, started, buf, threads]
+    running = []        # [Popen, seeds, done seeds, current seed, started, buf, threads, cpu then]
     launched = 0
 
     def report_progress():
@@ -1478,7 +1505,7 @@ def main(argv=None):
             env["FUSIONJIT_NUM_THREADS"] = n
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, env=env)
         os.set_blocking(proc.stdout.fileno(), False)
-        running.append([proc, part, set(), None, time.time(), "", n])
+        running.append([proc, part, set(), None, time.time(), "", n, None])
 
     import json
     import selectors
@@ -1498,7 +1525,7 @@ def main(argv=None):
             sel.select(timeout=1.0)
             sel.close()
             for r in list(running):
-                proc, part, got, cur, started, buf, _ = r
+                proc, part, got, cur, started, buf, _, _ = r
                 while True:
                     try:
                         chunk = os.read(proc.stdout.fileno(), 1 << 16)
@@ -1511,7 +1538,7 @@ def main(argv=None):
                 r[5] = lines.pop()
                 for line in lines:
                     if line.startswith("@@start "):
-                        r[3], r[4] = int(line.split()[1]), time.time()
+                        r[3], r[4], r[7] = int(line.split()[1]), time.time(), _cpu_seconds(proc.pid)
                     elif line.startswith("@@"):
                         rec = json.loads(line[2:])
                         got.add(rec["seed"])
@@ -1526,7 +1553,7 @@ def main(argv=None):
                                 stop = True
                     elif line.strip():
                         print(line, flush=True)
-                hung = r[3] is not None and time.time() - r[4] > args.timeout
+                hung = r[3] is not None and _hung(proc, r[4], r[7], args.timeout)
                 if hung:
                     proc.kill()
                 if proc.poll() is None:
@@ -1540,7 +1567,8 @@ def main(argv=None):
                 if proc.returncode != 0 or hung:
                     bad = r[3] if r[3] is not None else (rest[0] if rest else None)
                     if bad is not None:
-                        what = (f"hang (no result after {args.timeout:.0f} s)" if hung else
+                        what = (f"hang (no result after {args.timeout:.0f} s of CPU time or "
+                                f"{HANG_WALL_FACTOR * args.timeout:.0f} s)" if hung else
                                 f"crash (exit status {proc.returncode})")
                         rep = _crash_report(bad, profiles, what, args.tier, r[6])
                         found.append((bad, ("crash" if not hung else "hang", "", ""), rep))

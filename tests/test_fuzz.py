@@ -350,3 +350,30 @@ def test_numpy_loops_are_the_lax_loops():
                     fusionjit.tree_util.tree_leaves(want)):
         np.testing.assert_allclose(np.asarray(g), w, rtol=1e-6)
         assert np.asarray(g).shape == np.shape(w)
+
+
+def test_hang_detection_counts_cpu_time_not_a_starved_clock():
+    # A worker that waits (a deadlock, or starved of CPU at low priority) is hung only after
+    # ten timeouts on the clock; one that computes, after one timeout of its own CPU time.
+    import subprocess
+    import sys
+    import time
+
+    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        timeout = 0.3
+        idle_cpu, busy_cpu = fp._cpu_seconds(idle.pid), fp._cpu_seconds(busy.pid)
+        assert idle_cpu is not None and busy_cpu is not None
+        deadline = time.time() + 30
+        while fp._cpu_seconds(busy.pid) - busy_cpu <= timeout and time.time() < deadline:
+            time.sleep(0.05)
+        # Started just now by the clock: hung by its CPU time alone.
+        assert fp._hung(busy, time.time(), busy_cpu, timeout)
+        now = time.time()
+        assert not fp._hung(idle, now - 2 * timeout, idle_cpu, timeout)
+        assert fp._hung(idle, now - (fp.HANG_WALL_FACTOR + 1) * timeout, idle_cpu, timeout)
+    finally:
+        for p in (idle, busy):
+            p.kill()
+            p.wait()
