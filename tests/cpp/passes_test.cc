@@ -392,6 +392,8 @@ ENTRY %main (x: f32[1024]) -> (f32[1024], f32[1024]) {
 // state element keeps that temp alive until the loop's result is last read; a later loop
 // starting from the same temp must not take it over as its own, updated, state.
 TEST(BufferAssignment, ALoopDoesNotTakeOverATempAnEarlierLoopStillPassesOn) {
+  // Each loop has a condition of its own (%cond, %cond.1, alike): buffer assignment binds a
+  // computation's parameter to one loop.
   std::unique_ptr<Module> m = Parse(R"(
 module m
 %cond (p: (s32[], f32[2])) -> pred[] {
