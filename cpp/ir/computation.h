@@ -62,7 +62,7 @@ class Computation {
   bool IsFusionComputation() const { return fusion_instruction_ != nullptr; }
 
   // "%name (p: f32[4]) -> f32[4] {\n  ...\n}"
-  std::string ToString(bool is_entry = false) const;
+  std::string ToString(bool is_entry = false, const LiteralText* literal_text = nullptr) const;
 
  private:
   std::string name_;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,6 +16,9 @@
 namespace fj {
 
 class Computation;
+
+// How printing writes a constant's value (ToString's default: every element).
+using LiteralText = std::function<std::string(const std::shared_ptr<const Literal>&)>;
 
 struct SliceConfig {
   std::vector<int64_t> starts, limits, strides;
@@ -148,7 +152,8 @@ class Instruction {
   bool IdenticalIgnoringOperands(const Instruction& other) const;
 
   // "%add.3 = f32[4] add(%a, %b), dimensions={0}"
-  std::string ToString() const;
+  // `literal_text`, if given, prints a constant's value (default: every element).
+  std::string ToString(const LiteralText* literal_text = nullptr) const;
   std::string OperandsToString() const;
   std::string AttributesToString() const;  // ", k=v, ..." or ""
 

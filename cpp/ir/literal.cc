@@ -3,6 +3,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 
@@ -141,9 +142,10 @@ bool Literal::operator==(const Literal& other) const {
 }
 
 size_t Literal::Hash() const {
+  // Word by word (the storage's padding past byte_size() is zero): CSE hashes every
+  // constant on every run, and a constant can be megabytes of closed-over weights.
   size_t h = std::hash<std::string>()(shape_.ToString());
-  const unsigned char* p = reinterpret_cast<const unsigned char*>(storage_.data());
-  for (int64_t i = 0; i < byte_size(); ++i) h = h * 1099511628211ull + p[i];
+  for (uint64_t w : storage_) h = (h ^ w) * 1099511628211ull;
   return h;
 }
 
@@ -151,7 +153,18 @@ std::string Literal::FormatElement(DType dtype, double d, int64_t s, uint64_t u)
   if (IsPred(dtype)) return u ? "true" : "false";
   if (IsSignedInt(dtype)) return std::to_string(s);
   if (IsUnsignedInt(dtype)) return std::to_string(u);
-  if (std::isnan(d)) return "nan";
+  if (std::isnan(d)) {
+    // The default quiet NaN prints as "nan"; any other (a payload, the sign bit) by its
+    // bits, so that the text form stays exact (the parser reads both).
+    uint64_t quiet = dtype == DType::kF64   ? 0x7ff8000000000000ull
+                     : dtype == DType::kF32 ? 0x7fc00000ull
+                     : dtype == DType::kF16 ? 0x7e00ull
+                                            : 0x7fc0ull;  // bf16
+    if (u == quiet) return "nan";
+    char bits[32];
+    std::snprintf(bits, sizeof(bits), "nan_0x%llx", static_cast<unsigned long long>(u));
+    return bits;
+  }
   if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
   char buf[64];
   std::to_chars_result r = dtype != DType::kF64

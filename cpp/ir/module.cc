@@ -7,6 +7,7 @@
 
 #include "ir/parser.h"
 #include "support/error.h"
+#include "support/flags.h"
 
 namespace fj {
 
@@ -102,6 +103,45 @@ std::string Module::UniqueComputationName(const std::string& hint) {
   return computation_names_.Uniquify(hint);
 }
 
-std::unique_ptr<Module> Module::Clone() const { return ParseModule(ToString()); }
+std::unique_ptr<Module> Module::Clone() const {
+  // Computations and instructions are created in the order the text form lists them, so
+  // the copy gets the same names and the same relative ids as a parse of ToString() (the
+  // passes' decisions do not depend on which way a module was copied). Literals are
+  // immutable and shared. Dead instructions (unreachable from their computation's root)
+  // are not copied.
+  auto copy = std::make_unique<Module>(name_);
+  std::unordered_map<const Computation*, Computation*> computation_map;
+  std::vector<Instruction*> callers;  // copies whose called computations are the originals'
+  for (const Computation* c : MakeComputationPostOrder()) {
+    Computation* cc = copy->AddComputation(c->name());
+    FJ_CHECK(cc->name() == c->name(), "cloning computation ", c->name());
+    computation_map[c] = cc;
+    if (c == entry_) copy->set_entry(cc);
+    std::unordered_map<const Instruction*, Instruction*> map;
+    for (const Instruction* instr : c->MakePostOrder()) {
+      std::vector<Instruction*> operands;
+      operands.reserve(instr->operand_count());
+      for (const Instruction* op : instr->operands()) operands.push_back(map.at(op));
+      Instruction* added = cc->AddInstruction(instr->CloneWithNewOperands(instr->shape(), std::move(operands)),
+                                              instr->name());
+      map[instr] = added;
+      if (!instr->called_computations().empty()) callers.push_back(added);
+    }
+    if (c->root()) cc->set_root(map.at(c->root()));
+  }
+  for (Instruction* instr : callers) {
+    std::vector<Computation*> called = instr->called_computations();
+    for (Computation*& callee : called) callee = computation_map.at(callee);
+    instr->set_called_computations(called);
+    if (instr->opcode() == Opcode::kFusion) called[0]->set_fusion_instruction(instr);
+  }
+  if (GetDebugFlags().checks) {
+    // The text form round-trips, and prints the copy as the original.
+    std::string text = ToString();
+    FJ_CHECK(ParseModule(text)->ToString() == text, "module ", name_, " does not round-trip through its text");
+    FJ_CHECK(copy->ToString() == text, "the copy of module ", name_, " differs from it");
+  }
+  return copy;
+}
 
 }  // namespace fj

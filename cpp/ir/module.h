@@ -45,8 +45,9 @@ class Module {
   std::string UniqueComputationName(const std::string& hint);
   int64_t NextId() { return next_id_++; }
 
-  std::string ToString() const;
-  // A deep copy (through the text form, which doubles as a round-trip check).
+  std::string ToString(const LiteralText* literal_text = nullptr) const;
+  // A deep copy, named and ordered as a parse of ToString() would be (under FJ_CHECKS it
+  // also checks that the text form round-trips).
   std::unique_ptr<Module> Clone() const;
 
  private:

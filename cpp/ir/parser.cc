@@ -223,7 +223,10 @@ class Parser {
         }
         continue;
       }
-      if (IsFloat(shape.dtype())) {
+      if (IsFloat(shape.dtype()) && e.rfind("nan_0x", 0) == 0) {  // a NaN by its bits
+        lit.SetUint64(i, std::strtoull(e.c_str() + 6, &end, 16));
+        if (*end || e.size() == 6) Fail("bad float literal '" + e + "'", at);
+      } else if (IsFloat(shape.dtype())) {
         double d = std::strtod(e.c_str(), &end);
         if (*end) Fail("bad float literal '" + e + "'", at);
         lit.SetDouble(i, d);

@@ -158,19 +158,19 @@ std::string Instruction::AttributesToString() const {
   return os.str();
 }
 
-std::string Instruction::ToString() const {
+std::string Instruction::ToString(const LiteralText* literal_text) const {
   std::string s = "%" + name_ + " = " + shape_.ToString() + " " + std::string(OpcodeName(opcode_));
   if (opcode_ == Opcode::kParameter) {
     s += "(" + std::to_string(attrs_.index) + ")";
   } else if (opcode_ == Opcode::kConstant) {
-    s += "(" + attrs_.literal->ToString() + ")";
+    s += "(" + (literal_text ? (*literal_text)(attrs_.literal) : attrs_.literal->ToString()) + ")";
   } else {
     s += "(" + OperandsToString() + ")";
   }
   return s + AttributesToString();
 }
 
-std::string Computation::ToString(bool is_entry) const {
+std::string Computation::ToString(bool is_entry, const LiteralText* literal_text) const {
   std::string s = is_entry ? "ENTRY %" : "%";
   s += name_ + " (";
   for (int i = 0; i < num_parameters(); ++i) {
@@ -181,15 +181,15 @@ std::string Computation::ToString(bool is_entry) const {
   s += ") -> " + (root_ ? root_->shape().ToString() : std::string("?")) + " {\n";
   for (Instruction* instr : MakePostOrder()) {
     s += instr == root_ ? "  ROOT " : "  ";
-    s += instr->ToString() + "\n";
+    s += instr->ToString(literal_text) + "\n";
   }
   return s + "}\n";
 }
 
-std::string Module::ToString() const {
+std::string Module::ToString(const LiteralText* literal_text) const {
   std::string s = "module " + name_ + "\n";
   for (Computation* c : MakeComputationPostOrder()) {
-    s += "\n" + c->ToString(c == entry_);
+    s += "\n" + c->ToString(c == entry_, literal_text);
   }
   return s;
 }

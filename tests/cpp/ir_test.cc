@@ -53,6 +53,93 @@ TEST(IrText, CloneIsDeepAndEqual) {
   EXPECT_NE(c->entry(), m->entry());
 }
 
+TEST(IrText, NanLiteralsRoundTripByTheirBits) {
+  std::string text = R"(
+module nans
+
+ENTRY %main () -> (f32[3], f16[2], f64[2]) {
+  %a = f32[3] constant({nan, nan_0x7fc00001, nan_0xffc00000})
+  %b = f16[2] constant({nan, nan_0x7e01})
+  %c = f64[2] constant({nan_0x7ff8000000000001, nan})
+  ROOT %t = (f32[3], f16[2], f64[2]) tuple(%a, %b, %c)
+}
+)";
+  std::unique_ptr<Module> m = Parse(text);
+  const Literal& a = m->entry()->root()->operand(0)->literal();
+  EXPECT_EQ(a.GetUint64(0), 0x7fc00000u);
+  EXPECT_EQ(a.GetUint64(1), 0x7fc00001u);
+  EXPECT_EQ(a.GetUint64(2), 0xffc00000u);
+  EXPECT_EQ(m->entry()->root()->operand(1)->literal().GetUint64(1), 0x7e01u);
+  EXPECT_EQ(m->entry()->root()->operand(2)->literal().GetUint64(0), 0x7ff8000000000001ull);
+  EXPECT_EQ(Normalize(m->ToString()), Normalize(text));
+  EXPECT_THROW(Parse("module m\n\nENTRY %main () -> f32[] {\n  ROOT %a = f32[] constant(nan_0x)\n}\n"), Error);
+}
+
+TEST(IrText, CloneIsNamedNumberedAndLinkedAsAParseOfTheText) {
+  std::string text = std::string("module loops\n") + testing::kF32Combiners + R"(
+%fused (p: f32[64]) -> f32[] {
+  %p = f32[64] parameter(0)
+  %k = f32[64] constant({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63, 64})
+  %m = f32[64] multiply(%p, %k)
+  %zero = f32[] constant(0)
+  ROOT %r = f32[] reduce(%m, %zero), dimensions={0}, to_apply=%add_f32
+}
+
+%cond (s: (s32[], f32[64])) -> pred[] {
+  %s = (s32[], f32[64]) parameter(0)
+  %i = s32[] get-tuple-element(%s), index=0
+  %n = s32[] constant(3)
+  ROOT %lt = pred[] compare(%i, %n), direction=LT
+}
+
+%body (s: (s32[], f32[64])) -> (s32[], f32[64]) {
+  %s = (s32[], f32[64]) parameter(0)
+  %i = s32[] get-tuple-element(%s), index=0
+  %one = s32[] constant(1)
+  %j = s32[] add(%i, %one)
+  %v = f32[64] get-tuple-element(%s), index=1
+  %w = f32[64] add(%v, %v)
+  ROOT %t = (s32[], f32[64]) tuple(%j, %w)
+}
+
+ENTRY %main (x: f32[64]) -> (f32[]) {
+  %x = f32[64] parameter(0)
+  %zero = s32[] constant(0)
+  %init = (s32[], f32[64]) tuple(%zero, %x)
+  %loop = (s32[], f32[64]) while(%init), condition=%cond, body=%body
+  %v = f32[64] get-tuple-element(%loop), index=1
+  %f = f32[] fusion(%v), kind=kInput, calls=%fused
+  ROOT %out = (f32[]) tuple(%f)
+}
+)";
+  std::unique_ptr<Module> m = Parse(text);
+  std::unique_ptr<Module> c = m->Clone();
+  std::unique_ptr<Module> p = Parse(m->ToString());
+  EXPECT_EQ(c->ToString(), m->ToString());
+  std::vector<Computation*> cs = c->MakeComputationPostOrder(), ps = p->MakeComputationPostOrder();
+  ASSERT_EQ(cs.size(), ps.size());
+  for (size_t k = 0; k < cs.size(); ++k) {
+    EXPECT_EQ(cs[k]->name(), ps[k]->name());
+    std::vector<Instruction*> ci = cs[k]->MakePostOrder(), pi = ps[k]->MakePostOrder();
+    ASSERT_EQ(ci.size(), pi.size());
+    for (size_t i = 0; i < ci.size(); ++i) {
+      EXPECT_EQ(ci[i]->name(), pi[i]->name());
+      EXPECT_EQ(ci[i]->unique_id(), pi[i]->unique_id()) << ci[i]->name();  // passes order by id
+      for (size_t j = 0; j < ci[i]->called_computations().size(); ++j) {
+        EXPECT_EQ(ci[i]->called_computations()[j]->parent(), c.get());  // the copy's own
+        EXPECT_EQ(ci[i]->called_computations()[j]->name(), pi[i]->called_computations()[j]->name());
+      }
+    }
+  }
+  const Instruction* fusion = c->entry()->root()->operand(0);
+  ASSERT_EQ(fusion->opcode(), Opcode::kFusion);
+  EXPECT_EQ(fusion->fused_computation()->fusion_instruction(), fusion);
+  // Constants are immutable: the copy shares them (no copy of closed-over weights).
+  const Instruction* k = m->FindComputation("fused")->root()->operand(0)->operand(1);
+  const Instruction* ck = fusion->fused_computation()->root()->operand(0)->operand(1);
+  EXPECT_EQ(&ck->literal(), &k->literal());
+}
+
 TEST(IrText, FloatLiteralsRoundTripExactly) {
   std::string text = R"(
 module floats
