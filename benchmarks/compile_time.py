@@ -1,8 +1,12 @@
 """Compile time side by side with JAX in one run: fully unrolled scans whose steps split a
 PRNG key and draw (the loops fuzzer's seed 920208 grew to minutes here before fusion grew
-kernels in place), the CartPole `unroll` variant, and an MLP layer. Each is traced, fused
-and compiled from scratch (a new jit each repeat); the table gives medians of several
-repeats and JAX's time over fusionjit's (above 1: fusionjit compiles faster).
+kernels in place), the CartPole `unroll` variant, an MLP layer, and the MLP closing over its
+weights (constants in the program). Each is traced, fused and compiled from scratch (a new
+jit each repeat, fusionjit's caches cleared); the table gives medians of several repeats
+and JAX's time over fusionjit's (above 1: fusionjit compiles faster). A second table times
+jitting the same function again with a new jit object (`jit(f)(x)` written in a loop):
+JAX finds its compilation by the function; fusionjit traces and fuses again and finds the
+machine code by the kernels (compiler/code_cache.h).
 
     python benchmarks/compile_time.py [--repeats 3] [--steps 8,16,32] [--json out.json]
 """
@@ -44,9 +48,11 @@ def mlp(np_, x, w1, b1, w2, b2):
     return np_.tanh(x @ w1 + b1) @ w2 + b2
 
 
-def median_compile(make_and_compile, repeats: int) -> float:
+def median_compile(make_and_compile, repeats: int, before=None) -> float:
     samples = []
     for _ in range(repeats):
+        if before is not None:
+            before()
         start = time.perf_counter()
         make_and_compile()
         samples.append(time.perf_counter() - start)
@@ -75,6 +81,9 @@ def main(argv=None):
     f32 = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
     cases.append(("MLP [2048, 64] 64 tanh 8", "plain", lambda np_: (lambda *x: mlp(np_, *x)),
                   (f32(2048, 64), f32(64, 64), f32(64), f32(64, 8), f32(8))))
+    weights = (f32(1024, 1024), f32(1024), f32(1024, 16), f32(16))
+    cases.append(("MLP [64, 1024] 1024 tanh 16, weights closed over", "plain",
+                  lambda np_: (lambda x: mlp(np_, x, *weights)), (f32(64, 1024),)))
     rows = []
     for name, kind, make, inputs_ in cases:
         def build(lib_np, lib_lax, lib_random, lib, make=make, kind=kind):
@@ -88,7 +97,8 @@ def main(argv=None):
             fj = cp.fusionjit_lib()
             row[f"fusionjit_{profile}_s"] = median_compile(
                 lambda: fusionjit.jit(build(fusionjit.numpy, fusionjit.lax, fusionjit.random, fj),
-                                      fusion=profile).lower(*inputs_).compile(), args.repeats)
+                                      fusion=profile).lower(*inputs_).compile(), args.repeats,
+                before=fusionjit.clear_caches)
         if "jax" in found:
             jax, jnp = found["jax"]
             jl = cp.Lib("jax", jnp, jax.lax, jax.random, jax.jit)
@@ -98,6 +108,27 @@ def main(argv=None):
             row["jax/fusionjit"] = row["jax_s"] / row["fusionjit_fusionjit_s"]
         rows.append(row)
     report("compile time (trace, fuse, codegen), seconds, medians", rows, args.json)
+    report("jitting the same function again (a new jit object, first compile excluded), "
+           "milliseconds, medians", again_rows(cases[-2:], found, max(args.repeats, 10)),
+           args.json and args.json.replace(".json", "_again.json"))
+
+
+def again_rows(cases, found, repeats: int) -> list:
+    rows = []
+    for name, _, make, inputs_ in cases:
+        f = make(fusionjit.numpy)
+        fusionjit.jit(f)(*inputs_)
+        row = {"case": name, "fusionjit_ms": 1e3 * median_compile(
+            lambda: fusionjit.jit(f).lower(*inputs_).compile(), repeats)}
+        if "jax" in found:
+            jax, jnp = found["jax"]
+            g = make(jnp)
+            jax.jit(g)(*inputs_)
+            row["jax_ms"] = 1e3 * median_compile(
+                lambda: jax.jit(g).lower(*inputs_).compile(), repeats)
+            row["jax/fusionjit"] = row["jax_ms"] / row["fusionjit_ms"]
+        rows.append(row)
+    return rows
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@
 #include "bindings/array.h"
 #include "analysis/cost_model.h"
 #include "codegen/gpu/gpu_compiler.h"
+#include "compiler/code_cache.h"
 #include "compiler/compiler.h"
 #include "fusion/profile.h"
 #include "ir/builder.h"
@@ -438,6 +439,7 @@ void DefineIr(py::module_& m) {
       .def_readonly("buffer_assignment", &Compilation::buffer_assignment)
       .def_readonly("seconds_passes", &Compilation::seconds_passes)
       .def_readonly("seconds_codegen", &Compilation::seconds_codegen)
+      .def_readonly("code_cache_hit", &Compilation::code_cache_hit)
       .def_property_readonly("kernel_graph", [](const Compilation& c) { return KernelGraph(*c.optimized, c.target); })
       .def_property_readonly("before_fusion_text", [](const Compilation& c) { return c.before_fusion->ToString(); })
       .def_property_readonly("before_fusion_dot", [](const Compilation& c) { return ModuleToDot(*c.before_fusion); })
@@ -502,6 +504,9 @@ void DefineIr(py::module_& m) {
            "fusion"_a = "fusionjit", "backend"_a = "cpu", "gpu_arch"_a = "", "ptx_version"_a = 0,
            "keep_ptx"_a = false);
   m.def("fusion_profiles", &FusionProfileNames);
+  // The process's cache of generated code (compiler/code_cache.h).
+  m.def("code_cache_size", [] { return CodeCache::Get().size(); });
+  m.def("clear_code_cache", [] { CodeCache::Get().Clear(); });
   // The GPU: why it cannot be used ("" when it can), and its description.
   m.def("gpu_unavailable_reason", [] { return GpuUnavailableReason(); });
   m.def("gpu_description", [] { return GetGpuDevice(Backend::kGpu)->Describe(); });

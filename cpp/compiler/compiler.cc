@@ -7,6 +7,7 @@
 #include "analysis/buffer_assignment.h"
 #include "codegen/cpu/cpu_compiler.h"
 #include "codegen/gpu/gpu_compiler.h"
+#include "compiler/code_cache.h"
 #include "fusion/fusion_pipeline.h"
 #include "fusion/profile.h"
 #include "ir/dot_printer.h"
@@ -38,6 +39,21 @@ std::string DefaultGpuArch(Backend backend) {
   std::string arch = GetGpuDevice(backend)->Arch();
   std::string max = gpu::MaxGpuArch();
   return std::atoi(arch.c_str() + 3) > std::atoi(max.c_str() + 3) ? max : arch;
+}
+
+// What CPU code generation depends on: the kernel module (its text prints every attribute:
+// it round-trips through the parser) and the options code generation reads. Constants of
+// more than CodeCache::kInlineLiteralBytes are written as their hash and returned in
+// `literals` (printing megabytes of closed-over weights would cost more than it saves).
+std::string CodeKey(const Module& module, const cpu::CpuOptions& o,
+                    std::vector<std::shared_ptr<const Literal>>& literals) {
+  LiteralText text = [&](const std::shared_ptr<const Literal>& lit) {
+    if (lit->byte_size() <= CodeCache::kInlineLiteralBytes) return lit->ToString();
+    literals.push_back(lit);
+    return StrCat("literal#", literals.size() - 1, ":", lit->Hash());
+  };
+  return StrCat(module.ToString(&text), "\n# cpu opt_level=", o.opt_level, " lanes=", o.vector_width,
+                " keep_llvm_ir=", o.keep_llvm_ir, " keep_asm=", o.keep_asm);
 }
 
 }  // namespace
@@ -122,7 +138,9 @@ std::unique_ptr<Compilation> Compile(const Module& traced, const CompileOptions&
   }
   if (GetDebugFlags().checks) VerifyModule(*module);
   if (!GetDebugFlags().dump_dir.empty()) DumpStage(*module, "kernels", "dot", ModuleToDot(*module));
-  DebugPrint(2, module->name() + " kernels (after fusion)", module->ToString());
+  if (GetDebugFlags().debug_level >= 2) {  // (the text costs as much as LLVM for large constants)
+    DebugPrint(2, module->name() + " kernels (after fusion)", module->ToString());
+  }
   result->seconds_passes = Since(start);
 
   start = std::chrono::steady_clock::now();
@@ -163,21 +181,33 @@ std::unique_ptr<Compilation> Compile(const Module& traced, const CompileOptions&
       if (parallel) *parallel = call && call->parallel;
       return call ? call->fn : nullptr;
     };
-    cpu::CpuProgram program = cpu::CompileCpuProgram(*module, buffers, cpu_options);
-    result->llvm_ir = program.llvm_ir;
-    result->assembly = program.assembly;
-    if (!program.llvm_ir.empty()) {
-      DumpStage(*module, "llvm", "ll", program.llvm_ir);
-      DebugPrint(3, module->name() + " LLVM IR (optimised)", program.llvm_ir);
+    std::vector<std::shared_ptr<const Literal>> literals;
+    std::string key = CodeKey(*module, cpu_options, literals);
+    std::optional<CodeCache::Entry> cached = CodeCache::Get().Find(key, literals);
+    if (cached) {
+      result->executable = cached->executable;
+      result->llvm_ir = cached->llvm_ir;
+      result->assembly = cached->assembly;
+    } else {
+      cpu::CpuProgram program = cpu::CompileCpuProgram(*module, buffers, cpu_options);
+      result->llvm_ir = program.llvm_ir;
+      result->assembly = program.assembly;
+      result->executable = std::make_shared<CpuExecutable>(program.entry, program.code, params, outputs,
+                                                           buffers.temp_bytes(), program.kernels, program.loops);
+      CodeCache::Get().Insert(key, {result->executable, result->llvm_ir, result->assembly, std::move(literals)});
     }
-    result->executable = std::make_shared<CpuExecutable>(program.entry, program.code, params, outputs,
-                                                         buffers.temp_bytes(), program.kernels, program.loops);
+    if (!result->llvm_ir.empty()) {
+      DumpStage(*module, "llvm", "ll", result->llvm_ir);
+      DebugPrint(3, module->name() + " LLVM IR (optimised)", result->llvm_ir);
+    }
+    result->code_cache_hit = cached.has_value();
   }
   result->seconds_codegen = Since(start);
   if (GetDebugFlags().debug_level >= 1) {
-    std::fprintf(stderr, "[fusionjit] %s: passes %.1f ms, codegen (LLVM, %s) %.1f ms, %zu kernels\n",
+    std::fprintf(stderr, "[fusionjit] %s: passes %.1f ms, codegen (LLVM, %s) %.1f ms%s, %zu kernels\n",
                  module->name().c_str(), result->seconds_passes * 1e3, target.is_gpu() ? "gpu" : "cpu",
-                 result->seconds_codegen * 1e3, result->executable->kernels().size());
+                 result->seconds_codegen * 1e3, result->code_cache_hit ? " (code cache hit)" : "",
+                 result->executable->kernels().size());
   }
   result->optimized = std::move(module);
   return result;

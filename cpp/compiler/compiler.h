@@ -38,6 +38,7 @@ struct Compilation {
   FusionLog fusion_log;
   Target target;  // what it was compiled for (explain's cost figures)
   double seconds_passes = 0, seconds_codegen = 0;
+  bool code_cache_hit = false;  // the executable was generated before (compiler/code_cache.h)
 };
 
 // Verifies `module` (a copy is compiled; the argument is unchanged).

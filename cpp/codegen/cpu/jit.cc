@@ -3,6 +3,11 @@
 
 #include <pthread.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <sstream>
+#include <vector>
+
 #include "codegen/cpu/cpu_compiler.h"
 
 #include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
@@ -11,7 +16,9 @@
 #include "llvm/IR/Verifier.h"
 #include "llvm/Transforms/Utils/Cloning.h"
 #include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/ErrorHandling.h"
+#include "llvm/Support/SmallVectorMemoryBuffer.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 #include "support/error.h"
@@ -41,6 +48,24 @@ void OnLlvmFatalError(void*, const char* reason, bool) {
   ThrowInternal("LLVM failed: ", reason, " (fusionjit's JIT may be unusable now: restart the process)");
 }
 
+// FJ_LLVM_OPTIONS="-disable-lsr -x86-..." passes options to LLVM's command-line parser once,
+// as llc would take them (XLA's xla_backend_extra_options): for experiments with LLVM's
+// passes without rebuilding. An option LLVM does not know is an error.
+void ApplyLlvmOptions() {
+  const char* text = std::getenv("FJ_LLVM_OPTIONS");
+  if (!text || !*text) return;
+  static std::vector<std::string> words;
+  std::istringstream in(text);
+  for (std::string w; in >> w;) words.push_back(w);
+  std::vector<const char*> argv{"fusionjit"};
+  for (const std::string& w : words) argv.push_back(w.c_str());
+  std::string errors;
+  llvm::raw_string_ostream os(errors);
+  if (!llvm::cl::ParseCommandLineOptions(static_cast<int>(argv.size()), argv.data(), "", &os)) {
+    ThrowInvalidArgument("FJ_LLVM_OPTIONS: ", os.str());
+  }
+}
+
 }  // namespace
 
 void InstallLlvmErrorHandler() {
@@ -66,13 +91,37 @@ JitEngine& JitEngine::Get() {
 
 JitEngine::JitEngine() {
   InstallLlvmErrorHandler();
+  ApplyLlvmOptions();
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
   auto jtmb = Unwrap(llvm::orc::JITTargetMachineBuilder::detectHost(), "detecting the host CPU");
   jtmb.setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
   target_machine_ = Unwrap(jtmb.createTargetMachine(), "creating the target machine");
+  for (int level = 0; level < static_cast<int>(codegen_machines_.size()); ++level) {
+    llvm::orc::JITTargetMachineBuilder b = jtmb;
+    // 0: fast instruction selection, for compile speed (the fuzzer's reference profile);
+    // 2 (the default) and 3: the aggressive level all code used before levels were split.
+    b.setCodeGenOptLevel(level == 0   ? llvm::CodeGenOptLevel::None
+                         : level == 1 ? llvm::CodeGenOptLevel::Less
+                                      : llvm::CodeGenOptLevel::Aggressive);
+    codegen_machines_[level] = Unwrap(b.createTargetMachine(), "creating the target machine");
+  }
+  // Code is added as object files Generate() made, so the JIT's own compiler is unused.
   jit_ = Unwrap(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(jtmb)).create(),
                 "creating the JIT");
+}
+
+llvm::SmallVector<char, 0> JitEngine::Generate(llvm::Module& module, int opt_level, bool assembly) {
+  llvm::TargetMachine& tm = *codegen_machines_[std::clamp(opt_level, 0, 3)];
+  llvm::SmallVector<char, 0> buffer;
+  llvm::raw_svector_ostream os(buffer);
+  llvm::legacy::PassManager pm;
+  if (tm.addPassesToEmitFile(pm, os, nullptr,
+                             assembly ? llvm::CodeGenFileType::AssemblyFile : llvm::CodeGenFileType::ObjectFile)) {
+    ThrowInternal("the target cannot emit ", assembly ? "assembly" : "an object file");
+  }
+  pm.run(module);
+  return buffer;
 }
 
 void JitEngine::Optimize(llvm::Module& module, int opt_level) {
@@ -100,6 +149,11 @@ std::pair<void*, std::shared_ptr<void>> JitEngine::Add(std::unique_ptr<llvm::Mod
                                                        std::unique_ptr<llvm::LLVMContext> context,
                                                        const std::string& symbol, int opt_level,
                                                        std::string* ir_out, std::string* asm_out) {
+  // If this throws, the module goes before its context.
+  struct ModuleFirst {
+    std::unique_ptr<llvm::Module>& module;
+    ~ModuleFirst() { module.reset(); }
+  } module_first{module};
   module->setDataLayout(target_machine_->createDataLayout());
   module->setTargetTriple(target_machine_->getTargetTriple().str());
   std::string cpu = target_machine_->getTargetCPU().str();
@@ -119,20 +173,19 @@ std::pair<void*, std::shared_ptr<void>> JitEngine::Add(std::unique_ptr<llvm::Mod
     llvm::raw_string_ostream os(*ir_out);
     module->print(os, nullptr);
   }
-  if (asm_out) {
-    // Native assembly of a copy, as the JIT will generate it.
-    std::unique_ptr<llvm::Module> copy = llvm::CloneModule(*module);
-    llvm::SmallString<0> buffer;
-    llvm::raw_svector_ostream os(buffer);
-    llvm::legacy::PassManager pm;
-    if (target_machine_->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::AssemblyFile)) {
-      ThrowInternal("the target cannot emit assembly");
-    }
-    pm.run(*copy);
-    *asm_out = std::string(buffer.str());
-  }
-
   std::lock_guard<std::mutex> lock(mu_);
+  if (asm_out) {
+    // The assembly of a copy (code generation changes the module), as the code added.
+    std::unique_ptr<llvm::Module> copy = llvm::CloneModule(*module);
+    llvm::SmallVector<char, 0> text = Generate(*copy, opt_level, /*assembly=*/true);
+    asm_out->assign(text.begin(), text.end());
+  }
+  auto object = std::make_unique<llvm::SmallVectorMemoryBuffer>(
+      Generate(*module, opt_level, /*assembly=*/false), module->getModuleIdentifier(),
+      /*RequiresNullTerminator=*/false);
+  module.reset();
+  context.reset();
+
   llvm::orc::ExecutionSession& es = jit_->getExecutionSession();
   std::string dylib_name = "fj_program_" + std::to_string(next_dylib_++);
   llvm::orc::JITDylib& dylib = UnwrapRef(es.createJITDylib(dylib_name), "creating a JIT dylib");
@@ -141,7 +194,7 @@ std::pair<void*, std::shared_ptr<void>> JitEngine::Add(std::unique_ptr<llvm::Mod
                               jit_->getDataLayout().getGlobalPrefix()),
                           "linking the process symbols");
   dylib.addGenerator(std::move(generator));
-  if (llvm::Error e = jit_->addIRModule(dylib, llvm::orc::ThreadSafeModule(std::move(module), std::move(context)))) {
+  if (llvm::Error e = jit_->addObjectFile(dylib, std::move(object))) {
     ThrowInternal("adding a module to the JIT: ", ErrorText(std::move(e)));
   }
   auto address = jit_->lookup(dylib, symbol);

@@ -1,10 +1,12 @@
 // The process-wide ORC LLJIT and the optimisation pipeline for the host CPU.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <mutex>
 #include <string>
 
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
 #include "llvm/Target/TargetMachine.h"
 
@@ -14,9 +16,11 @@ class JitEngine {
  public:
   static JitEngine& Get();
 
-  // Optimises `module` at `opt_level` for the host, then adds it to the JIT in a dylib of
-  // its own. Returns the address of `symbol` and an owner whose destruction frees the code.
-  // `ir_out`, if given, receives the optimised IR.
+  // Optimises `module` at `opt_level` for the host, generates machine code at the matching
+  // level (0: LLVM's fast instruction selection; 2, 3: its aggressive level), then adds it to
+  // the JIT in a dylib of its own. Returns the address of `symbol` and an owner whose
+  // destruction frees the code. `ir_out`, if given, receives the optimised IR; `asm_out`
+  // the assembly of the code added.
   std::pair<void*, std::shared_ptr<void>> Add(std::unique_ptr<llvm::Module> module,
                                               std::unique_ptr<llvm::LLVMContext> context,
                                               const std::string& symbol, int opt_level,
@@ -28,9 +32,16 @@ class JitEngine {
  private:
   JitEngine();
   void Optimize(llvm::Module& module, int opt_level);
+  // Machine code (an object file, or assembly text) for `module`, generated at `opt_level`.
+  // Callers hold mu_: a target machine is not safe to use from two threads at once.
+  llvm::SmallVector<char, 0> Generate(llvm::Module& module, int opt_level, bool assembly);
 
   std::unique_ptr<llvm::orc::LLJIT> jit_;
+  // For the optimiser's cost queries and the data layout; codegen uses codegen_machines_.
   std::unique_ptr<llvm::TargetMachine> target_machine_;
+  // One target machine per optimisation level 0..3 (made on first use): LLVM's codegen
+  // level is a property of the target machine.
+  std::array<std::unique_ptr<llvm::TargetMachine>, 4> codegen_machines_;
   std::mutex mu_;
   uint64_t next_dylib_ = 0;
 };

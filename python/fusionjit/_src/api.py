@@ -6,6 +6,7 @@ import contextlib
 import functools
 import inspect
 import time
+import weakref
 from typing import Any, Callable, Sequence
 
 from fusionjit import _core
@@ -58,6 +59,20 @@ class _CacheEntry:
         self.ptx = None  # the GPU form's PTX, when asked for (Lowered.as_text("ptx"))
 
 
+# Every jitted function alive, for clear_caches.
+_LIVE: "weakref.WeakSet[Jitted]" = weakref.WeakSet()
+
+
+def clear_caches() -> None:
+    """Clears every compilation cache, as ``jax.clear_caches()``: each jitted function's
+    (``f.clear_cache()``), the eager primitives', and the machine code the process keeps
+    for programs compiled again (a function jitted anew, or another fusion profile that
+    forms the same kernels, reuses it). The next call of any function compiles afresh."""
+    for f in list(_LIVE):
+        f.clear_cache()
+    dispatch.clear_caches()
+
+
 class Jitted(_core.JitFunction):
     """A jit-compiled function. Calling it flattens the arguments, finds the compiled
     executable for their signature (in C++) and runs it; the first call with a new
@@ -84,6 +99,7 @@ class Jitted(_core.JitFunction):
         self._static_argnums = nums
         self._static_argnames = names
         self._entries = dispatch.LruCache()
+        _LIVE.add(self)
         try:
             self._signature = inspect.signature(fun)
         except (TypeError, ValueError):

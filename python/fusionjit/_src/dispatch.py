@@ -59,7 +59,8 @@ def compile_module(module, name: str, keep_llvm_ir: bool = False, fusion: str | 
     if config.fusionjit_log_compiles:
         print(f"fusionjit: compiled {name} in {(time.perf_counter() - start) * 1e3:.1f} ms "
               f"(passes {compilation.seconds_passes * 1e3:.1f} ms, LLVM "
-              f"{compilation.seconds_codegen * 1e3:.1f} ms, "
+              f"{compilation.seconds_codegen * 1e3:.1f} ms"
+              f"{' (machine code reused)' if compilation.code_cache_hit else ''}, "
               f"{compilation.executable.num_kernels} kernels)", file=sys.stderr)
     return compilation
 
@@ -138,6 +139,13 @@ class LruCache:
 
 
 _PRIMITIVE_JITS = LruCache()
+
+
+def clear_caches() -> None:
+    """Drops the eager primitives' compilations and the process's cache of generated code
+    (compiler/code_cache.h); api.clear_caches also clears every jitted function's cache."""
+    _PRIMITIVE_JITS.clear()
+    _core.clear_code_cache()
 
 
 def apply_primitive(prim: core.Primitive, args, params):

@@ -1,0 +1,173 @@
+"""Compiling again: the process's cache of generated code (compiler/code_cache.h), exact
+constants (a module is copied structurally, not through its text), code generation at each
+optimisation level, and ``fusionjit.clear_caches``."""
+
+import contextlib
+
+import numpy as np
+import pytest
+
+import fusionjit
+import fusionjit.numpy as fnp
+from fusionjit import _core, lax
+
+
+def assert_allclose(got, want, **tol):
+    np.testing.assert_allclose(np.asarray(got), want, **tol)
+
+
+def _compilation(jf, *args):
+    return jf.lower(*args).compile()._entry.compilation
+
+
+def _mlp(w1, b1, w2):
+    def mlp(x):
+        return fnp.tanh(x @ w1 + b1) @ w2
+    return mlp
+
+
+def _layer_norm(x):
+    mean = fnp.mean(x, axis=-1, keepdims=True)
+    var = fnp.mean((x - mean) ** 2, axis=-1, keepdims=True)
+    return (x - mean) / fnp.sqrt(var + 1e-5)
+
+
+def _softmax(x):
+    e = fnp.exp(x - fnp.max(x, axis=-1, keepdims=True))
+    return e / fnp.sum(e, axis=-1, keepdims=True)
+
+
+def test_a_function_jitted_anew_reuses_the_machine_code(capsys):
+    x = np.linspace(-1, 1, 1000, dtype=np.float32)
+
+    def f(x):
+        return fnp.sin(x) * 2.0 + 1.0
+    fusionjit.clear_caches()
+    first = _compilation(fusionjit.jit(f), x)
+    again = _compilation(fusionjit.jit(f), x)   # a new wrapper: traced and fused again
+    assert not first.code_cache_hit and again.code_cache_hit
+    assert again.executable is first.executable
+    with _config(fusionjit_log_compiles=True):
+        out = fusionjit.jit(f)(x)
+    assert "machine code reused" in capsys.readouterr().err
+    np.testing.assert_array_equal(np.asarray(out), np.asarray(fusionjit.jit(f)(x)))
+    assert_allclose(out, np.sin(x) * 2 + 1, rtol=1e-6, atol=1e-6)
+
+
+def test_profiles_that_form_the_same_kernels_share_code():
+    x = np.linspace(-1, 1, 4096, dtype=np.float32).reshape(64, 64)
+    fusionjit.clear_caches()
+    xla = _compilation(fusionjit.jit(_softmax, fusion="xla"), x)
+    concat = _compilation(fusionjit.jit(_softmax, fusion="xla+concat"), x)
+    assert xla.optimized_text == concat.optimized_text
+    assert concat.code_cache_hit and concat.executable is xla.executable
+    none = _compilation(fusionjit.jit(_softmax, fusion="none"), x)   # other kernels
+    assert not none.code_cache_hit
+
+
+@pytest.mark.parametrize("where", ["first", "middle", "last"])
+def test_programs_that_differ_in_one_element_of_a_large_constant_do_not_share_code(where):
+    # A constant past the key's inline size is named by its hash; a hit compares it whole.
+    rng = np.random.default_rng(0)
+    w1, b1, w2 = (rng.standard_normal(s).astype(np.float32) for s in ((16, 64), (64,), (64, 4)))
+    x = rng.standard_normal((8, 16)).astype(np.float32)
+    i = {"first": 0, "middle": 500, "last": w1.size - 1}[where]
+    w1b = w1.copy()
+    w1b.flat[i] += 1.0
+    fusionjit.clear_caches()
+    a = fusionjit.jit(_mlp(w1, b1, w2))(x)
+    b = fusionjit.jit(_mlp(w1b, b1, w2))(x)
+    assert _compilation(fusionjit.jit(_mlp(w1b, b1, w2)), x).executable is not (
+        _compilation(fusionjit.jit(_mlp(w1, b1, w2)), x).executable)
+    want_a = np.tanh(x @ w1 + b1) @ w2
+    want_b = np.tanh(x @ w1b + b1) @ w2
+    assert not np.allclose(want_a, want_b, atol=1e-3)
+    assert_allclose(a, want_a, rtol=1e-4, atol=1e-4)
+    assert_allclose(b, want_b, rtol=1e-4, atol=1e-4)
+
+
+def test_closed_over_weights_reuse_code_and_stay_exact():
+    rng = np.random.default_rng(1)
+    w1, b1, w2 = (rng.standard_normal(s).astype(np.float32) for s in ((256, 512), (512,), (512, 2)))
+    x = rng.standard_normal((4, 256)).astype(np.float32)
+    fusionjit.clear_caches()
+    first = _compilation(fusionjit.jit(_mlp(w1, b1, w2)), x)
+    again = _compilation(fusionjit.jit(_mlp(w1.copy(), b1.copy(), w2.copy())), x)
+    assert again.code_cache_hit   # equal weights, other arrays: compared, not assumed
+    assert_allclose(fusionjit.jit(_mlp(w1, b1, w2))(x), np.tanh(x @ w1 + b1) @ w2,
+                    rtol=1e-4, atol=1e-4)
+    assert not first.code_cache_hit
+
+
+def _nan_bits(dtype):
+    if dtype == "bfloat16":
+        import ml_dtypes
+        return ml_dtypes.bfloat16, np.uint16, [0x7fc1, 0xffc0]
+    return {np.float32: (np.float32, np.uint32, [0x7fc00001, 0xffc00000]),
+            np.float16: (np.float16, np.uint16, [0x7e01, 0xfe00])}[dtype]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, "bfloat16"])
+@pytest.mark.parametrize("shape", [(2,), ()])
+def test_constants_keep_their_nan_payload_and_sign(dtype, shape):
+    # Before the copy was structural, a module was copied through its text, where every NaN
+    # printed as "nan": a closed-over NaN lost its payload and sign (JAX keeps both).
+    dt, bits_dt, bits = _nan_bits(dtype)
+    c = np.array(bits, bits_dt).view(dt)
+    if shape == ():
+        c = c[1]
+    x = np.ones(shape, dt)
+
+    def f(x):
+        return lax.bitcast_convert_type(fnp.where(x > 0, c, x), bits_dt)
+    want = np.asarray(c).view(bits_dt)
+    for fusion in ("none", "fusionjit"):
+        np.testing.assert_array_equal(np.asarray(fusionjit.jit(f, fusion=fusion)(x)), want)
+
+
+def test_the_text_form_writes_a_nan_by_its_bits_and_reads_it_back():
+    c = np.array([0x7fc00001, 0x7fc00000, 0xffc00000], np.uint32).view(np.float32)
+    module = fusionjit.jit(lambda x: x + c).lower(np.ones(3, np.float32)).compile()._entry.module
+    text = str(module)
+    assert "nan_0x7fc00001" in text and "nan_0xffc00000" in text and "nan, " in text
+    assert str(_core.parse_module(text)) == text
+
+
+@pytest.mark.parametrize("level", [0, 1, 3])
+def test_every_optimisation_level_computes_what_the_default_does(level):
+    # Code generation runs at the level too (0: LLVM's fast instruction selection).
+    rng = np.random.default_rng(2)
+    w1, b1, w2 = (rng.standard_normal(s).astype(np.float32) for s in ((16, 64), (64,), (64, 4)))
+    x = rng.standard_normal((33, 16)).astype(np.float32)
+    programs = [_mlp(w1, b1, w2), _layer_norm, _softmax,
+                lambda x: fnp.cumsum(fnp.abs(x), axis=0).max(axis=1)]
+    want = [np.asarray(fusionjit.jit(p)(x)) for p in programs]
+    with _config(fusionjit_opt_level=level):
+        got = [np.asarray(fusionjit.jit(p)(x)) for p in programs]
+    for g, w in zip(got, want):
+        assert_allclose(g, w, rtol=2e-5, atol=2e-5)
+
+
+@contextlib.contextmanager
+def _config(**values):
+    old = {k: getattr(fusionjit.config, k) for k in values}
+    for k, v in values.items():
+        fusionjit.config.update(k, v)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            fusionjit.config.update(k, v)
+
+
+def test_clear_caches_clears_every_cache():
+    x = np.ones(8, np.float32)
+    f = fusionjit.jit(lambda x: x * 3.0)
+    f(x)
+    fnp.ones(3) + 1.0  # an eager primitive
+    assert _core.code_cache_size() > 0
+    fusionjit.clear_caches()
+    assert _core.code_cache_size() == 0
+    assert not f._entries._d and not fusionjit._src.dispatch._PRIMITIVE_JITS._d
+    assert not _compilation(f, x).code_cache_hit
+    np.testing.assert_array_equal(np.asarray(f(x)), x * 3)
