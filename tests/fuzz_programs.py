@@ -54,7 +54,7 @@ first failure with its reproducer)::
 
 ``--threads`` gives the worker processes FUSIONJIT_NUM_THREADS, one value per batch in turn
 (default: inherited; 2,3,4 with --tier large); a failure report names the value. Hours of
-the large tier (about 6 programs/s with --jobs 2 on two cores)::
+the large tier (about 4 programs/s per core on a 2-core Zen 3)::
 
     python3 tests/fuzz_programs.py --tier large --start 0 --count 1000000 --jobs 2 \\
         --keep-going --time-limit 14400 --shrink

@@ -171,3 +171,16 @@ def test_clear_caches_clears_every_cache():
     assert not f._entries._d and not fusionjit._src.dispatch._PRIMITIVE_JITS._d
     assert not _compilation(f, x).code_cache_hit
     np.testing.assert_array_equal(np.asarray(f(x)), x * 3)
+
+
+def test_a_scalar_loops_iota_is_hidden_from_llvms_loop_strength_reduction():
+    # Threefry's counters are iotas; in a scalar loop (a kernel's tail) LLVM's loop strength
+    # reduction took each add of the 80-round chain for an induction variable: seconds of
+    # code generation per kernel. An empty inline asm (no instruction) hides the index.
+    key = fusionjit.random.PRNGKey(7)
+    f = fusionjit.jit(lambda k: fusionjit.random.uniform(k, (13,)))
+    ir = f.lower(key).as_text("llvm")
+    assert 'asm ""' in ir
+    np.testing.assert_array_equal(np.asarray(f(key)),
+                                  np.asarray(fusionjit.jit(lambda k: fusionjit.random.uniform(
+                                      k, (13,)), fusion="none")(key)))

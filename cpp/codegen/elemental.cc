@@ -11,7 +11,9 @@
 
 #include "analysis/cost_model.h"
 #include "codegen/math.h"
+#include "llvm/IR/InlineAsm.h"
 #include "llvm/IR/Intrinsics.h"
+#include "llvm/TargetParser/Triple.h"
 #include "support/error.h"
 #include "support/float16.h"
 
@@ -606,6 +608,21 @@ llvm::Value* ElementalEmitter::EmitBinaryOp(Opcode op, DType t, ComparisonDirect
   }
 }
 
+// A scalar index used as data (an iota: threefry's counters are iotas), passed through an
+// empty inline asm that emits no instruction, on CPU targets. Without it LLVM's loop
+// strength reduction takes every add of a threefry chain on a loop's index for an induction
+// variable: 3 s of code generation for one 600-instruction scalar tail loop, most of the
+// time of any program drawing random numbers in a kernel. Addresses still use the index
+// itself; only the scalar loops (tails, width-1 kernels) are concerned, vectors are not
+// analysed so.
+llvm::Value* ElementalEmitter::HiddenFromScalarEvolution(llvm::Value* v) {
+  llvm::Module* m = b_.GetInsertBlock()->getModule();
+  llvm::Triple triple(m->getTargetTriple());
+  if (!v->getType()->isIntegerTy(64) || !(triple.isX86() || triple.isAArch64())) return v;
+  auto* type = llvm::FunctionType::get(v->getType(), {v->getType()}, false);
+  return b_.CreateCall(llvm::InlineAsm::get(type, "", "=r,0", /*hasSideEffects=*/false), {v});
+}
+
 Val ElementalEmitter::EmitIota(const Instruction* instr, const Index& index) {
   LaneMath lanes = Lanes();
   int64_t d = instr->dimensions()[0];
@@ -624,6 +641,7 @@ Val ElementalEmitter::EmitIota(const Instruction* instr, const Index& index) {
   llvm::Value* v = varying ? lanes.Materialize(i) : i.base;
   llvm::Type* to = varying ? WithWidth(scalar, width_) : scalar;
   if (IsLowPrecisionFloat(t)) ThrowInternal("codegen: iota of ", DTypeName(t), " (the low-precision pass computes it in f32)");
+  if (!to->isVectorTy()) v = HiddenFromScalarEvolution(v);
   v = IsFloat(t) ? b_.CreateSIToFP(v, to) : b_.CreateTrunc(v, to);
   return {v, varying};
 }

@@ -173,6 +173,7 @@ class ElementalEmitter {
  private:
   Val EmitUncached(const Instruction* instr, const Index& index);
   Val EmitElementwise(const Instruction* instr, const Index& index);
+  llvm::Value* HiddenFromScalarEvolution(llvm::Value* v);
   Val EmitIota(const Instruction* instr, const Index& index);
   Val EmitReshape(const Instruction* instr, const Index& index);
   Val EmitConcatenate(const Instruction* instr, const Index& index);

@@ -111,6 +111,8 @@ CpuProgram CompileCpuProgram(const Module& module, const BufferAssignment& buffe
   JitEngine& jit = JitEngine::Get();
   auto context = std::make_unique<llvm::LLVMContext>();
   auto llvm_module = std::make_unique<llvm::Module>(module.name(), *context);
+  // The host's triple from the start: the emitters ask what target they emit for.
+  llvm_module->setTargetTriple(jit.target_machine().getTargetTriple().str());
   CpuProgram program;
   CpuProgramEmitter emitter(*llvm_module, buffers, options);
   program.kernels = emitter.Emit(*module.entry());
