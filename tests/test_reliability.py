@@ -199,6 +199,40 @@ def test_forked_child_runs_parallel_kernels():
     assert p.returncode == 0 and "child 0" in p.stdout, (p.stdout, p.stderr[-2000:])
 
 
+def test_forks_while_another_thread_compiles_leave_the_child_able_to_compile():
+    # The JIT's lock and the code cache's are taken around fork by handlers: a child forked
+    # while another thread compiled or looked code up would otherwise wait for it forever.
+    # (A lookup holds the cache's lock for microseconds: this test exercises forking during
+    # compiles and lookups; it does not reproduce the cache's hang reliably without the
+    # handler.)
+    p = run_script("""
+        import os, threading, numpy as np, fusionjit, fusionjit.numpy as fnp
+        def prog(x):
+            for k in range(200):
+                x = x * 0.5 + k
+            return x
+        x = np.ones(64, np.float32)
+        stop = False
+        def rejit():
+            while not stop:
+                fusionjit.jit(prog)(x)   # a new wrapper: the code cache is looked up each time
+        t = threading.Thread(target=rejit)
+        t.start()
+        bad = 0
+        for i in range(20):
+            pid = os.fork()
+            if pid == 0:
+                y = fusionjit.jit(lambda v: v * 3.0 + i)(np.ones(4, np.float32))
+                os._exit(0 if float(y[0]) == 3.0 + i else 3)
+            _, status = os.waitpid(pid, 0)
+            bad += os.waitstatus_to_exitcode(status) != 0
+        stop = True
+        t.join()
+        print("bad", bad)
+    """, timeout=120)
+    assert p.returncode == 0 and "bad 0" in p.stdout, (p.stdout, p.stderr[-2000:])
+
+
 def test_multiprocessing_fork_pool_runs_jitted_functions():
     p = run_script("""
         import multiprocessing as mp, numpy as np, fusionjit, fusionjit.numpy as fnp

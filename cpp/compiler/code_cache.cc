@@ -1,10 +1,18 @@
 // The process's cache of generated code (see code_cache.h).
 #include "compiler/code_cache.h"
 
+#include <pthread.h>
+
 namespace fj {
 
 CodeCache& CodeCache::Get() {
-  static CodeCache* cache = new CodeCache();  // outlives every executable's last user
+  // Outlives every executable's last user. A fork waits until no thread is in the cache, so
+  // the child's copy is unlocked (as the JIT engine's).
+  static CodeCache* cache = [] {
+    auto* c = new CodeCache();
+    pthread_atfork([] { Get().mu_.lock(); }, [] { Get().mu_.unlock(); }, [] { Get().mu_.unlock(); });
+    return c;
+  }();
   return *cache;
 }
 
