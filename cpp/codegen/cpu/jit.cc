@@ -4,6 +4,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <new>
 #include <cstdlib>
 #include <sstream>
 #include <vector>
@@ -79,11 +80,25 @@ void RaiseLlvmFatalErrorForTesting(const std::string& message) {
 }
 
 JitEngine& JitEngine::Get() {
-  // Lives as long as the process. A fork waits until no thread is adding code, so the
-  // child's JIT is consistent and unlocked.
+  // Lives as long as the process. A fork waits until no thread is compiling or adding code,
+  // so the child's JIT (and LLVM's global state) is consistent and unlocked.
   static JitEngine* engine = [] {
     auto* e = new JitEngine();
-    pthread_atfork([] { Get().mu_.lock(); }, [] { Get().mu_.unlock(); }, [] { Get().mu_.unlock(); });
+    pthread_atfork(
+        [] {
+          Get().working_.lock();
+          Get().mu_.lock();
+        },
+        [] {
+          Get().mu_.unlock();
+          Get().working_.unlock();
+        },
+        [] {
+          // In the child the writer is another thread id, which a rwlock's unlock reads as
+          // a reader's: a fresh lock instead (no thread of the parent survives to hold it).
+          Get().mu_.unlock();
+          new (&Get().working_) std::shared_mutex();
+        });
     return e;
   }();
   return *engine;
@@ -149,6 +164,7 @@ std::pair<void*, std::shared_ptr<void>> JitEngine::Add(std::unique_ptr<llvm::Mod
                                                        std::unique_ptr<llvm::LLVMContext> context,
                                                        const std::string& symbol, int opt_level,
                                                        std::string* ir_out, std::string* asm_out) {
+  std::shared_lock<std::shared_mutex> working(working_);  // a fork waits for this compile
   // If this throws, the module goes before its context.
   struct ModuleFirst {
     std::unique_ptr<llvm::Module>& module;

@@ -4,6 +4,7 @@
 #include <array>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 
 #include "llvm/ADT/SmallVector.h"
@@ -43,6 +44,10 @@ class JitEngine {
   // level is a property of the target machine.
   std::array<std::unique_ptr<llvm::TargetMachine>, 4> codegen_machines_;
   std::mutex mu_;
+  // Held shared by every Add for its whole LLVM work (optimisation included, which runs
+  // outside mu_ and takes LLVM's own global locks); a fork takes it exclusively, so the
+  // child never inherits a lock a compiling thread held.
+  std::shared_mutex working_;
   uint64_t next_dylib_ = 0;
 };
 
