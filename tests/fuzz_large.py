@@ -48,27 +48,27 @@ reductions) may be inexact: conditioning checks them.
 
 Tolerances. A program is evaluated with NumPy in float64 (the reference) and in float32
 with its sums (sum, mean, dot, matmul) accumulated in four orders: NumPy's pairwise, one
-sequential chain (row-major over the reduced dimensions, what a scalar reduction loop does),
-the same chain reversed, and 64 strided accumulators combined in order (a 16-lane, 4x
-unrolled row loop). For float output i, ``dev_i`` is the largest difference of those from
-the reference (a float64 program: the largest difference of its own float64 orderings
-from the pairwise one, plus the float32 one scaled by 2^-29). A result passes if
-``|got - ref| <= atol + rtol * |ref| + 4 * dev_i`` elementwise, with rtol = atol = 1e-4
-(float32, as the small tier) or 1e-9 (float64): the slack follows the reduction length and
-the size of the summed terms, since a sequential float32 chain over 10^6 terms is the worst
-legitimate order and fusionjit's own (blocked, multi-accumulator) orders are more
-accurate. Profiles are compared with profile none with the same formula but ``dev_i`` from
-the orderings' differences among themselves (the order-dependent part only): profiles may
-legitimately sum in different orders (a row reduction in a kernel walked with vector
-lanes accumulates sequentially, one in its own kernel with 16-lane accumulators), but they
-share every rounding that does not depend on order. Integer, uint32 and bool results are
-exact (sums of ints are exact in any order, so the tree reduction's blocks and padding
-are checked exactly by the int32/uint32 programs and by max/min). A program is fragile
-(its results' dtypes and shapes are checked, not their values; inputs are redrawn twice
-first) when
-a float result is not finite, an int or bool result differs between the orderings, a
-floor / comparison / float->int conversion lies within 4 * dev (or 1e-4 relative) of its
-jump, or 4 * dev exceeds 1% of a result's magnitude.
+sequential chain (row-major over the reduced dimensions, what a scalar reduction loop
+does), the same chain reversed, and 64 strided accumulators combined in order (a 16-lane,
+4x unrolled row loop). For float output i, ``dev_i`` is the largest difference of those
+from the reference (a float64 program: the largest difference of its own float64 orderings
+from the pairwise one, plus the float32 one scaled by 2^-29, plus the difference made by
+moving every exp, expm1, log, sin, cos and tanh result one ulp at random: ``UlpNumpy``). A
+result passes if ``|got - ref| <= atol + rtol * |ref| + 4 * dev_i`` elementwise, with rtol
+= atol = 1e-4 (float32, as the small tier) or 1e-9 (float64): the slack follows the
+reduction length and the size of the summed terms, since a sequential float32 chain over
+10^6 terms is the worst legitimate order and fusionjit's own (blocked, multi-accumulator)
+orders are more accurate. Profiles are compared with profile none with the same formula but
+``dev_i`` from the orderings' differences among themselves (the order-dependent part only):
+profiles may legitimately sum in different orders (a row reduction in a kernel walked with
+vector lanes accumulates sequentially, one in its own kernel with 16-lane accumulators),
+but they share every rounding that does not depend on order. Integer, uint32 and bool
+results are exact (sums of ints are exact in any order, so the tree reduction's blocks and
+padding are checked exactly by the int32/uint32 programs and by max/min). A program is
+fragile (its results' dtypes and shapes are checked, not their values; inputs are redrawn
+twice first) when a float result is not finite, an int or bool result differs between the
+orderings, a floor / comparison / float->int conversion lies within 4 * dev (or 1e-4
+relative) of its jump, or 4 * dev exceeds 1% of a result's magnitude.
 
 Run it for hours::
 
@@ -240,6 +240,33 @@ class OrderedNumpy:
 ORDERS = {name: OrderedNumpy(name) for name in ("seq", "rev", "lanes")}
 
 
+class UlpNumpy:
+    """numpy whose inexact elementwise functions (exp, expm1, log, sin, cos, tanh) are off by
+    one ulp, up or down at random (a fixed seed), per element: float64 programs take this
+    evaluation's deviation as the part of their slack that the math library's last bit
+    moves. fusionjit's polynomials and NumPy's C library each round within an ulp or so, and
+    a program like cos(sin(tanh(x) * 1e6) * 1e6) amplifies that bit a millionfold twice
+    (seed 649046): its float32 evaluation, saturated, cannot say by how much."""
+
+    FUNCTIONS = ("exp", "expm1", "log", "sin", "cos", "tanh")
+
+    def __init__(self):
+        self.rng = np.random.default_rng(0)
+
+    def __getattr__(self, name):
+        f = getattr(np, name)
+        if name not in self.FUNCTIONS:
+            return f
+
+        def off_by_one_ulp(x):
+            y = np.asarray(f(x))
+            if y.dtype.kind != "f":
+                return y
+            up = self.rng.random(y.shape) < 0.5
+            return np.where(up, np.nextafter(y, np.inf), np.nextafter(y, -np.inf)).astype(y.dtype)
+        return off_by_one_ulp
+
+
 # --- programs ----------------------------------------------------------------------------
 
 @dataclass
@@ -327,6 +354,9 @@ class LargeProgram(Program):
         if got.dtype.kind in "biu":
             return fp.exact_mismatch(got, want, what)
         dev = c.dev[i] if against == "numpy" else c.dev_order[i]
+        source = "the summation orders" + (
+            " and the math library's last bit" if against == "numpy" and self.fdtype == "f64"
+            else "")
         rtol, atol = (fp.RTOL, fp.ATOL) if self.fdtype == "f32" else (RTOL64, ATOL64)
         g, w = got.astype(np.float64), want.astype(np.float64)
         err = np.abs(g - w)
@@ -338,7 +368,7 @@ class LargeProgram(Program):
         return (f"{what}: {int(bad.sum())} of {got.size} elements differ; worst at "
                 f"{tuple(int(j) for j in k)}: got {g[k]!r}, expected {w[k]!r}, |diff| "
                 f"{err[k]:.3g} > tol {tol[k]:.3g} (atol {atol:g} + rtol {rtol:g} * |expected| "
-                f"+ {K_DEV:g} * dev {dev:.3g}, dev from the summation orders)")
+                f"+ {K_DEV:g} * dev {dev:.3g}, dev from {source})")
 
     # -- shrinking and printing -------------------------------------------------------
     def simpler(self, k):
@@ -473,8 +503,13 @@ def _conditioning(prog: LargeProgram) -> _Cond:
         dtype_of = [r.dtype for r in ref]
         dev_order = [max(_finite_max(out64[v][i] - ref[i]) for v in ORDERS)
                      if is_float[i] else 0.0 for i in range(n_out)]
-        dev = [d + d32 * F64_SCALE for d, d32 in zip(dev_order, dev32)]
-        node_tol = {a: max(w[a] for w in w64.values()) + nd32[a] * F64_SCALE for a in watch}
+        out_ulp, w = run(np.float64, UlpNumpy())
+        evals.append(out_ulp)
+        w_ulp = node_dev(w, watched64)
+        dev = [d + d32 * F64_SCALE + (_finite_max(u - r) if f else 0.0)
+               for d, d32, u, r, f in zip(dev_order, dev32, out_ulp, ref, is_float)]
+        node_tol = {a: max(w[a] for w in w64.values()) + nd32[a] * F64_SCALE + w_ulp[a]
+                    for a in watch}
     evals.append(ref)
     refs = []
     for i in range(n_out):
