@@ -10,6 +10,8 @@
 //   sin/cos/tan  reduction by pi/2 (f32: three f32 parts for |x| <= 128, else in f64;
 //           f64: fdlibm's three-part pi/2 for |x| <= 2^20), minimax kernels (Cephes f32,
 //           fdlibm f64); lanes beyond those ranges call the C library. sin/cos <= 2 ulp.
+//           The rare paths (f32 beyond 128, f64 beyond 2^20) are one cold function per
+//           module and vector width (CallOutOfLine), called when a vector has such a lane.
 //   tanh    expm1(2|x|) / (expm1(2|x|) + 2) with the sign of x. <= 3 ulp.
 //   atan2   octant reduction, t > tan(pi/8) folded by (t-1)/(t+1); Cephes polynomial (f32),
 //           argument halving and a Taylor series (f64). <= 4 ulp.
@@ -18,6 +20,7 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "llvm/IR/Intrinsics.h"
 
@@ -270,6 +273,35 @@ llvm::Value* Branch(FloatMath& m, llvm::Value* in_range, Fast fast, Slow slow, c
   return phi;
 }
 
+// Calls `name`(args), a function of the module returning `args[0]`'s type, emitting its body
+// with `body(b, params)` the first time. For the rare paths (large arguments): one cold
+// copy per module instead of one inlined into every use and into both the vector and the
+// tail loop, which multiplied compile time (LLVM's register allocation and instruction
+// selection grow with the function).
+template <typename Body>
+llvm::Value* CallOutOfLine(Builder& b, const std::string& name, llvm::ArrayRef<llvm::Value*> args, Body body) {
+  llvm::Module* mod = b.GetInsertBlock()->getModule();
+  llvm::Type* type = args[0]->getType();
+  llvm::Type* scalar = type->getScalarType();
+  std::string full = name + "." + (scalar->isFloatTy() ? "f32" : scalar->isDoubleTy() ? "f64" : "t");
+  if (auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(type)) full += "x" + std::to_string(vt->getNumElements());
+  llvm::Function* fn = mod->getFunction(full);
+  if (!fn) {
+    std::vector<llvm::Type*> params;
+    for (llvm::Value* a : args) params.push_back(a->getType());
+    fn = llvm::Function::Create(llvm::FunctionType::get(type, params, false), llvm::GlobalValue::InternalLinkage,
+                                full, mod);
+    fn->addFnAttr(llvm::Attribute::NoUnwind);
+    fn->addFnAttr(llvm::Attribute::NoInline);
+    fn->addFnAttr(llvm::Attribute::Cold);
+    Builder inner(llvm::BasicBlock::Create(b.getContext(), "entry", fn));
+    std::vector<llvm::Value*> values;
+    for (llvm::Argument& a : fn->args()) values.push_back(&a);
+    inner.CreateRet(body(inner, values));
+  }
+  return b.CreateCall(fn, args);
+}
+
 enum class Trig { kSin, kCos, kTan };
 
 // sin/cos/tan of r in [-pi/4, pi/4] rotated by quadrant q (an integer vector).
@@ -304,9 +336,30 @@ llvm::Value* TrigKernel(FloatMath& m, llvm::Value* r, llvm::Value* q, Trig which
   return m.Select(negate, m.Neg(v), v);
 }
 
+// sin/cos/tan of f32 arguments beyond 128 (rare): reduced in f64 up to 2^19, the C
+// library beyond.
+llvm::Value* TrigWideF32(Builder& b, llvm::Value* x, Trig which, const char* libm) {
+  FloatMath m(b, x->getType());
+  auto f64_reduction = [&] {
+    // Reduce in double, evaluate the f32 kernel: accurate to |x| <= 2^19.
+    llvm::Type* dt = m.width() == 1 ? b.getDoubleTy()
+                                    : static_cast<llvm::Type*>(llvm::FixedVectorType::get(b.getDoubleTy(), m.width()));
+    FloatMath d(b, dt);
+    llvm::Value* xd = b.CreateFPExt(x, dt);
+    llvm::Value* j = d.RoundEven(d.Mul(xd, d.C(6.36619772367581382433e-01)));
+    llvm::Value* r = d.Fma(d.Neg(j), d.C(1.57079632673412561417e+00), xd);
+    r = d.Fma(d.Neg(j), d.C(6.07710050650619224932e-11), r);
+    llvm::Value* q = b.CreateTrunc(d.ToInt(j), m.int_type());
+    return TrigKernel(m, b.CreateFPTrunc(r, m.type()), q, which);
+  };
+  llvm::Value* medium = b.CreateNot(m.Gt(m.Abs(x), m.C(524288.0)));
+  return Branch(m, medium, f64_reduction, [&] { return Libm(b, libm, {x}); }, "trig.medium");
+}
+
 llvm::Value* TrigImpl(Builder& b, llvm::Value* x, Trig which) {
   FloatMath m(b, x->getType());
   const char* libm = which == Trig::kSin ? "sinf" : which == Trig::kCos ? "cosf" : "tanf";
+  std::string wide_name = "fj." + std::string(libm, 3) + ".wide";
   if (m.f32()) {
     auto f32_path = [&] {
       llvm::Value* j = m.RoundEven(m.Mul(x, m.C(0.636619772367581343)));
@@ -315,24 +368,12 @@ llvm::Value* TrigImpl(Builder& b, llvm::Value* x, Trig which) {
       r = m.Fma(m.Neg(j), m.C(-1.7151245100058819e-15), r);
       return TrigKernel(m, r, m.ToInt(j), which);
     };
-    auto f64_reduction = [&] {
-      // Reduce in double, evaluate the f32 kernel: accurate to |x| <= 2^19.
-      llvm::Type* dt = m.width() == 1 ? b.getDoubleTy()
-                                      : static_cast<llvm::Type*>(llvm::FixedVectorType::get(b.getDoubleTy(), m.width()));
-      FloatMath d(b, dt);
-      llvm::Value* xd = b.CreateFPExt(x, dt);
-      llvm::Value* j = d.RoundEven(d.Mul(xd, d.C(6.36619772367581382433e-01)));
-      llvm::Value* r = d.Fma(d.Neg(j), d.C(1.57079632673412561417e+00), xd);
-      r = d.Fma(d.Neg(j), d.C(6.07710050650619224932e-11), r);
-      llvm::Value* q = b.CreateTrunc(d.ToInt(j), m.int_type());
-      return TrigKernel(m, b.CreateFPTrunc(r, m.type()), q, which);
-    };
-    llvm::Value* ax = m.Abs(x);
     // NaN lanes count as in range (every path returns NaN for them).
-    llvm::Value* small = b.CreateNot(m.Gt(ax, m.C(128.0)));
+    llvm::Value* small = b.CreateNot(m.Gt(m.Abs(x), m.C(128.0)));
     return Branch(m, small, f32_path, [&] {
-      llvm::Value* medium = b.CreateNot(m.Gt(ax, m.C(524288.0)));
-      return Branch(m, medium, f64_reduction, [&] { return Libm(b, libm, {x}); }, "trig.medium");
+      return CallOutOfLine(b, wide_name, {x}, [&](Builder& ib, llvm::ArrayRef<llvm::Value*> a) {
+        return TrigWideF32(ib, a[0], which, libm);
+      });
     }, "trig");
   }
   auto f64_path = [&] {
@@ -343,7 +384,11 @@ llvm::Value* TrigImpl(Builder& b, llvm::Value* x, Trig which) {
     return TrigKernel(m, r, m.ToInt(j), which);
   };
   llvm::Value* in_range = b.CreateNot(m.Gt(m.Abs(x), m.C(1048576.0)));
-  return Branch(m, in_range, f64_path, [&] { return Libm(b, libm, {x}); }, "trig");
+  return Branch(m, in_range, f64_path, [&] {
+    return CallOutOfLine(b, wide_name, {x}, [&](Builder& ib, llvm::ArrayRef<llvm::Value*> a) {
+      return Libm(ib, libm, {a[0]});
+    });
+  }, "trig");
 }
 
 llvm::Value* Atan2Impl(FloatMath& m, llvm::Value* y, llvm::Value* x) {
