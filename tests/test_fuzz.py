@@ -18,7 +18,8 @@ dot/matmul, lax.pad, dynamic slices at traced starts) runs FJ_FUZZ_LARGE_PROGRAM
 60) programs from seed FJ_FUZZ_LARGE_SEED (default 0), 12 per test (3-5 s each).
 Its float results are compared with a float64 NumPy evaluation with rtol = atol = 1e-4
 (float32) or 1e-9 (float64) plus 4 times the spread of four summation orders (float64:
-and of the math functions' last bit; see fuzz_large's docstring); ints and bools exactly. For hours of it:
+and of the math functions' last bit; see fuzz_large's docstring); ints and bools exactly.
+For hours of it:
 python3 tests/fuzz_programs.py --tier large --start 0 --count 1000000 --jobs 2 --keep-going.
 
 The loops tier (tests/fuzz_loops.py: lax.scan, fori_loop, while_loop, cond and switch over
