@@ -2,12 +2,16 @@
 #include "analysis/cost_model.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "ir/whole_loop.h"
+#include "support/error.h"
+#include "support/flags.h"
 
 namespace fj {
 namespace {
@@ -84,12 +88,6 @@ double RowStepsOf(const Instruction* i) {
     return 0;
   }
   return Elements(i->shape()) * StepsPerRow(i);
-}
-
-double RowSteps(const Computation& fused) {
-  double steps = 0;
-  for (const Instruction* i : fused.MakePostOrder()) steps += RowStepsOf(i);
-  return steps;
 }
 
 }  // namespace
@@ -229,68 +227,85 @@ bool IsRowInvariantBroadcast(const Instruction* b, const Shape& rows) {
   return true;
 }
 
-// Evaluations, for a kernel whose elements are those of `kernel` and that walks the rows of
-// `rows` (null: element by element).
+// What the evaluations of a fused computation's ops depend on besides their users: a kernel
+// whose elements are those of `kernel` and that walks the rows of `rows` (null: element by
+// element).
+struct EvaluationSpace {
+  const Instruction* root;
+  const Shape* rows;
+  const Shape& kernel;
+  const KeepFn& keep;
+};
+
+// How often the kernel evaluates `x`, from its users' evaluations in `evals`.
+double EvaluationsOf(const Instruction* x, const EvaluationSpace& space,
+                     const std::unordered_map<const Instruction*, double>& evals) {
+  const Shape* rows = space.rows;
+  const Shape& kernel = space.kernel;
+  const bool keeps_rows = rows && rows->SameDims(kernel);  // a row plan's row buffers
+  auto evals_of = [&](const Instruction* u) {
+    auto it = evals.find(u);
+    return it == evals.end() ? 0.0 : it->second;
+  };
+  double e = 0;
+  if (x == space.root) {
+    e = x->opcode() == Opcode::kTuple ? 0 : Elements(x->shape());
+  }
+  // Users that read x at their own index (elementwise ops of its shape, the root tuple)
+  // share one evaluation per index (the emitter caches values by index): the most any of
+  // them needs. Users that read it elsewhere (broadcasts, slices, reductions) add theirs.
+  double same_index = 0;
+  for (const Instruction* u : x->users()) {
+    double per = 0;
+    // A reduction of everything over the kernel's own index space (a whole loop's lanes,
+    // a reduction with side outputs) evaluates x where the kernel's outputs do.
+    bool full_reduction_of_kernel_space =
+        u->opcode() == Opcode::kReduce && x->shape().IsArray() && x->shape().SameDims(kernel) &&
+        static_cast<int>(u->dimensions().size()) == x->shape().rank() && x->shape().rank() > 0;
+    // A reshape (or a bitcast, a copy) of as many elements reads each of x's elements at
+    // an index that the other readers of that element compute alike: they share it (an
+    // unrolled scan's state goes through one every step; counted apart, its ops doubled
+    // with each step).
+    bool relabels = (u->opcode() == Opcode::kReshape || u->opcode() == Opcode::kBitcastConvert ||
+                     u->opcode() == Opcode::kCopy) &&
+                    u->shape().IsArray() && x->shape().IsArray() && Elements(u->shape()) == Elements(x->shape());
+    bool at_own_index = u->opcode() == Opcode::kTuple || full_reduction_of_kernel_space || relabels ||
+                        (IsElementwise(u->opcode()) && u->shape().IsArray() && x->shape().IsArray() &&
+                         u->shape().SameDims(x->shape()));
+    for (int i = 0; i < u->operand_count(); ++i) {
+      if (u->operand(i) != x) continue;
+      if (u->opcode() == Opcode::kTuple) {
+        per = std::max(per, Elements(x->shape()));
+      } else if (at_own_index) {
+        // x * x reads x once: both operands are the value at the same index. (Counted
+        // twice, cos(theta)**2 doubled the state's ops with every step of an unrolled
+        // CartPole scan: 2^10 times the work.)
+        per = std::max(per, evals_of(u) * ReadsPerEvaluation(u, i));
+      } else if (rows && IsRowInvariantBroadcast(u, *rows)) {
+        per += evals_of(u) / static_cast<double>(rows->dims().back());
+      } else {
+        per += evals_of(u) * ReadsPerEvaluation(u, i);
+      }
+    }
+    if (at_own_index) {
+      same_index = std::max(same_index, per);
+    } else {
+      e += per;
+    }
+  }
+  e += same_index;
+  if (rows && IsPerRowReduction(x, *rows)) e = std::min(e, Elements(x->shape()));  // once per row
+  if (keeps_rows && IsKeptRowValue(x, *rows)) e = std::min(e, Elements(x->shape()));  // once per element
+  if (space.keep && space.keep(x, e)) e = std::min(e, Elements(x->shape()));
+  return e;
+}
+
 std::unordered_map<const Instruction*, double> EvaluationsOver(const Computation& fused, const KeepFn& keep,
                                                                const Shape* rows, const Shape& kernel) {
   std::unordered_map<const Instruction*, double> evals;
   std::vector<Instruction*> order = fused.MakePostOrder();
-  const Instruction* root = fused.root();
-  const bool keeps_rows = rows && rows->SameDims(kernel);  // a row plan's row buffers
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    const Instruction* x = *it;
-    double e = 0;
-    if (x == root) {
-      e = root->opcode() == Opcode::kTuple ? 0 : Elements(root->shape());
-    }
-    // Users that read x at their own index (elementwise ops of its shape, the root tuple)
-    // share one evaluation per index (the emitter caches values by index): the most any of
-    // them needs. Users that read it elsewhere (broadcasts, slices, reductions) add theirs.
-    double same_index = 0;
-    for (const Instruction* u : x->users()) {
-      double per = 0;
-      // A reduction of everything over the kernel's own index space (a whole loop's lanes,
-      // a reduction with side outputs) evaluates x where the kernel's outputs do.
-      bool full_reduction_of_kernel_space =
-          u->opcode() == Opcode::kReduce && x->shape().IsArray() && x->shape().SameDims(kernel) &&
-          static_cast<int>(u->dimensions().size()) == x->shape().rank() && x->shape().rank() > 0;
-      // A reshape (or a bitcast, a copy) of as many elements reads each of x's elements at
-      // an index that the other readers of that element compute alike: they share it (an
-      // unrolled scan's state goes through one every step; counted apart, its ops doubled
-      // with each step).
-      bool relabels = (u->opcode() == Opcode::kReshape || u->opcode() == Opcode::kBitcastConvert ||
-                       u->opcode() == Opcode::kCopy) &&
-                      u->shape().IsArray() && x->shape().IsArray() && Elements(u->shape()) == Elements(x->shape());
-      bool at_own_index = u->opcode() == Opcode::kTuple || full_reduction_of_kernel_space || relabels ||
-                          (IsElementwise(u->opcode()) && u->shape().IsArray() && x->shape().IsArray() &&
-                           u->shape().SameDims(x->shape()));
-      for (int i = 0; i < u->operand_count(); ++i) {
-        if (u->operand(i) != x) continue;
-        if (u->opcode() == Opcode::kTuple) {
-          per = std::max(per, Elements(x->shape()));
-        } else if (at_own_index) {
-          // x * x reads x once: both operands are the value at the same index. (Counted
-          // twice, cos(theta)**2 doubled the state's ops with every step of an unrolled
-          // CartPole scan: 2^10 times the work.)
-          per = std::max(per, evals[u] * ReadsPerEvaluation(u, i));
-        } else if (rows && IsRowInvariantBroadcast(u, *rows)) {
-          per += evals[u] / static_cast<double>(rows->dims().back());
-        } else {
-          per += evals[u] * ReadsPerEvaluation(u, i);
-        }
-      }
-      if (at_own_index) {
-        same_index = std::max(same_index, per);
-      } else {
-        e += per;
-      }
-    }
-    e += same_index;
-    if (rows && IsPerRowReduction(x, *rows)) e = std::min(e, Elements(x->shape()));  // once per row
-    if (keeps_rows && IsKeptRowValue(x, *rows)) e = std::min(e, Elements(x->shape()));  // once per element
-    if (keep && keep(x, e)) e = std::min(e, Elements(x->shape()));
-    evals[x] = e;
-  }
+  EvaluationSpace space{fused.root(), rows, kernel, keep};
+  for (auto it = order.rbegin(); it != order.rend(); ++it) evals[*it] = EvaluationsOf(*it, space, evals);
   return evals;
 }
 
@@ -344,13 +359,23 @@ namespace {
 
 // The lane-ops of a fused computation's evaluations. A reduction's or a product's cost is
 // per element it reads (ElementCost).
+// Summed in fixed point (1/1024 of a lane-op), so that the total does not depend on the
+// map's order: a kernel grown in place (KernelCostCache::Grew) and the same kernel built
+// anew, or the same program run again at other addresses, price alike to the last bit.
 double Flops(const std::unordered_map<const Instruction*, double>& evals) {
-  double flops = 0;
+  constexpr double kUnit = 1024;
+  int64_t fixed = 0;
+  double beyond = 0;  // terms too large for the fixed-point sum (2^40 lane-ops and more)
   for (const auto& [i, e] : evals) {
     double reads = IsReadingMany(i) ? ReadsPerEvaluation(i, 0) : 1.0;
-    flops += e * reads * ElementCost(*i);
+    double term = e * reads * ElementCost(*i);
+    if (term < 1099511627776.0) {
+      fixed += static_cast<int64_t>(std::llround(term * kUnit));
+    } else {
+      beyond += term;
+    }
   }
-  return flops;
+  return static_cast<double>(fixed) / kUnit + beyond;
 }
 
 }  // namespace
@@ -371,18 +396,36 @@ double FlopsPerElementIn(const Instruction* producer, const Shape* rows) {
   const Computation& fused = *producer->fused_computation();
   const Shape* own = RowSpace(fused);
   bool same_rows = !own || (rows && rows->SameDims(*own));
-  return Flops(EvaluationsOver(fused, KeepFn{}, same_rows ? own : nullptr, KernelShape(fused))) / n;
+  if (same_rows) return EstimateKernel(producer).flops / n;  // its own evaluations: cached
+  return Flops(EvaluationsOver(fused, KeepFn{}, nullptr, KernelShape(fused))) / n;
 }
 
 namespace {
 
 struct CachedKernel {
   std::optional<std::unordered_map<const Instruction*, double>> evaluations;  // Evaluations(fused)
+  std::optional<Shape> rows;          // the RowSpace they were computed for (none: element by element)
+  std::optional<Shape> kernel_shape;  // and the KernelShape
   std::optional<KernelCost> cost;
 };
 thread_local std::unordered_map<const Instruction*, CachedKernel>* kernel_cache = nullptr;
 
 KernelCost EstimateKernelAnew(const Instruction* instr);
+
+// Evaluations(fused) of `kernel` (a fusion, not a whole loop), from the cache when there is one.
+const std::unordered_map<const Instruction*, double>& KernelEvaluations(
+    const Instruction* kernel, std::unordered_map<const Instruction*, double>& scratch) {
+  const Computation& fused = *kernel->fused_computation();
+  if (!kernel_cache) return scratch = Evaluations(fused);
+  CachedKernel& cached = (*kernel_cache)[kernel];
+  if (!cached.evaluations) {
+    cached.evaluations = Evaluations(fused);
+    const Shape* rows = RowSpace(fused);
+    cached.rows = rows ? std::optional<Shape>(*rows) : std::nullopt;
+    cached.kernel_shape = KernelShape(fused);
+  }
+  return *cached.evaluations;
+}
 
 }  // namespace
 
@@ -402,14 +445,54 @@ void KernelCostCache::Forget(const Instruction* kernel) {
   if (kernel_cache) kernel_cache->erase(kernel);
 }
 
+// The largest kernel whose grown evaluations FJ_CHECKS compares with a fresh walk (larger
+// ones would make the checked test suite quadratic again).
+constexpr int64_t kCheckedGrowthSize = 400;
+
+void KernelCostCache::Grew(const Instruction* kernel, const std::vector<const Instruction*>& changed,
+                           const std::vector<const Instruction*>& removed) {
+  if (!kernel_cache) return;
+  auto it = kernel_cache->find(kernel);
+  if (it == kernel_cache->end()) return;
+  CachedKernel& cached = it->second;
+  const Computation& fused = *kernel->fused_computation();
+  // An op's evaluations follow from its users' and from the kernel's index space (its rows):
+  // where neither changed, from the evaluations it had.
+  const Shape& kernel_shape = KernelShape(fused);
+  const Shape* rows = RowSpace(fused);
+  bool same_space = cached.evaluations && kernel->fusion_kind() != FusionKind::kWholeLoop &&
+                    cached.kernel_shape->SameDims(kernel_shape) && cached.rows.has_value() == (rows != nullptr) &&
+                    (!rows || rows->SameDims(*cached.rows));
+  // In a row kernel an op's evaluations also follow from what lies below it, up to the
+  // row's reductions and the kernel's inputs: whether a transcendental op makes a row value
+  // worth keeping (IsKeptRowValue), whether a broadcast's value needs a loop of its own
+  // (IsRowInvariantBroadcast). Added ops with neither change nothing there.
+  for (const Instruction* x : changed) {
+    if (!same_space || !rows) break;
+    same_space = !IsTranscendental(x->opcode()) && !IsReadingMany(x);
+  }
+  if (!same_space) {
+    kernel_cache->erase(it);
+    return;
+  }
+  std::unordered_map<const Instruction*, double>& evals = *cached.evaluations;
+  for (const Instruction* r : removed) evals.erase(r);
+  EvaluationSpace space{fused.root(), rows, kernel_shape, KeepFn{}};
+  for (const Instruction* x : changed) evals[x] = EvaluationsOf(x, space, evals);
+  cached.cost.reset();
+  // Under FJ_CHECKS (every test), small kernels are evaluated anew as well: the same values.
+  if (GetDebugFlags().checks && fused.instruction_count() <= kCheckedGrowthSize) {
+    std::unordered_map<const Instruction*, double> fresh = Evaluations(fused);
+    FJ_CHECK(fresh == evals, "the evaluations of %", kernel->name(), " grown in place differ from its own anew");
+  }
+}
+
 double OperandEvaluations(const Instruction* consumer, int i) {
   if (consumer->opcode() == Opcode::kFusion) {
-    const Computation& fused = *consumer->fused_computation();
-    if (!kernel_cache) return Evaluations(fused)[fused.parameter(i)];
-    CachedKernel& cached = (*kernel_cache)[consumer];
-    if (!cached.evaluations) cached.evaluations = Evaluations(fused);
-    auto it = cached.evaluations->find(fused.parameter(i));
-    return it == cached.evaluations->end() ? 0.0 : it->second;
+    std::unordered_map<const Instruction*, double> scratch;
+    const auto& evals = KernelEvaluations(consumer, scratch);
+    auto it = evals.find(consumer->fused_computation()->parameter(i));
+    return it == evals.end() ? 0.0 : it->second;
   }
   return Elements(consumer->shape()) * ReadsPerEvaluation(consumer, i);
 }
@@ -429,8 +512,14 @@ KernelCost EstimateKernelAnew(const Instruction* instr) {
   if (instr->opcode() == Opcode::kFusion) {
     const Computation& fused = *instr->fused_computation();
     bool whole_loop = instr->fusion_kind() == FusionKind::kWholeLoop;
-    std::unordered_map<const Instruction*, double> evals =
-        whole_loop ? StepEvaluations(instr->attrs(), fused, LaneRowKeeper(instr->attrs(), fused)) : Evaluations(fused);
+    std::unordered_map<const Instruction*, double> scratch;
+    const std::unordered_map<const Instruction*, double>& evals =
+        whole_loop ? (scratch = StepEvaluations(instr->attrs(), fused, LaneRowKeeper(instr->attrs(), fused)))
+                   : KernelEvaluations(instr, scratch);
+    auto evals_of = [&](const Instruction* x) {
+      auto it = evals.find(x);
+      return it == evals.end() ? 0.0 : it->second;
+    };
     // An operand is read where the kernel reads it: a slice or a dynamic slice of it (a
     // scan's step of its xs, a row of a pool) only there. (Whole loops read theirs anew
     // every step: all of it, in the end.)
@@ -438,14 +527,16 @@ KernelCost EstimateKernelAnew(const Instruction* instr) {
       const Shape& shape = instr->operand(i)->shape();
       double bytes = static_cast<double>(shape.ByteSize());
       if (!whole_loop && shape.IsArray()) {
-        bytes = std::min(bytes, evals[fused.parameter(i)] * DTypeBytes(shape.dtype()));
+        bytes = std::min(bytes, evals_of(fused.parameter(i)) * DTypeBytes(shape.dtype()));
       }
       c.bytes_read += bytes;
     }
     c.work = Elements(KernelShape(fused));
     c.flops = Flops(evals);
-    for (const auto& [i, e] : evals) c.work = std::max(c.work, e);
-    c.row_steps = RowSteps(fused);
+    for (const auto& [i, e] : evals) {
+      c.work = std::max(c.work, e);
+      c.row_steps += RowStepsOf(i);   // every op of the computation has its evaluations
+    }
     // A whole-loop kernel's computation is one step: every lane runs every step.
     if (whole_loop) {
       double trips = static_cast<double>(std::max<int64_t>(instr->attrs().trip_count, 1));

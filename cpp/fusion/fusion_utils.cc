@@ -307,7 +307,11 @@ Instruction* FuseIntoFusion(Instruction* producer, Instruction* consumer, bool d
     FJ_CHECK(producer->fused_computation()->root()->opcode() != Opcode::kTuple, "fusing a multi-output fusion in place");
     value = InlineBody(*producer->fused_computation(), fused, ops, &added);
   }
-  for (int i : slots) fused->parameter(i)->ReplaceAllUsesWith(value);
+  std::vector<const Instruction*> replaced;
+  for (int i : slots) {
+    replaced.push_back(fused->parameter(i));
+    fused->parameter(i)->ReplaceAllUsesWith(value);
+  }
   for (auto it = slots.rbegin(); it != slots.rend(); ++it) {
     consumer->RemoveOperand(*it);
     fused->RemoveParameter(*it);
@@ -354,7 +358,7 @@ Instruction* FuseIntoFusion(Instruction* producer, Instruction* consumer, bool d
     if (std::find(changed.begin(), changed.end(), p) == changed.end()) changed.push_back(p);
   }
   EmittedCountCache::Update(*fused, changed);
-  KernelCostCache::Forget(consumer);
+  KernelCostCache::Grew(consumer, changed, replaced);
   if (!duplicate) {
     FJ_CHECK(producer->users().empty() && !producer->IsRoot(), "%", producer->name(), " has other users");
     Computation* body = producer->opcode() == Opcode::kFusion ? producer->fused_computation() : nullptr;
