@@ -62,6 +62,12 @@ void FusionLog::Record(const std::string& pass, const Instruction* producer,
     consumers = c->name();
     opcodes = std::string(OpcodeName(c->opcode()));
   }
+  e.consumer = consumers;
+  e.consumer_opcode = opcodes;
+  e.decision = decision;
+  std::string key = e.pass + "|" + e.producer + "|" + e.consumer + "|" + (decision.fuse ? "1" : "0") + "|" +
+                    decision.rule + "|" + decision.reason;
+  if (!seen_.insert(key).second) return;  // before the walk below: decisions repeat often
   if (consumer->opcode() == Opcode::kFusion) {
     // Breadth first from the root: the ops nearest the kernel's outputs, which copies of a
     // duplicated producer do not share.
@@ -77,12 +83,6 @@ void FusionLog::Record(const std::string& pass, const Instruction* producer,
   } else {
     e.consumer_kernel_ops.push_back(consumer->name());
   }
-  e.consumer = consumers;
-  e.consumer_opcode = opcodes;
-  e.decision = decision;
-  std::string key = e.pass + "|" + e.producer + "|" + e.consumer + "|" + (decision.fuse ? "1" : "0") + "|" +
-                    decision.rule + "|" + decision.reason;
-  if (!seen_.insert(key).second) return;
   entries_.push_back(std::move(e));
 }
 
