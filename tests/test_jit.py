@@ -846,3 +846,40 @@ def test_invalid_environment_variable_is_reported():
     assert result.returncode != 0
     assert "FUSIONJIT_ENABLE_X64" in result.stderr and "maybe" in result.stderr
     assert "Traceback" in result.stderr  # a Python exception, not a crash
+
+
+@pytest.mark.cpu_only
+def test_a_kernel_of_whole_vectors_has_no_scalar_tail_and_any_thread_count_fills_it():
+    # The thread pool cuts a kernel of element units into chunks of whole vectors, so where
+    # the units are whole vectors the scalar tail never runs: it is not emitted (it was
+    # about half of such a kernel's code for LLVM to compile).
+    lanes = fusionjit._core.host_vector_lanes()
+
+    def f(x):
+        return fnp.sin(x) * 2 + fnp.exp(x * 0.5)
+
+    def tails(n):
+        llvm = fusionjit.jit(f).lower(np.ones(n, np.float32)).as_text("llvm")
+        kernel = llvm[llvm.index("define void @kernel."):]
+        return len(re.findall(r"^tail[\w.]*:", kernel, re.M))
+
+    assert tails(64 * lanes) == 0
+    assert tails(64 * lanes + 3) > 0
+    code = """
+import numpy as np, fusionjit, fusionjit.numpy as fnp
+n = 1 << 20   # past the thread pool's threshold: several chunks
+x = np.linspace(-3, 3, n).astype(np.float32)
+y = np.asarray(fusionjit.jit(lambda x: fnp.sin(x) * 2 + fnp.exp(x * 0.5))(x))
+ref = np.sin(x.astype(np.float64)) * 2 + np.exp(x.astype(np.float64) * 0.5)
+print(float(np.max(np.abs(y - ref))), y.tobytes().hex()[-32:])
+"""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    outs = []
+    for threads in ("1", "2", "3"):
+        env["FUSIONJIT_NUM_THREADS"] = threads
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                           timeout=120)
+        assert p.returncode == 0, p.stderr[-2000:]
+        outs.append(p.stdout.split())
+    assert all(float(o[0]) < 1e-5 for o in outs), outs
+    assert outs[0] == outs[1] == outs[2]

@@ -100,7 +100,8 @@ class KernelCostCache {
   // For a producer fused into `kernel` in place (FuseIntoFusion): `changed` are the ops it
   // added and the parameters that gained users, users before operands; `removed` the
   // parameters it replaced. The other ops keep their evaluations (their users did not
-  // change), so only the changed ones are evaluated again; a row kernel is forgotten.
+  // change), so only the changed ones are evaluated again; a kernel whose rows or shape
+  // changed, or a row kernel that gained a transcendental op or a reduction, is forgotten.
   // Growing a kernel op by op was quadratic in its size (16-step unrolled key-split scan:
   // 3 s in instruction fusion).
   static void Grew(const Instruction* kernel, const std::vector<const Instruction*>& changed,

@@ -172,6 +172,7 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
     return load(base, source->dtype(), linear, width);
   };
   ElementalEmitter emitter(b, reader, plan.width, plan.reduction_width);
+  const bool whole_vectors = plan.whole_vector_chunks && !warp && plan.width > 1 && plan.units % plan.width == 0;
   emitter.set_native_half(plan.native_half);
 
   // GPU, a warp per unit: the lanes share the unit's reductions (CooperateOn). Row-fused
@@ -245,9 +246,12 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
   }
 
   // Splits [lo, hi) into full vector steps and a scalar tail; `at(i, lanes)` gives the
-  // index of the group starting at i.
+  // index of the group starting at i. `whole_vectors`: [lo, hi) is always whole vectors
+  // (KernelPlan::whole_vector_chunks), so the tail is not emitted: it never ran, and LLVM
+  // compiled it (about half of such a kernel's code).
   auto vector_loop = [&](llvm::Value* lo, llvm::Value* hi,
-                         const std::function<std::pair<Index, IndexDim>(llvm::Value*, LaneMath&)>& at) {
+                         const std::function<std::pair<Index, IndexDim>(llvm::Value*, LaneMath&)>& at,
+                         bool whole_vectors = false) {
     if (lane_rows) {
       // The row's elements, every warp->lanes-th one from the lane's number on.
       ElementalEmitter::WidthScope scalar(emitter, 1);
@@ -271,6 +275,7 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
         emit_group(index, linear);
         return std::vector<llvm::Value*>{};
       }, "vec", {kVectorUnroll, false});
+      if (whole_vectors) return;
     }
     ElementalEmitter::WidthScope scalar(emitter, 1);
     emitter.ForLoop(vec_hi, hi, 1, {}, [&](llvm::Value* i, const std::vector<llvm::Value*>&) {
@@ -474,7 +479,7 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
       Index index;
       index.linear = lanes.LaneRamp(i);
       return std::make_pair(index, *index.linear);
-    });
+    }, whole_vectors);
   } else if (plan.mode == KernelPlan::Mode::kLinear1D) {
     llvm::Value* lanes_end = begin;
     if (plan.row_lanes > 1) {
@@ -499,7 +504,7 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
       Index index;
       index.dims.push_back(lanes.LaneRamp(i));
       return std::make_pair(index, index.dims[0]);
-    });
+    }, whole_vectors && plan.row_lanes <= 1);
   } else {
     const std::vector<int64_t>& dims = out_shape.dims();
     int rank = static_cast<int>(dims.size());

@@ -73,6 +73,10 @@ struct KernelPlan {
   // Row-fused kernels keep costly row values in a stack buffer (IsKeptRowValue); the GPU
   // computes them again instead.
   bool keep_row_values = true;
+  // The kernel is called only on ranges of whole vectors where `units` are (the CPU's thread
+  // pool cuts chunks at multiples of the grain, a multiple of `width`): a kFlat or kLinear1D
+  // kernel of such units then has no scalar tail. Not on the GPU (a unit per thread).
+  bool whole_vector_chunks = false;
   // kScatter: the output is the operand's buffer (no copy first). Units are slices of
   // `row_length` output elements, each applying the updates that land in it in row-major
   // order; or, `scatter_by_updates` (in place, unique indices), windows of `row_length`

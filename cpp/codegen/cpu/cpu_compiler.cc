@@ -69,6 +69,9 @@ class CpuProgramEmitter : public codegen::ProgramEmitter {
     bool in_place = buffers_.WritesInPlace(fusion);
     codegen::KernelPlan plan = codegen::PlanKernel(fusion, options_.vector_width, in_place);
     plan.native_half = HostConvertsHalf();
+    // The grain below rounds chunks of element units to whole vectors.
+    plan.whole_vector_chunks = plan.mode == codegen::KernelPlan::Mode::kFlat ||
+                               plan.mode == codegen::KernelPlan::Mode::kLinear1D;
     std::string name = "kernel." + std::to_string(number) + "." + fusion->name();
     llvm::Function* kernel = codegen::EmitKernel(module_, fusion, plan, name, in_place);
 
@@ -96,6 +99,8 @@ class CpuProgramEmitter : public codegen::ProgramEmitter {
       grain = codegen::PlanWholeLoopVectors(fusion, plan.width).span;
     }
     grain = std::max(grain, plan.dot_tile.chunk_rows);
+    FJ_CHECK(!plan.whole_vector_chunks || grain % plan.width == 0, "kernel ", name, " was emitted without a scalar tail but ",
+             "its chunks of ", grain, " units are not whole vectors of ", plan.width);
     info.grain = grain;
     CallKernel(kernel, table, plan.units, info.parallel, grain);
     return info;
