@@ -237,16 +237,19 @@ struct EvaluationSpace {
   const KeepFn& keep;
 };
 
+// evals[x], or 0 where x has none.
+double EvaluationsAt(const std::unordered_map<const Instruction*, double>& evals, const Instruction* x) {
+  auto it = evals.find(x);
+  return it == evals.end() ? 0.0 : it->second;
+}
+
 // How often the kernel evaluates `x`, from its users' evaluations in `evals`.
 double EvaluationsOf(const Instruction* x, const EvaluationSpace& space,
                      const std::unordered_map<const Instruction*, double>& evals) {
   const Shape* rows = space.rows;
   const Shape& kernel = space.kernel;
   const bool keeps_rows = rows && rows->SameDims(kernel);  // a row plan's row buffers
-  auto evals_of = [&](const Instruction* u) {
-    auto it = evals.find(u);
-    return it == evals.end() ? 0.0 : it->second;
-  };
+  auto evals_of = [&](const Instruction* u) { return EvaluationsAt(evals, u); };
   double e = 0;
   if (x == space.root) {
     e = x->opcode() == Opcode::kTuple ? 0 : Elements(x->shape());
@@ -358,9 +361,8 @@ std::vector<const Instruction*> KeptLaneRows(const InstructionAttrs& attrs, cons
 namespace {
 
 // The lane-ops of a fused computation's evaluations. A reduction's or a product's cost is
-// per element it reads (ElementCost).
-// Summed in fixed point (1/1024 of a lane-op), so that the total does not depend on the
-// map's order: a kernel grown in place (KernelCostCache::Grew) and the same kernel built
+// per element it reads (ElementCost). Summed in fixed point (1/1024 of a lane-op), so that
+// the total does not depend on the map's order: a kernel grown in place (KernelCostCache::Grew) and the same kernel built
 // anew, or the same program run again at other addresses, price alike to the last bit.
 double Flops(const std::unordered_map<const Instruction*, double>& evals) {
   constexpr double kUnit = 1024;
@@ -490,9 +492,7 @@ void KernelCostCache::Grew(const Instruction* kernel, const std::vector<const In
 double OperandEvaluations(const Instruction* consumer, int i) {
   if (consumer->opcode() == Opcode::kFusion) {
     std::unordered_map<const Instruction*, double> scratch;
-    const auto& evals = KernelEvaluations(consumer, scratch);
-    auto it = evals.find(consumer->fused_computation()->parameter(i));
-    return it == evals.end() ? 0.0 : it->second;
+    return EvaluationsAt(KernelEvaluations(consumer, scratch), consumer->fused_computation()->parameter(i));
   }
   return Elements(consumer->shape()) * ReadsPerEvaluation(consumer, i);
 }
@@ -516,10 +516,6 @@ KernelCost EstimateKernelAnew(const Instruction* instr) {
     const std::unordered_map<const Instruction*, double>& evals =
         whole_loop ? (scratch = StepEvaluations(instr->attrs(), fused, LaneRowKeeper(instr->attrs(), fused)))
                    : KernelEvaluations(instr, scratch);
-    auto evals_of = [&](const Instruction* x) {
-      auto it = evals.find(x);
-      return it == evals.end() ? 0.0 : it->second;
-    };
     // An operand is read where the kernel reads it: a slice or a dynamic slice of it (a
     // scan's step of its xs, a row of a pool) only there. (Whole loops read theirs anew
     // every step: all of it, in the end.)
@@ -527,7 +523,7 @@ KernelCost EstimateKernelAnew(const Instruction* instr) {
       const Shape& shape = instr->operand(i)->shape();
       double bytes = static_cast<double>(shape.ByteSize());
       if (!whole_loop && shape.IsArray()) {
-        bytes = std::min(bytes, evals_of(fused.parameter(i)) * DTypeBytes(shape.dtype()));
+        bytes = std::min(bytes, EvaluationsAt(evals, fused.parameter(i)) * DTypeBytes(shape.dtype()));
       }
       c.bytes_read += bytes;
     }

@@ -267,8 +267,11 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
     int width = plan.width;
     llvm::Value* vec_hi = lo;
     if (width > 1) {
-      llvm::Value* n = b.CreateSub(hi, lo);
-      vec_hi = b.CreateAdd(lo, b.CreateMul(b.CreateUDiv(n, b.getInt64(width)), b.getInt64(width)));
+      vec_hi = hi;
+      if (!whole_vectors) {
+        llvm::Value* n = b.CreateSub(hi, lo);
+        vec_hi = b.CreateAdd(lo, b.CreateMul(b.CreateUDiv(n, b.getInt64(width)), b.getInt64(width)));
+      }
       emitter.ForLoop(lo, vec_hi, width, {}, [&](llvm::Value* i, const std::vector<llvm::Value*>&) {
         LaneMath lanes(b, width);
         auto [index, linear] = at(i, lanes);
