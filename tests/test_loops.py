@@ -162,6 +162,66 @@ def test_a_fully_unrolled_scan_with_key_splits_compiles_in_seconds(profile):
     np.testing.assert_allclose(np.asarray(b_end), want, rtol=1e-5, atol=1e-6)
 
 
+# Found by the loops fuzzer (seed 923633): a fully unrolled scan stacks each step's output
+# with a chain of dynamic-update-slices at constant indices; a program that read one step's
+# output (`ys[0]`) computed every step's in the kernel that read it (the xla profile: 20 s
+# of compilation, 130k lines of LLVM IR for that kernel). A slice of such an update chain
+# now reads the one update it falls in, or what lies below the updates it misses.
+@pytest.mark.parametrize("profile", ["xla", "fusionjit"])
+def test_reading_one_step_of_an_unrolled_scan_computes_only_the_steps_it_needs(profile):
+    def program(x):
+        def step(c, _):
+            c = fnp.sin(c) * np.float32(1.5)
+            return c, c
+        return lax.scan(step, x, None, length=12, unroll=12)[1][3]
+
+    x = RNG.random(64, np.float32)
+    f = fusionjit.jit(program, fusion=profile)
+    text = f.lower(x).as_text("optimized")
+    assert len(re.findall(r" sine\(", text)) == 4, text   # steps 0 to 3
+    want = x.copy()
+    for _ in range(4):
+        want = np.sin(want) * np.float32(1.5)
+    assert_close(f(x), want, rtol=1e-6)
+
+
+def test_slices_of_an_unrolled_scans_stacked_outputs_match_numpy():
+    # Slices that read one step, several, none of the last steps (strided past them) or
+    # parts of steps: each simplifies or not, and gives NumPy's values.
+    def stacked(x):
+        def step(c, _):
+            c = c * np.float32(0.5) + np.float32(1)
+            return c, c
+        return lax.scan(step, x, None, length=9, unroll=9)[1]
+
+    x = RNG.random((3, 5), np.float32)
+    want = []
+    c = x.copy()
+    for _ in range(9):
+        c = c * np.float32(0.5) + np.float32(1)
+        want.append(c)
+    want = np.stack(want)
+    cases = [np.s_[4], np.s_[2:5], np.s_[1::3], np.s_[::4], np.s_[8:], np.s_[3, 1:],
+             np.s_[:, 2], np.s_[5, ::2, 1:4:2], np.s_[0:9:8, 1], np.s_[7:2:-2]]
+    for k, index in enumerate(cases):
+        got = fusionjit.jit(lambda x, index=index: stacked(x)[index])(x)
+        np.testing.assert_array_equal(np.asarray(got), want[index], err_msg=str(k))
+
+
+def test_dynamic_slices_at_constant_starts_clamp_as_lax():
+    x = np.arange(10, dtype=np.float32)
+    for start in (-3, 0, 4, 7, 9, 100):
+        got = fusionjit.jit(lambda x, s=start: lax.dynamic_slice(x, (s,), (3,)))(x)
+        first = min(max(start, 0), 7)
+        np.testing.assert_array_equal(np.asarray(got), x[first:first + 3], err_msg=str(start))
+        lo = max(first - 1, 0)   # one element before the update, where there is one
+        got = fusionjit.jit(lambda x, s=start: lax.dynamic_update_slice(
+            x, np.full(3, -1, np.float32), (s,))[lo:first + 4])(x)
+        want = x.copy()
+        want[first:first + 3] = -1
+        np.testing.assert_array_equal(np.asarray(got), want[lo:first + 4], err_msg=str(start))
+
+
 def test_scan_runs_eagerly_outside_jit_compiled_once():
     from fusionjit._src.dispatch import stats
     xs = np.arange(4, dtype=np.float32)

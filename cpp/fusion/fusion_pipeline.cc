@@ -35,10 +35,14 @@ void AddFusionPasses(Pipeline& pipeline, const FusionProfile& profile, FusionLog
   }
   pipeline.AddPass<WhileLoopUnrollPass>(/*choose=*/profile.whole_loop, note);
   pipeline.AddPass<WhileTripCountPass>();
-  pipeline.AddPass<SimplifyPass>();
-  pipeline.AddPass<ConstantFoldingPass>();
-  pipeline.AddPass<CsePass>();
-  pipeline.AddPass<DcePass>();
+  // Unrolled copies index with constants once the counter folds; slices of what they
+  // update then simplify, which folds more: to a fixed point, as before the plans.
+  Pipeline& tidy = pipeline.AddPass<Pipeline>("after-unroll");
+  tidy.set_fixed_point(8);
+  tidy.AddPass<SimplifyPass>();
+  tidy.AddPass<ConstantFoldingPass>();
+  tidy.AddPass<CsePass>();
+  tidy.AddPass<DcePass>();
   // The target's work split for reductions with few outputs (block counts depend only on
   // shapes); not inside whole-loop kernels, which reduce per block of lanes themselves.
   pipeline.AddPass<TreeReductionPass>(target.tree);

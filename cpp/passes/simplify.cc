@@ -15,6 +15,67 @@ bool IsConstantValue(const Instruction* i, double value) {
   return i->literal().IsAll(value);
 }
 
+// The start indices of a dynamic slice or update (operands from `first` on), clamped as
+// the op clamps them, if every one is a constant; empty otherwise.
+std::vector<int64_t> ConstantStarts(const Instruction* op, int first, const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> starts;
+  const Shape& x = op->operand(0)->shape();
+  for (int k = 0; k < x.rank(); ++k) {
+    const Instruction* i = op->operand(first + k);
+    if (i->opcode() != Opcode::kConstant) return {};
+    starts.push_back(std::min(std::max<int64_t>(i->literal().GetInt64(0), 0), x.dim(k) - sizes[k]));
+  }
+  return starts;
+}
+
+// Whether the slice `s` of a `shape` array reads the box [starts, starts + sizes):
+// kNone, kAll (it reads nothing else) or kSome.
+enum class Overlap { kNone, kAll, kSome };
+Overlap SliceOverlap(const SliceConfig& s, const Shape& shape, const std::vector<int64_t>& starts,
+                     const std::vector<int64_t>& sizes) {
+  bool all = true;
+  for (int k = 0; k < shape.rank(); ++k) {
+    int64_t count = shape.dim(k);
+    if (count == 0) return Overlap::kSome;  // reads nothing: leave it to other rules
+    int64_t first = s.starts[k];
+    int64_t last = first + (count - 1) * s.strides[k];
+    int64_t lo = starts[k];
+    int64_t hi = lo + sizes[k];  // exclusive
+    // The first index the slice reads at or after lo.
+    int64_t next = first >= lo ? first : first + (lo - first + s.strides[k] - 1) / s.strides[k] * s.strides[k];
+    if (next >= hi || next > last) return Overlap::kNone;
+    all = all && first >= lo && last < hi;
+  }
+  return all ? Overlap::kAll : Overlap::kSome;
+}
+
+// slice(dynamic-update-slice(x, u, constant starts)): a slice that reads none of the update
+// reads x, one that reads only the update reads u. Unrolled scans stack their outputs with
+// chains of such updates; a program that then reads one step's output no longer computes
+// (and fuses) every step's.
+Instruction* SliceOfUpdate(Instruction* slice, Builder& b) {
+  Instruction* x = slice->operand(0);
+  const SliceConfig& s = slice->attrs().slice;
+  while (x->opcode() == Opcode::kDynamicUpdateSlice && x->shape().rank() > 0) {
+    Instruction* update = x->operand(1);
+    std::vector<int64_t> starts = ConstantStarts(x, 2, update->shape().dims());
+    if (starts.empty()) break;
+    Overlap overlap = SliceOverlap(s, slice->shape(), starts, update->shape().dims());
+    if (overlap == Overlap::kSome) break;
+    if (overlap == Overlap::kNone) {
+      x = x->operand(0);
+      continue;
+    }
+    InstructionAttrs a = slice->attrs();
+    for (int k = 0; k < x->shape().rank(); ++k) {
+      a.slice.starts[k] -= starts[k];
+      a.slice.limits[k] = std::min(a.slice.limits[k] - starts[k], update->shape().dim(k));
+    }
+    return b.Add(Opcode::kSlice, {update}, a);
+  }
+  return x == slice->operand(0) ? nullptr : b.Add(Opcode::kSlice, {x}, slice->attrs());
+}
+
 bool IsIdentityPermutation(const std::vector<int64_t>& p) {
   for (size_t i = 0; i < p.size(); ++i) {
     if (p[i] != static_cast<int64_t>(i)) return false;
@@ -79,11 +140,22 @@ Instruction* Simplify(Instruction* instr) {
       return nullptr;
     }
     case Opcode::kSlice: {
+      if (x->opcode() == Opcode::kDynamicUpdateSlice) return SliceOfUpdate(instr, b);
       const SliceConfig& s = instr->attrs().slice;
       for (int i = 0; i < x->shape().rank(); ++i) {
         if (s.starts[i] != 0 || s.limits[i] != x->shape().dim(i) || s.strides[i] != 1) return nullptr;
       }
       return x;
+    }
+    case Opcode::kDynamicSlice: {
+      // At constant starts (an unrolled loop's counter), a static slice.
+      std::vector<int64_t> starts = ConstantStarts(instr, 1, shape.dims());
+      if (starts.empty()) return nullptr;
+      InstructionAttrs a;
+      a.slice.starts = starts;
+      for (int k = 0; k < shape.rank(); ++k) a.slice.limits.push_back(starts[k] + shape.dim(k));
+      a.slice.strides.assign(shape.rank(), 1);
+      return b.Add(Opcode::kSlice, {x}, a);
     }
     case Opcode::kConcatenate:
       return instr->operand_count() == 1 ? x : nullptr;

@@ -1,6 +1,8 @@
 // Each pass: IR text in, the pass, IR text out.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "analysis/buffer_assignment.h"
 #include "analysis/evaluator.h"
 #include "fusion/kernel_wrapper.h"
@@ -177,6 +179,103 @@ ENTRY %main (x: f32[4]) -> (f32[4]) {
 }
 )", &changed);
   EXPECT_FALSE(changed);
+}
+
+// The values of the root tuple's elements, each instruction evaluated in post order with
+// the parameters bound to `args`.
+std::vector<Literal> EvaluateRootTuple(const Computation& c, const std::vector<Literal>& args) {
+  std::map<const Instruction*, Literal> values;
+  for (Instruction* i : c.MakePostOrder()) {
+    if (i->opcode() == Opcode::kParameter) {
+      values.emplace(i, args.at(i->parameter_number()));
+    } else if (i->opcode() != Opcode::kTuple) {
+      std::vector<const Literal*> ops;
+      for (const Instruction* op : i->operands()) ops.push_back(&values.at(op));
+      values.emplace(i, *EvaluateInstruction(*i, ops));
+    }
+  }
+  std::vector<Literal> out;
+  for (const Instruction* op : c.root()->operands()) out.push_back(values.at(op));
+  return out;
+}
+
+TEST(Simplify, SlicesOfConstantUpdatesReadTheUpdateOrWhatLiesBelow) {
+  // u (2x3) lands at rows 2-3, columns 4-6 of x (6x8); the second update's starts (5, 7)
+  // clamp to (4, 5). Each slice reads none of an update, only the update, or some of it.
+  std::unique_ptr<Module> m = Parse(R"(
+module m
+ENTRY %main (x: f32[6,8], u: f32[2,3], v: f32[2,3]) -> (f32[2,8], f32[2,3], f32[2,2], f32[2,2], f32[2,2], f32[1,1], f32[2,3], f32[1,8], f32[6,8]) {
+  %x = f32[6,8] parameter(0)
+  %u = f32[2,3] parameter(1)
+  %v = f32[2,3] parameter(2)
+  %two = s32[] constant(2)
+  %four = s32[] constant(4)
+  %five = s32[] constant(5)
+  %seven = s32[] constant(7)
+  %d = f32[6,8] dynamic-update-slice(%x, %u, %two, %four)
+  %e = f32[6,8] dynamic-update-slice(%d, %v, %five, %seven)
+  %none = f32[2,8] slice(%e), slice={[0:2:1], [0:8:1]}
+  %all = f32[2,3] slice(%e), slice={[2:4:1], [4:7:1]}
+  %some = f32[2,2] slice(%e), slice={[2:4:1], [0:8:4]}
+  %some2 = f32[2,2] slice(%e), slice={[2:4:1], [1:8:4]}
+  %strided_none = f32[2,2] slice(%e), slice={[2:4:1], [3:8:4]}
+  %corner = f32[1,1] slice(%e), slice={[3:4:1], [5:6:1]}
+  %clamped = f32[2,3] slice(%e), slice={[4:6:1], [5:8:1]}
+  %row = f32[1,8] slice(%e), slice={[1:2:1], [0:8:1]}
+  ROOT %t = (f32[2,8], f32[2,3], f32[2,2], f32[2,2], f32[2,2], f32[1,1], f32[2,3], f32[1,8], f32[6,8]) tuple(%none, %all, %some, %some2, %strided_none, %corner, %clamped, %row, %e)
+}
+)");
+  std::vector<Literal> args;
+  for (const Instruction* p : m->entry()->parameters()) {
+    Literal l(p->shape());
+    for (int64_t i = 0; i < l.num_elements(); ++i) l.SetDouble(i, 100.0 * p->parameter_number() + i);
+    args.push_back(l);
+  }
+  std::vector<Literal> before = EvaluateRootTuple(*m->entry(), args);
+  SimplifyPass().Run(*m);
+  DcePass().Run(*m);
+  VerifyModule(*m);
+  std::vector<Literal> after = EvaluateRootTuple(*m->entry(), args);
+  ASSERT_EQ(before.size(), after.size());
+  for (size_t k = 0; k < before.size(); ++k) EXPECT_TRUE(before[k] == after[k]) << k << "\n" << m->ToString();
+  // What each slice reads now: x, u, v, or still an update (it reads some of one).
+  std::vector<std::string> reads;
+  for (const Instruction* s : m->entry()->root()->operands()) {
+    const Instruction* from = s->opcode() == Opcode::kSlice ? s->operand(0) : s;
+    reads.push_back(from->opcode() == Opcode::kParameter ? from->name() : std::string(OpcodeName(from->opcode())));
+  }
+  std::vector<std::string> want = {"x", "u", "dynamic-update-slice", "dynamic-update-slice", "x", "u", "v", "x",
+                                   "dynamic-update-slice"};
+  EXPECT_EQ(reads, want) << m->ToString();
+}
+
+TEST(Simplify, DynamicSlicesAtConstantStartsAreSlices) {
+  std::unique_ptr<Module> m = Parse(R"(
+module m
+ENTRY %main (x: f32[6,8]) -> (f32[2,3], f32[2,3]) {
+  %x = f32[6,8] parameter(0)
+  %one = s32[] constant(1)
+  %big = s32[] constant(100)
+  %neg = s32[] constant(-4)
+  %a = f32[2,3] dynamic-slice(%x, %one, %big), dynamic_slice_sizes={2,3}
+  %b = f32[2,3] dynamic-slice(%x, %neg, %one), dynamic_slice_sizes={2,3}
+  ROOT %t = (f32[2,3], f32[2,3]) tuple(%a, %b)
+}
+)");
+  Literal x(m->entry()->parameter(0)->shape());
+  for (int64_t i = 0; i < x.num_elements(); ++i) x.SetDouble(i, i);
+  std::vector<Literal> before = EvaluateRootTuple(*m->entry(), {x});
+  SimplifyPass().Run(*m);
+  DcePass().Run(*m);
+  VerifyModule(*m);
+  std::vector<Literal> after = EvaluateRootTuple(*m->entry(), {x});
+  for (size_t k = 0; k < 2; ++k) {
+    EXPECT_EQ(m->entry()->root()->operand(k)->opcode(), Opcode::kSlice) << m->ToString();
+    EXPECT_TRUE(before[k] == after[k]) << k;
+  }
+  // Clamped as the op clamps: rows 1-2, columns 5-7; rows 0-1, columns 1-3.
+  EXPECT_EQ(m->entry()->root()->operand(0)->attrs().slice.starts, (std::vector<int64_t>{1, 5}));
+  EXPECT_EQ(m->entry()->root()->operand(1)->attrs().slice.starts, (std::vector<int64_t>{0, 1}));
 }
 
 TEST(ConstantFolding, FoldsSmallExpressions) {
