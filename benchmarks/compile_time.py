@@ -5,8 +5,8 @@ weights (constants in the program). Each is traced, fused and compiled from scra
 jit each repeat, fusionjit's caches cleared); the table gives medians of several repeats
 and JAX's time over fusionjit's (above 1: fusionjit compiles faster). A second table times
 jitting the same function again with a new jit object (`jit(f)(x)` written in a loop):
-JAX finds its compilation by the function; fusionjit traces and fuses again and finds the
-machine code by the kernels (compiler/code_cache.h).
+both find the compilation by the function (fusionjit: every jit object of one function and
+options shares one cache).
 
     python benchmarks/compile_time.py [--repeats 3] [--steps 8,16,32] [--json out.json]
 """

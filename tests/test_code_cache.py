@@ -37,21 +37,82 @@ def _softmax(x):
     return e / fnp.sum(e, axis=-1, keepdims=True)
 
 
-def test_a_function_jitted_anew_reuses_the_machine_code(capsys):
-    x = np.linspace(-1, 1, 1000, dtype=np.float32)
-
+def _sin_affine():
     def f(x):
         return fnp.sin(x) * 2.0 + 1.0
+    return f
+
+
+def test_a_function_defined_anew_reuses_the_machine_code(capsys):
+    x = np.linspace(-1, 1, 1000, dtype=np.float32)
     fusionjit.clear_caches()
-    first = _compilation(fusionjit.jit(f), x)
-    again = _compilation(fusionjit.jit(f), x)   # a new wrapper: traced and fused again
+    first = _compilation(fusionjit.jit(_sin_affine()), x)
+    again = _compilation(fusionjit.jit(_sin_affine()), x)   # a new function: traced, fused
     assert not first.code_cache_hit and again.code_cache_hit
-    assert again.executable is first.executable
+    assert again is not first and again.executable is first.executable
     with _config(fusionjit_log_compiles=True):
-        out = fusionjit.jit(f)(x)
+        out = fusionjit.jit(_sin_affine())(x)
     assert "machine code reused" in capsys.readouterr().err
-    np.testing.assert_array_equal(np.asarray(out), np.asarray(fusionjit.jit(f)(x)))
+    np.testing.assert_array_equal(np.asarray(out), np.asarray(fusionjit.jit(_sin_affine())(x)))
     assert_allclose(out, np.sin(x) * 2 + 1, rtol=1e-6, atol=1e-6)
+
+
+def test_a_function_jitted_anew_shares_its_compilations():
+    # jit(f)(x) written in a loop traces once, as in JAX (whose caches are keyed by the
+    # function); other options, or another function, compile apart.
+    from fusionjit._src.dispatch import stats
+    x = np.linspace(-1, 1, 1000, dtype=np.float32)
+    f = _sin_affine()
+    fusionjit.clear_caches()
+    traces = stats.traces
+    outs = [np.asarray(fusionjit.jit(f)(x)) for _ in range(5)]
+    assert stats.traces == traces + 1
+    assert all(np.array_equal(o, outs[0]) for o in outs)
+    first = _compilation(fusionjit.jit(f), x)
+    assert _compilation(fusionjit.jit(f), x) is first
+    assert _compilation(fusionjit.jit(f, fusion="xla"), x) is not first
+    assert _compilation(fusionjit.jit(f, backend="cpu"), x) is not first
+    fusionjit.jit(f).clear_cache()             # shared: every jit of f compiles again
+    assert _compilation(fusionjit.jit(f), x) is not first
+    second = _compilation(fusionjit.jit(f), x)
+    fusionjit.clear_caches()                   # also when no jit object of f is alive
+    assert _compilation(fusionjit.jit(f), x) is not second
+
+
+def test_jit_objects_and_their_compilations_are_freed():
+    # A jit object was never freed (its C++ half held a bound method of it: a cycle the
+    # garbage collector could not see), so jit(f)(x) in a loop leaked one per call. Now it
+    # dies with its last reference, and the compilations shared by function die with f.
+    import gc
+    import weakref
+
+    from fusionjit._src import api
+    x = np.ones(8, np.float32)
+    f = _sin_affine()
+    jf = fusionjit.jit(f)
+    jf(x)
+    jitted = weakref.ref(jf)
+    del jf
+    assert jitted() is None                     # no cycle: freed without a collection
+    entry = _compilation(fusionjit.jit(f), x)
+    alive = weakref.ref(entry)
+    assert f in api._BY_FUNCTION
+    del f, entry
+    gc.collect()
+    assert alive() is None
+
+
+def test_callables_that_cannot_be_weakly_referenced_still_jit():
+    # A builtin-like callable without __weakref__ gets a cache of its own.
+    class Scale:
+        __slots__ = ()
+
+        def __call__(self, x):
+            return x * 3.0
+
+    x = np.arange(4, dtype=np.float32)
+    np.testing.assert_array_equal(np.asarray(fusionjit.jit(Scale())(x)), x * 3)
+    np.testing.assert_array_equal(np.asarray(fusionjit.jit(Scale())(x)), x * 3)
 
 
 def test_profiles_that_form_the_same_kernels_share_code():

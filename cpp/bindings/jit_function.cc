@@ -235,16 +235,19 @@ std::string CallerLocation() {
 
 class JitFunction {
  public:
-  JitFunction(py::function fun, py::function cache_miss, std::vector<int> static_argnums,
-              std::vector<std::string> static_argnames, bool primitive)
-      : fun_(std::move(fun)), cache_miss_(std::move(cache_miss)),
+  JitFunction(py::function fun, std::vector<int> static_argnums, std::vector<std::string> static_argnames,
+              bool primitive)
+      : fun_(std::move(fun)),
         static_argnums_(std::move(static_argnums)), static_argnames_(std::move(static_argnames)),
         primitive_(primitive) {}
 
-  py::object Call(py::args args, py::kwargs kwargs) {
+  // `self` is this object's Python side, whose _cache_miss traces and compiles. (It is
+  // looked up per miss, not held: a bound method held here would be a reference cycle the
+  // garbage collector cannot see, and no jit object would ever be freed.)
+  py::object Call(py::handle self, py::args args, py::kwargs kwargs) {
     // fusionjit_disable_jit holds for signatures compiled before it was set too. Primitives
     // always compile: they are what runs eagerly.
-    if (g_disable_jit && !primitive_) return Miss(args, kwargs, nullptr);
+    if (g_disable_jit && !primitive_) return Miss(self, args, kwargs, nullptr);
     // Split static from dynamic arguments.
     CallSignature sig;
     sig.epoch = g_config_epoch;
@@ -297,7 +300,7 @@ class JitFunction {
     for (size_t i = 0; i < leaves.size() && fast; ++i) {
       fast = ClassifyLeaf(leaves[i], values[i], keep_alive);
     }
-    if (!fast) return Miss(args, kwargs, nullptr);
+    if (!fast) return Miss(self, args, kwargs, nullptr);
     sig.leaves.reserve(values.size());
     for (LeafValue& v : values) {
       sig.leaves.push_back(v.sig);
@@ -307,7 +310,7 @@ class JitFunction {
     sig.hash = h ^ sig.treedef.Hash() ^ (sig.epoch * 0x9e3779b97f4a7c15ull);
 
     std::shared_ptr<CacheEntry> entry = cache_.Find(sig);
-    if (!entry) return Miss(args, kwargs, &sig);
+    if (!entry) return Miss(self, args, kwargs, &sig);
     return Run(*entry, values);
   }
 
@@ -364,8 +367,8 @@ class JitFunction {
   // Python traces and compiles, runs the call and replies (kind, info, result): kind
   // "entry" with info = (executable, out_treedef, out_weak_types) to cache, or "result"
   // when the call cannot be cached (tracer arguments: jit inside a trace).
-  py::object Miss(py::args args, py::kwargs kwargs, const CallSignature* sig) {
-    py::tuple reply = cache_miss_(args, kwargs ? kwargs : py::dict());
+  py::object Miss(py::handle self, py::args args, py::kwargs kwargs, const CallSignature* sig) {
+    py::tuple reply = self.attr("_cache_miss")(args, kwargs ? kwargs : py::dict());
     std::string kind = reply[0].cast<std::string>();
     if (kind != "entry" || sig == nullptr) return reply[2];
     py::tuple info = reply[1];
@@ -397,7 +400,6 @@ class JitFunction {
   }
 
   py::function fun_;
-  py::function cache_miss_;
   std::vector<int> static_argnums_;
   std::vector<std::string> static_argnames_;
   bool primitive_;
@@ -408,9 +410,11 @@ class JitFunction {
 
 void DefineJitFunction(py::module_& m) {
   py::class_<JitFunction>(m, "JitFunction", py::dynamic_attr())
-      .def(py::init<py::function, py::function, std::vector<int>, std::vector<std::string>, bool>(),
-           "fun"_a, "cache_miss"_a, "static_argnums"_a, "static_argnames"_a, "primitive"_a = false)
-      .def("__call__", &JitFunction::Call)
+      .def(py::init<py::function, std::vector<int>, std::vector<std::string>, bool>(), "fun"_a,
+           "static_argnums"_a, "static_argnames"_a, "primitive"_a = false)
+      .def("__call__", [](py::handle self, py::args args, py::kwargs kwargs) {
+        return self.cast<JitFunction&>().Call(self, std::move(args), std::move(kwargs));
+      })
       .def("_cache_size", &JitFunction::cache_size)
       .def("_clear_cache", &JitFunction::clear);
   m.def("set_enable_x64", [](bool on) {

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import threading
 import time
 import weakref
 from typing import Any, Callable, Sequence
@@ -70,7 +71,35 @@ def clear_caches() -> None:
     forms the same kernels, reuses it). The next call of any function compiles afresh."""
     for f in list(_LIVE):
         f.clear_cache()
+    with _BY_FUNCTION_LOCK:
+        shared = [e for per_options in _BY_FUNCTION.values() for e in per_options.values()]
+    for entries in shared:  # those of functions whose jit objects are gone
+        entries.clear()
     dispatch.clear_caches()
+
+
+# Compilations by function and jit options, shared by every jit object of one function: a
+# program that writes jit(f)(x) in a loop, or jits f afresh in each call of a helper,
+# traces and compiles once, as JAX's caches keyed by the function do. (As in JAX, a
+# function is not traced again when the globals it reads change.)
+_BY_FUNCTION: "weakref.WeakKeyDictionary[Callable, dict]" = weakref.WeakKeyDictionary()
+_BY_FUNCTION_LOCK = threading.Lock()
+
+
+def _entries_for(fun: Callable, options: tuple) -> dispatch.LruCache:
+    """The compilation cache every jit of ``fun`` with these ``options`` shares; a cache of
+    its own for a callable that cannot be weakly referenced or hashed."""
+    try:
+        with _BY_FUNCTION_LOCK:
+            per_options = _BY_FUNCTION.get(fun)
+            if per_options is None:
+                per_options = _BY_FUNCTION[fun] = {}
+            entries = per_options.get(options)
+            if entries is None:
+                entries = per_options[options] = dispatch.LruCache()
+            return entries
+    except TypeError:
+        return dispatch.LruCache()
 
 
 class Jitted(_core.JitFunction):
@@ -94,11 +123,11 @@ class Jitted(_core.JitFunction):
         self._backend = backend
         # Primitives always compile: with fusionjit_disable_jit they are what runs eagerly.
         self._primitive = _primitive
-        super().__init__(fun, self._cache_miss, list(nums), list(names), _primitive)
+        super().__init__(fun, list(nums), list(names), _primitive)
         self._fun = fun
         self._static_argnums = nums
         self._static_argnames = names
-        self._entries = dispatch.LruCache()
+        self._entries = _entries_for(fun, (nums, names, fusion, backend, _primitive))
         _LIVE.add(self)
         try:
             self._signature = inspect.signature(fun)
