@@ -245,3 +245,38 @@ def test_a_scalar_loops_iota_is_hidden_from_llvms_loop_strength_reduction():
     np.testing.assert_array_equal(np.asarray(f(key)),
                                   np.asarray(fusionjit.jit(lambda k: fusionjit.random.uniform(
                                       k, (13,)), fusion="none")(key)))
+
+
+def test_kernels_that_compute_alike_are_generated_once():
+    # A fully unrolled loop under the xla profile: each step's kernels are copies of the
+    # first step's (one LLVM function each), and kernels of one op on one shape under the
+    # profile none are one function; kernels that differ in a constant's bits are not.
+    import re
+
+    def program(x):
+        def step(c, _):
+            c = fnp.tanh(c) * np.float32(1.5) + fnp.mean(c)
+            return c, fnp.max(c)
+        return lax.scan(step, x, None, length=6, unroll=6)
+
+    x = np.linspace(0.01, 0.02, 256, dtype=np.float32)   # sums well away from 0
+    f = fusionjit.jit(program, fusion="xla")
+    kernels = _compilation(f, x).executable.num_kernels
+    defined = re.findall(r"^define .*@kernel\.", f.lower(x).as_text("llvm"), re.M)
+    assert kernels >= 12 and len(defined) <= kernels // 2, (kernels, len(defined))
+    c, want_max = x.copy(), []
+    for _ in range(6):
+        c = np.tanh(c) * np.float32(1.5) + c.mean(dtype=np.float32)
+        want_max.append(c.max())
+    got_c, got_max = f(x)
+    assert_allclose(got_c, c, rtol=1e-5)
+    assert_allclose(got_max, np.array(want_max), rtol=1e-5)
+
+    def constants(x):
+        return x * np.float32(0.0), x * np.float32(-0.0), x * np.float32(0.0) + x
+    g = fusionjit.jit(constants, fusion="none")
+    zero, negative_zero, same = (np.asarray(o) for o in g(np.full(4, -1.0, np.float32)))
+    assert np.all(np.signbit(zero)) and not np.any(np.signbit(negative_zero))
+    assert_allclose(same, -np.ones(4))
+    defined = re.findall(r"^define .*@kernel\.", g.lower(x).as_text("llvm"), re.M)
+    assert len(defined) == 3   # the two multiplies by 0 and -0 apart, and the add

@@ -63,6 +63,11 @@ class Computation {
 
   // "%name (p: f32[4]) -> f32[4] {\n  ...\n}"
   std::string ToString(bool is_entry = false, const LiteralText* literal_text = nullptr) const;
+  // A text two computations share exactly when they compute alike: instructions numbered
+  // by position instead of named, no source locations, called computations written out,
+  // constants over 256 bytes named by the literal they share (copies of one computation
+  // share their constants). Identical kernels are generated once by it.
+  std::string StructuralText() const;
 
  private:
   std::string name_;

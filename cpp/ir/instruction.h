@@ -156,6 +156,10 @@ class Instruction {
   std::string ToString(const LiteralText* literal_text = nullptr) const;
   std::string OperandsToString() const;
   std::string AttributesToString() const;  // ", k=v, ..." or ""
+  // The same with each called computation written as `called` gives it, and without
+  // the source location when `metadata` is false.
+  std::string AttributesToString(const std::function<std::string(const Computation*)>& called,
+                                 bool metadata) const;
 
  private:
   friend class Computation;

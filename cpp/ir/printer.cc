@@ -23,6 +23,7 @@
 // for); conditional: branch_computations;
 // custom-call: custom_call_target, custom_call_config. Any instruction: source="file:line".
 #include <sstream>
+#include <unordered_map>
 
 #include "ir/module.h"
 
@@ -42,15 +43,6 @@ std::string Quote(const std::string& s) {
   return out + "\"";
 }
 
-std::string ComputationList(const std::vector<Computation*>& cs) {
-  std::string s = "{";
-  for (size_t i = 0; i < cs.size(); ++i) {
-    if (i) s += ", ";
-    s += "%" + cs[i]->name();
-  }
-  return s + "}";
-}
-
 }  // namespace
 
 std::string Instruction::OperandsToString() const {
@@ -63,6 +55,11 @@ std::string Instruction::OperandsToString() const {
 }
 
 std::string Instruction::AttributesToString() const {
+  return AttributesToString([](const Computation* c) { return "%" + c->name(); }, /*metadata=*/true);
+}
+
+std::string Instruction::AttributesToString(const std::function<std::string(const Computation*)>& called,
+                                            bool metadata) const {
   std::ostringstream os;
   const InstructionAttrs& a = attrs_;
   switch (opcode_) {
@@ -78,11 +75,10 @@ std::string Instruction::AttributesToString() const {
       os << ", dimensions=" << DimsToString(a.dimensions);
       break;
     case Opcode::kReduce:
-      os << ", dimensions=" << DimsToString(a.dimensions) << ", to_apply=%"
-         << called_.at(0)->name();
+      os << ", dimensions=" << DimsToString(a.dimensions) << ", to_apply=" << called(called_.at(0));
       break;
     case Opcode::kCall:
-      os << ", to_apply=%" << called_.at(0)->name();
+      os << ", to_apply=" << called(called_.at(0));
       break;
     case Opcode::kSlice: {
       os << ", slice={";
@@ -104,7 +100,7 @@ std::string Instruction::AttributesToString() const {
          << ", index_vector_dim=" << a.scatter.index_vector_dim;
       if (a.scatter.indices_are_sorted) os << ", indices_are_sorted=true";
       if (a.scatter.unique_indices) os << ", unique_indices=true";
-      os << ", to_apply=%" << called_.at(0)->name();
+      os << ", to_apply=" << called(called_.at(0));
       break;
     case Opcode::kGather:
       os << ", offset_dims=" << DimsToString(a.gather.offset_dims)
@@ -134,18 +130,20 @@ std::string Instruction::AttributesToString() const {
          << ", rhs_contracting_dims=" << DimsToString(a.dot.rhs_contracting);
       break;
     case Opcode::kFusion:
-      os << ", kind=" << FusionKindName(a.fusion_kind) << ", calls=%" << called_.at(0)->name();
+      os << ", kind=" << FusionKindName(a.fusion_kind) << ", calls=" << called(called_.at(0));
       if (a.fusion_kind == FusionKind::kWholeLoop) {
         os << ", trip_count=" << a.trip_count << ", index=" << a.index << ", dimensions=" << DimsToString(a.dimensions);
       }
       break;
     case Opcode::kWhile:
-      os << ", condition=%" << called_.at(0)->name() << ", body=%" << called_.at(1)->name();
+      os << ", condition=" << called(called_.at(0)) << ", body=" << called(called_.at(1));
       if (a.unroll != 0) os << ", unroll=" << a.unroll;
       if (a.trip_count >= 0) os << ", trip_count=" << a.trip_count;
       break;
     case Opcode::kConditional:
-      os << ", branch_computations=" << ComputationList(called_);
+      os << ", branch_computations={";
+      for (size_t i = 0; i < called_.size(); ++i) os << (i ? ", " : "") << called(called_[i]);
+      os << "}";
       break;
     case Opcode::kCustomCall:
       os << ", custom_call_target=" << Quote(a.custom_call_target);
@@ -154,7 +152,7 @@ std::string Instruction::AttributesToString() const {
     default:
       break;
   }
-  if (!metadata_.empty()) os << ", source=" << Quote(metadata_);
+  if (metadata && !metadata_.empty()) os << ", source=" << Quote(metadata_);
   return os.str();
 }
 
@@ -184,6 +182,39 @@ std::string Computation::ToString(bool is_entry, const LiteralText* literal_text
     s += instr->ToString(literal_text) + "\n";
   }
   return s + "}\n";
+}
+
+std::string Computation::StructuralText() const {
+  std::unordered_map<const Instruction*, size_t> position;
+  auto called = [](const Computation* c) { return "{\n" + c->StructuralText() + "}"; };
+  std::string s = "(";
+  for (int i = 0; i < num_parameters(); ++i) s += (i ? ", " : "") + parameters_[i]->shape().ToString();
+  s += ")\n";
+  for (Instruction* instr : MakePostOrder()) {
+    position.emplace(instr, position.size());
+    s += (instr == root_ ? "ROOT " : "") + instr->shape().ToString() + " " + std::string(OpcodeName(instr->opcode())) + "(";
+    if (instr->opcode() == Opcode::kParameter) {
+      s += std::to_string(instr->parameter_number());
+    } else if (instr->opcode() == Opcode::kConstant) {
+      const std::shared_ptr<const Literal>& literal = instr->attrs().literal;
+      if (literal->byte_size() <= 256) {  // the bits (NaN payloads and -0 included)
+        static const char kHex[] = "0123456789abcdef";
+        const auto* bytes = static_cast<const unsigned char*>(literal->data());
+        for (int64_t i = 0; i < literal->byte_size(); ++i) {
+          s += kHex[bytes[i] >> 4];
+          s += kHex[bytes[i] & 15];
+        }
+      } else {
+        std::ostringstream address;
+        address << "literal@" << static_cast<const void*>(literal.get());
+        s += address.str();
+      }
+    } else {
+      for (int i = 0; i < instr->operand_count(); ++i) s += (i ? "," : "") + std::to_string(position.at(instr->operand(i)));
+    }
+    s += ")" + instr->AttributesToString(called, /*metadata=*/false) + "\n";
+  }
+  return s;
 }
 
 std::string Module::ToString(const LiteralText* literal_text) const {

@@ -75,6 +75,37 @@ ENTRY %main () -> (f32[3], f16[2], f64[2]) {
   EXPECT_THROW(Parse("module m\n\nENTRY %main () -> f32[] {\n  ROOT %a = f32[] constant(nan_0x)\n}\n"), Error);
 }
 
+TEST(IrText, StructuralTextIgnoresNamesAndSourcesOnly) {
+  // The text that decides whether two kernels are one function: a renamed copy with other
+  // source locations shares it; any change to what is computed does not.
+  auto text = [](const std::string& combiner_op, const std::string& constant, const std::string& operands,
+                 const std::string& names) {
+    std::string n = names;
+    return "module m" + n + "\n\n%comb" + n + " (a" + n + ": f32[], b" + n + ": f32[]) -> f32[] {\n" +
+           "  %a" + n + " = f32[] parameter(0)\n  %b" + n + " = f32[] parameter(1)\n" +
+           "  ROOT %s" + n + " = f32[] " + combiner_op + "(%a" + n + ", %b" + n + ")\n}\n\n" +
+           "ENTRY %main" + n + " (x" + n + ": f32[4,3]) -> f32[4] {\n" +
+           "  %x" + n + " = f32[4,3] parameter(0)\n" +
+           "  %c" + n + " = f32[] constant(" + constant + ")\n" +
+           "  %bc" + n + " = f32[4,3] broadcast(%c" + n + "), dimensions={}, source=\"f" + n + ".py:3\"\n" +
+           "  %m" + n + " = f32[4,3] multiply(" + operands + "), source=\"f" + n + ".py:4\"\n" +
+           "  %z" + n + " = f32[] constant(0)\n" +
+           "  ROOT %r" + n + " = f32[4] reduce(%m" + n + ", %z" + n + "), dimensions={1}, to_apply=%comb" + n + "\n}\n";
+  };
+  auto structure = [&](const std::string& op, const std::string& constant, bool swapped, const std::string& names) {
+    std::string operands = swapped ? "%bc" + names + ", %x" + names : "%x" + names + ", %bc" + names;
+    return Parse(text(op, constant, operands, names))->entry()->StructuralText();
+  };
+  std::string base = structure("add", "2", false, "");
+  EXPECT_EQ(base, structure("add", "2", false, "_renamed"));
+  EXPECT_NE(base, structure("multiply", "2", false, ""));   // the combiner
+  EXPECT_NE(base, structure("add", "3", false, ""));        // a constant
+  EXPECT_NE(structure("add", "0", false, ""), structure("add", "-0", false, ""));  // its bits
+  EXPECT_NE(base, structure("add", "2", true, ""));         // operand order
+  EXPECT_EQ(base.find("source"), std::string::npos);
+  EXPECT_EQ(base.find("%"), std::string::npos) << base;
+}
+
 TEST(IrText, CloneIsNamedNumberedAndLinkedAsAParseOfTheText) {
   std::string text = std::string("module loops\n") + testing::kF32Combiners + R"(
 %fused (p: f32[64]) -> f32[] {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <unordered_map>
 
 
 #include "codegen/cpu/jit.h"
@@ -73,7 +74,13 @@ class CpuProgramEmitter : public codegen::ProgramEmitter {
     plan.whole_vector_chunks = plan.mode == codegen::KernelPlan::Mode::kFlat ||
                                plan.mode == codegen::KernelPlan::Mode::kLinear1D;
     std::string name = "kernel." + std::to_string(number) + "." + fusion->name();
-    llvm::Function* kernel = codegen::EmitKernel(module_, fusion, plan, name, in_place);
+    // Kernels that compute alike (an unrolled loop's copies of one step's kernels, one op
+    // on one shape in several places) are one function: LLVM compiles each once.
+    std::string key = fusion->shape().ToString() + (in_place ? " in place" : "") +
+                      fusion->AttributesToString([](const Computation*) { return std::string(); }, false) +
+                      "\n" + fusion->fused_computation()->StructuralText();
+    llvm::Function*& kernel = generated_[key];
+    if (!kernel) kernel = codegen::EmitKernel(module_, fusion, plan, name, in_place);
 
     KernelInfo info = Describe(fusion, name, std::string(FusionKindName(fusion->fusion_kind())));
     info.units = plan.units;
@@ -107,6 +114,7 @@ class CpuProgramEmitter : public codegen::ProgramEmitter {
   }
 
   const CpuOptions& options_;
+  std::unordered_map<std::string, llvm::Function*> generated_;  // by what they compute
 };
 
 }  // namespace
