@@ -124,15 +124,11 @@ int MergedOperandsAndOutputs(const Instruction* a, const Instruction* b) {
 }  // namespace
 
 bool MultiOutputFusionPass::FuseSiblings(Computation* comp) {
-  bool changed = false;
-  // Each fusion removes instructions: start over from a fresh post order after it.
-  bool restart = true;
-  while (restart) {
-    restart = false;
-  for (Instruction* parent : comp->MakePostOrder()) {
-    if (!parent->shape().IsArray() || parent->shape().NumElements() <= 1) continue;
+  // Fuses pairs of `parent`'s users until no pair fuses; true if one did.
+  auto fuse_users_of = [&](Instruction* parent) {
+    bool fused = false;
     bool again = true;
-    while (again && !restart) {
+    while (again) {
       again = false;
       std::vector<Instruction*> candidates;
       for (Instruction* u : parent->users()) {
@@ -161,12 +157,23 @@ bool MultiOutputFusionPass::FuseSiblings(Computation* comp) {
           if (log_) log_->Record("multi-output-fusion(sibling)", a, b, d);
           if (!d.fuse) continue;
           FuseInstructions({a, b});
-          again = changed = restart = true;
+          again = fused = true;
         }
       }
     }
-    if (restart) break;
-  }
+    return fused;
+  };
+  // Sweeps over the values until one fuses nothing. A sweep goes on past a fusion: the
+  // post order it walks may then name instructions fused away (skipped), and the merged
+  // kernels it lacks are users of values it visits. (Starting over after each fusion made
+  // the pass quadratic in the fusions it makes.)
+  bool changed = false;
+  for (bool sweep = true; sweep;) {
+    sweep = false;
+    for (Instruction* parent : comp->MakePostOrder()) {
+      if (!comp->Contains(parent) || !parent->shape().IsArray() || parent->shape().NumElements() <= 1) continue;
+      if (fuse_users_of(parent)) changed = sweep = true;
+    }
   }
   return changed;
 }
@@ -174,9 +181,10 @@ bool MultiOutputFusionPass::FuseSiblings(Computation* comp) {
 bool MultiOutputFusionPass::FuseProducerConsumer(Computation* comp) {
   bool changed = false;
   bool again = true;
-  while (again) {
+  while (again) {  // sweeps as FuseSiblings's
     again = false;
     for (Instruction* producer : comp->MakePostOrder()) {
+      if (!comp->Contains(producer)) continue;
       // XLA's IsProducerMultiOutputFusible: a loop kernel (or an op a loop kernel could
       // compute), not built around a reduction. XLA also leaves multi-output producers alone
       // (its emitter could not merge them); here they merge like any other loop kernel, or a
@@ -243,7 +251,6 @@ bool MultiOutputFusionPass::FuseProducerConsumer(Computation* comp) {
         again = changed = true;
         break;
       }
-      if (again) break;
     }
   }
   return changed;
