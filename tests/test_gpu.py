@@ -192,6 +192,25 @@ def test_step_loop_launches_from_the_host():
     assert counts["loops"][0]["launches_per_iteration"] >= 1
 
 
+def test_kernels_that_compute_alike_are_one_kernel_of_the_module():
+    # A fully unrolled loop under the xla rules: each step's kernels are copies of the first
+    # step's, launched from each place but generated (and assembled) once.
+    import re
+    x = rand(512) * 0.01 + 0.02
+
+    def f(x):
+        def step(c, _):
+            c = fnp.tanh(c) * np.float32(1.5) + fnp.mean(c)
+            return c, fnp.max(c)
+        return lax.scan(step, x, None, length=6, unroll=6)
+
+    check_gpu(f, x, fusion="xla", rtol=1e-5, atol=1e-6)
+    counts = launch_counts(f, fusion="xla", backend="gpu_emulated")(x)
+    entries = re.findall(r"^\.visible \.entry ", gpu_ptx(f, x, fusion="xla"), re.M)
+    launches = counts["per_call"]
+    assert launches >= 12 and len(entries) <= launches // 2, (launches, len(entries))
+
+
 # --- random numbers ---------------------------------------------------------------------
 
 @pytest.mark.parametrize("lowering", ["fused", "custom_call"])

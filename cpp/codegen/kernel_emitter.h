@@ -95,6 +95,13 @@ struct KernelPlan {
 // only the update).
 KernelPlan PlanKernel(const Instruction* fusion, int max_width, bool in_place = false);
 
+// What a kernel computes, as text: kernels with equal keys generate the same code (their
+// buffers come in a table), so each target generates one function for them. The fused
+// computation's structural text (Computation::StructuralText) with the fusion's shape,
+// kind, whole-loop attributes, custom-call target and whether it writes in place; in
+// kernel_plan.cc.
+std::string KernelKey(const Instruction* fusion, bool in_place);
+
 // Emits the CPU kernel into `module` under `name` and returns it. `may_alias`: an output may
 // share its buffer with an operand (no noalias promises; every output of a group of lanes
 // is computed before any is stored).

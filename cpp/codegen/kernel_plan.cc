@@ -152,6 +152,12 @@ DotTile FindDotTile(const Computation& c, const KernelPlan& plan, const std::vec
 
 }  // namespace
 
+std::string KernelKey(const Instruction* fusion, bool in_place) {
+  return fusion->shape().ToString() + (in_place ? " in place" : "") +
+         fusion->AttributesToString([](const Computation*) { return std::string(); }, /*metadata=*/false) +
+         " target=" + fusion->attrs().custom_call_target + "\n" + fusion->fused_computation()->StructuralText();
+}
+
 KernelPlan PlanKernel(const Instruction* fusion, int max_width, bool in_place) {
   const Computation& c = *fusion->fused_computation();
   std::vector<const Instruction*> roots = KernelRoots(c);

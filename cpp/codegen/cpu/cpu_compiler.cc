@@ -76,10 +76,7 @@ class CpuProgramEmitter : public codegen::ProgramEmitter {
     std::string name = "kernel." + std::to_string(number) + "." + fusion->name();
     // Kernels that compute alike (an unrolled loop's copies of one step's kernels, one op
     // on one shape in several places) are one function: LLVM compiles each once.
-    std::string key = fusion->shape().ToString() + (in_place ? " in place" : "") +
-                      fusion->AttributesToString([](const Computation*) { return std::string(); }, false) +
-                      "\n" + fusion->fused_computation()->StructuralText();
-    llvm::Function*& kernel = generated_[key];
+    llvm::Function*& kernel = generated_[codegen::KernelKey(fusion, in_place)];
     if (!kernel) kernel = codegen::EmitKernel(module_, fusion, plan, name, in_place);
 
     KernelInfo info = Describe(fusion, name, std::string(FusionKindName(fusion->fusion_kind())));

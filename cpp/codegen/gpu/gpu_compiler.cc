@@ -49,27 +49,33 @@ class GpuProgramEmitter : public codegen::ProgramEmitter {
     bool in_place = buffers_.WritesInPlace(fusion);
     const std::string& custom = fusion->attrs().custom_call_target;
     std::string name = "kernel_" + std::to_string(number) + "_" + Sanitized(fusion->name());
-    codegen::GpuKernel k;
-    if (options_.want_ptx || !options_.emulated) {
-      k = codegen::EmitGpuKernel(*kernels_.nvvm, fusion, name, in_place, *kernels_.nvvm_intrinsics);
+    // Kernels that compute alike are one kernel of the module, launched from each place.
+    auto [found, added] = generated_.try_emplace(codegen::KernelKey(fusion, in_place));
+    Generated& g = found->second;
+    if (added) {
+      codegen::GpuKernel k;
+      if (options_.want_ptx || !options_.emulated) {
+        k = codegen::EmitGpuKernel(*kernels_.nvvm, fusion, name, in_place, *kernels_.nvvm_intrinsics);
+      }
+      if (options_.emulated) {
+        k = codegen::EmitGpuKernel(module_, fusion, name, in_place, *kernels_.emulated_intrinsics);
+        kernels_.host_kernels.push_back(HostWrapper(k.function, k.spec.num_buffers));
+      }
+      kernels_.names.push_back(name);
+      g = {static_cast<int>(program_.code.kernels.size()), k.plan.units, k.spec.threads_per_unit};
+      program_.code.kernels.push_back(k.spec);
     }
-    if (options_.emulated) {
-      k = codegen::EmitGpuKernel(module_, fusion, name, in_place, *kernels_.emulated_intrinsics);
-      kernels_.host_kernels.push_back(HostWrapper(k.function, k.spec.num_buffers));
-    }
-    kernels_.names.push_back(name);
-    int index = static_cast<int>(program_.code.kernels.size());
-    program_.code.kernels.push_back(k.spec);
+    int index = g.index;
 
     KernelInfo info = Describe(fusion, name, custom.empty() ? std::string(FusionKindName(fusion->fusion_kind())) : "custom-call");
-    info.units = k.plan.units;
+    info.units = g.units;
     info.parallel = true;
-    info.threads_per_unit = k.spec.threads_per_unit;
-    if (k.plan.units == 0) return info;
+    info.threads_per_unit = g.threads_per_unit;
+    if (g.units == 0) return info;
     int num_outputs = fusion->shape().IsTuple() ? static_cast<int>(fusion->shape().tuple_shapes().size()) : 1;
     llvm::Value* table = BufferTable(fusion, num_outputs);
     CallApi(kLaunch, b_->getVoidTy(), {b_->getInt64Ty(), ptr_, b_->getInt64Ty()},
-            {b_->getInt64(index), table, b_->getInt64(k.plan.units)});
+            {b_->getInt64(index), table, b_->getInt64(g.units)});
     return info;
   }
 
@@ -157,6 +163,12 @@ class GpuProgramEmitter : public codegen::ProgramEmitter {
   KernelModules& kernels_;
   GpuProgram& program_;
   std::unordered_map<const Instruction*, int64_t> constants_;
+  struct Generated {
+    int index;  // in the module's kernels
+    int64_t units;
+    int threads_per_unit;
+  };
+  std::unordered_map<std::string, Generated> generated_;  // by codegen::KernelKey
 };
 
 }  // namespace
