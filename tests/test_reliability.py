@@ -207,15 +207,17 @@ def test_forks_while_another_thread_compiles_leave_the_child_able_to_compile():
     # handler.)
     p = run_script("""
         import os, threading, numpy as np, fusionjit, fusionjit.numpy as fnp
-        def prog(x):
-            for k in range(200):
-                x = x * 0.5 + k
-            return x
+        def make():
+            def prog(x):
+                for k in range(200):
+                    x = x * 0.5 + k
+                return x
+            return prog
         x = np.ones(64, np.float32)
         stop = False
         def rejit():
             while not stop:
-                fusionjit.jit(prog)(x)   # a new wrapper: the code cache is looked up each time
+                fusionjit.jit(make())(x)   # a new function: the code cache is looked up
         t = threading.Thread(target=rejit)
         t.start()
         bad = 0
@@ -230,6 +232,38 @@ def test_forks_while_another_thread_compiles_leave_the_child_able_to_compile():
         t.join()
         print("bad", bad)
     """, timeout=120)
+    assert p.returncode == 0 and "bad 0" in p.stdout, (p.stdout, p.stderr[-2000:])
+
+
+def test_forks_while_another_thread_finds_a_compilation_leave_the_child_able_to_call():
+    # Every jit of a function shares its compilations, behind Python locks that each jit
+    # object's creation and first call take: a child forked while another thread held one
+    # waited forever (this test's child hung within 300 forks; 60 were not enough) until
+    # the locks were taken around fork (dispatch.hold_around_fork). About 35 s.
+    p = run_script("""
+        import os, threading, numpy as np, fusionjit
+        def prog(x):
+            return x * 0.5 + 1.0
+        x = np.ones(64, np.float32)
+        fusionjit.jit(prog)(np.ones(4, np.float32))
+        stop = False
+        def rejit():
+            while not stop:
+                fusionjit.jit(prog)(x)
+        t = threading.Thread(target=rejit)
+        t.start()
+        bad = 0
+        for i in range(300):
+            pid = os.fork()
+            if pid == 0:
+                y = fusionjit.jit(prog)(np.ones(4, np.float32))
+                os._exit(0 if float(y[0]) == 1.5 else 3)
+            _, status = os.waitpid(pid, 0)
+            bad += os.waitstatus_to_exitcode(status) != 0
+        stop = True
+        t.join()
+        print("bad", bad)
+    """, timeout=60)
     assert p.returncode == 0 and "bad 0" in p.stdout, (p.stdout, p.stderr[-2000:])
 
 

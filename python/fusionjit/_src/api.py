@@ -84,6 +84,7 @@ def clear_caches() -> None:
 # function is not traced again when the globals it reads change.)
 _BY_FUNCTION: "weakref.WeakKeyDictionary[Callable, dict]" = weakref.WeakKeyDictionary()
 _BY_FUNCTION_LOCK = threading.Lock()
+dispatch.hold_around_fork(_BY_FUNCTION_LOCK)
 
 
 def _entries_for(fun: Callable, options: tuple) -> dispatch.LruCache:

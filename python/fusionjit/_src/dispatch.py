@@ -9,6 +9,7 @@ import os
 import sys
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,6 +103,38 @@ def run(executable, leaves, avals, out_weak) -> list:
 
 # --- eager primitives -----------------------------------------------------------------
 
+# Python locks held around fork: a child forked while another thread held one (looking
+# a compilation up, say) would otherwise wait for it forever. The module locks registered
+# here are taken first, then every LruCache's (each is held only briefly and never while
+# waiting for another).
+_FORK_LOCKS: list = []
+_CACHES: "weakref.WeakSet[LruCache]" = weakref.WeakSet()
+_HELD_AT_FORK: list = []
+
+
+def hold_around_fork(lock) -> None:
+    """Registers a module-level lock to be held across fork (taken before the caches')."""
+    _FORK_LOCKS.append(lock)
+
+
+def _before_fork() -> None:
+    held = list(_FORK_LOCKS) + [c._lock for c in list(_CACHES)]
+    for lock in held:
+        lock.acquire()
+    _HELD_AT_FORK[:] = held
+
+
+def _after_fork() -> None:
+    for lock in reversed(_HELD_AT_FORK):
+        lock.release()
+    _HELD_AT_FORK.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork,
+                        after_in_child=_after_fork)
+
+
 class LruCache:
     """A dict that keeps the ``fusionjit_cache_size`` most recently used entries, safe to
     use from several threads. (The lock is needed: keys compare with Python ``__eq__``,
@@ -111,6 +144,7 @@ class LruCache:
     def __init__(self):
         self._d: collections.OrderedDict = collections.OrderedDict()
         self._lock = threading.Lock()
+        _CACHES.add(self)
 
     def get(self, key):
         with self._lock:
