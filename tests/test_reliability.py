@@ -199,14 +199,40 @@ def test_forked_child_runs_parallel_kernels():
     assert p.returncode == 0 and "child 0" in p.stdout, (p.stdout, p.stderr[-2000:])
 
 
+def _fork_beside_a_thread(setup: str, thread_call: str, child_ok: str, forks: int, timeout: float):
+    """Runs `setup`, then `thread_call` in a loop on another thread while the main thread
+    forks `forks` times; each child (its number in `i`) exits 0 when `child_ok` holds.
+    Asserts every child did (a hung child fails by the timeout)."""
+    p = run_script(textwrap.dedent(setup) + textwrap.dedent(f"""
+        import os, threading
+        stop = False
+        def calls():
+            while not stop:
+                {thread_call}
+        t = threading.Thread(target=calls)
+        t.start()
+        bad = 0
+        for i in range({forks}):
+            pid = os.fork()
+            if pid == 0:
+                os._exit(0 if {child_ok} else 3)
+            _, status = os.waitpid(pid, 0)
+            bad += os.waitstatus_to_exitcode(status) != 0
+        stop = True
+        t.join()
+        print("bad", bad)
+    """), timeout=timeout)
+    assert p.returncode == 0 and "bad 0" in p.stdout, (p.stdout, p.stderr[-2000:])
+
+
 def test_forks_while_another_thread_compiles_leave_the_child_able_to_compile():
     # The JIT's lock and the code cache's are taken around fork by handlers: a child forked
     # while another thread compiled or looked code up would otherwise wait for it forever.
     # (A lookup holds the cache's lock for microseconds: this test exercises forking during
     # compiles and lookups; it does not reproduce the cache's hang reliably without the
-    # handler.)
-    p = run_script("""
-        import os, threading, numpy as np, fusionjit, fusionjit.numpy as fnp
+    # handler.) The thread jits a new function each time: the code cache is looked up.
+    _fork_beside_a_thread("""
+        import numpy as np, fusionjit
         def make():
             def prog(x):
                 for k in range(200):
@@ -214,57 +240,30 @@ def test_forks_while_another_thread_compiles_leave_the_child_able_to_compile():
                 return x
             return prog
         x = np.ones(64, np.float32)
-        stop = False
-        def rejit():
-            while not stop:
-                fusionjit.jit(make())(x)   # a new function: the code cache is looked up
-        t = threading.Thread(target=rejit)
-        t.start()
-        bad = 0
-        for i in range(20):
-            pid = os.fork()
-            if pid == 0:
-                y = fusionjit.jit(lambda v: v * 3.0 + i)(np.ones(4, np.float32))
-                os._exit(0 if float(y[0]) == 3.0 + i else 3)
-            _, status = os.waitpid(pid, 0)
-            bad += os.waitstatus_to_exitcode(status) != 0
-        stop = True
-        t.join()
-        print("bad", bad)
-    """, timeout=120)
-    assert p.returncode == 0 and "bad 0" in p.stdout, (p.stdout, p.stderr[-2000:])
+    """, "fusionjit.jit(make())(x)",
+        "float(fusionjit.jit(lambda v: v * 3.0 + i)(np.ones(4, np.float32))[0]) == 3.0 + i",
+        forks=20, timeout=120)
 
 
 def test_forks_while_another_thread_finds_a_compilation_leave_the_child_able_to_call():
     # Every jit of a function shares its compilations, behind Python locks that each jit
     # object's creation and first call take: a child forked while another thread held one
-    # waited forever (this test's child hung within 300 forks; 60 were not enough) until
-    # the locks were taken around fork (dispatch.hold_around_fork). About 35 s.
-    p = run_script("""
-        import os, threading, numpy as np, fusionjit
+    # waited forever until the locks were taken around fork (dispatch.hold_around_fork).
+    # The thread holds each lock most of the time, so that the forks meet it held.
+    _fork_beside_a_thread("""
+        import time, numpy as np, fusionjit
+        from fusionjit._src import api
         def prog(x):
             return x * 0.5 + 1.0
-        x = np.ones(64, np.float32)
         fusionjit.jit(prog)(np.ones(4, np.float32))
-        stop = False
-        def rejit():
-            while not stop:
-                fusionjit.jit(prog)(x)
-        t = threading.Thread(target=rejit)
-        t.start()
-        bad = 0
-        for i in range(300):
-            pid = os.fork()
-            if pid == 0:
-                y = fusionjit.jit(prog)(np.ones(4, np.float32))
-                os._exit(0 if float(y[0]) == 1.5 else 3)
-            _, status = os.waitpid(pid, 0)
-            bad += os.waitstatus_to_exitcode(status) != 0
-        stop = True
-        t.join()
-        print("bad", bad)
-    """, timeout=60)
-    assert p.returncode == 0 and "bad 0" in p.stdout, (p.stdout, p.stderr[-2000:])
+        locks = [api._BY_FUNCTION_LOCK, next(iter(api._BY_FUNCTION[prog].values()))._lock]
+        def hold():
+            for lock in locks:
+                with lock:
+                    time.sleep(0.02)
+                time.sleep(0.001)
+    """, "hold()", "float(fusionjit.jit(prog)(np.ones(4, np.float32))[0]) == 1.5",
+        forks=10, timeout=60)
 
 
 def test_multiprocessing_fork_pool_runs_jitted_functions():
