@@ -266,6 +266,26 @@ def test_forks_while_another_thread_finds_a_compilation_leave_the_child_able_to_
         forks=10, timeout=60)
 
 
+def test_forks_while_another_thread_compares_static_arguments_leave_the_child_able_to_call():
+    # The C++ fast path compares static arguments with their Python __eq__, which can
+    # switch threads in the middle of a lookup. The lookup used to hold the jit object's
+    # signature-cache lock meanwhile: a child forked then waited for it forever on its first
+    # call. The thread's __eq__ sleeps, so that the forks meet a lookup under way.
+    _fork_beside_a_thread("""
+        import time, numpy as np, fusionjit
+        class Slow:
+            def __hash__(self):
+                return 1
+            def __eq__(self, other):
+                time.sleep(0.02)
+                return isinstance(other, Slow)
+        f = fusionjit.jit(lambda x, s: x * 0.5 + 1.0, static_argnums=1)
+        x = np.ones(4, np.float32)
+        f(x, Slow())
+    """, "f(x, Slow())", "float(f(x, 7)[0]) == 1.5 and float(f(x, Slow())[0]) == 1.5",
+        forks=10, timeout=60)
+
+
 def test_multiprocessing_fork_pool_runs_jitted_functions():
     p = run_script("""
         import multiprocessing as mp, numpy as np, fusionjit, fusionjit.numpy as fnp

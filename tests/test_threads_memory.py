@@ -239,6 +239,27 @@ def test_a_smaller_cache_size_holds_from_the_next_cached_lookup():
         fusionjit.config.update("fusionjit_cache_size", 1024)
 
 
+def test_the_least_recently_used_signature_is_evicted_not_the_oldest():
+    traced = []
+
+    def body(x, n):
+        traced.append(n)
+        return x + n
+
+    fusionjit.config.update("fusionjit_cache_size", 3)
+    try:
+        f = fusionjit.jit(body, static_argnums=1)
+        x = np.ones(2, np.float32)
+        for n in (0, 1, 2, 0):   # the last call finds 0: the least recently used is now 1
+            f(x, n)
+        f(x, 3)                  # evicts 1 (a first-in-first-out cache would evict 0)
+        assert f._cache_size() == 3 and traced == [0, 1, 2, 3]
+        np.testing.assert_array_equal(np.asarray(f(x, 0)), [1, 1])
+        assert traced == [0, 1, 2, 3]   # still compiled: neither cache traced it again
+    finally:
+        fusionjit.config.update("fusionjit_cache_size", 1024)
+
+
 def test_cache_size_bounds_each_function_and_eager_primitives():
     fusionjit.config.update("fusionjit_cache_size", 4)
     try:

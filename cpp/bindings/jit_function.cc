@@ -14,9 +14,8 @@
 
 #include <algorithm>
 #include <cstring>
-#include <list>
-#include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "bindings/array.h"
 #include "bindings/pytree.h"
@@ -81,55 +80,46 @@ struct CacheEntry {
   bool release_gil = false;
 };
 
-// Locks `mu` without deadlocking against the GIL: a thread that must wait releases the GIL
-// while it waits, so the holder, which may need the GIL, can finish.
-std::unique_lock<std::mutex> LockWithGil(std::mutex& mu) {
-  std::unique_lock<std::mutex> lock(mu, std::try_to_lock);
-  if (!lock.owns_lock()) {
-    py::gil_scoped_release release;
-    lock.lock();
-  }
-  return lock;
-}
-
 // The compiled signatures of one function, least recently used evicted beyond the
-// capacity (fusionjit_cache_size). Comparing signatures runs Python code (== of static
-// arguments and pytree node data), which can switch threads in the middle of a lookup:
-// the mutex keeps other threads from changing the map meanwhile.
+// capacity (fusionjit_cache_size). Every operation holds the GIL, but a lookup compares
+// signatures with Python code (== of static arguments and pytree node data) that can
+// switch threads in its middle. So the table is copied on write: a published table never
+// changes, a lookup reads the one it started with, and an insertion publishes a new table
+// only if no other thread published one while it ran Python code. No lock is needed, and
+// none can be held by another thread when the process forks.
 class SignatureCache {
  public:
   std::shared_ptr<CacheEntry> Find(const CallSignature& sig) {
-    std::unique_lock<std::mutex> lock = LockWithGil(mu_);
-    auto it = index_.find(&sig);
-    if (it == index_.end()) return nullptr;
-    order_.splice(order_.begin(), order_, it->second);  // most recently used first
+    std::shared_ptr<const Table> table = table_;  // alive until this lookup ends
+    auto it = table->find(&sig);
+    if (it == table->end()) return nullptr;
+    it->second->last_used = ++clock_;
     return it->second->entry;
   }
   void Insert(CallSignature sig, std::shared_ptr<CacheEntry> entry, size_t capacity) {
-    std::unique_lock<std::mutex> lock = LockWithGil(mu_);
-    if (index_.count(&sig)) return;  // another thread compiled it first
-    order_.push_front(Node{std::move(sig), std::move(entry)});
-    index_.emplace(&order_.front().sig, order_.begin());
-    while (order_.size() > std::max<size_t>(capacity, 1)) {
-      index_.erase(&order_.back().sig);
-      order_.pop_back();
+    auto node = std::make_shared<Node>(Node{std::move(sig), std::move(entry), ++clock_});
+    for (;;) {
+      std::shared_ptr<const Table> old = table_;  // replaced tables die after the loop
+      if (old->count(&node->sig)) return;  // another thread compiled it first
+      auto table = std::make_shared<Table>(*old);
+      table->emplace(&node->sig, node);
+      EvictBeyond(*table, std::max<size_t>(capacity, 1));
+      if (table_ != old) continue;  // published meanwhile: start again from that table
+      table_ = std::move(table);
+      return;
     }
   }
-  size_t size() {
-    std::unique_lock<std::mutex> lock = LockWithGil(mu_);
-    return order_.size();
-  }
+  size_t size() const { return table_->size(); }
   void Clear() {
-    std::list<Node> dropped;  // destroyed after the lock is released
-    std::unique_lock<std::mutex> lock = LockWithGil(mu_);
-    index_.clear();
-    dropped.swap(order_);
+    std::shared_ptr<const Table> dropped = std::move(table_);  // destroyed after the swap
+    table_ = std::make_shared<const Table>();
   }
 
  private:
   struct Node {
     CallSignature sig;
     std::shared_ptr<CacheEntry> entry;
+    uint64_t last_used;  // clock_ at the last lookup that found it
   };
   struct Hash {
     size_t operator()(const CallSignature* s) const { return s->hash; }
@@ -137,9 +127,25 @@ class SignatureCache {
   struct Eq {
     bool operator()(const CallSignature* a, const CallSignature* b) const { return *a == *b; }
   };
-  std::mutex mu_;
-  std::list<Node> order_;
-  std::unordered_map<const CallSignature*, std::list<Node>::iterator, Hash, Eq> index_;
+  using Table = std::unordered_map<const CallSignature*, std::shared_ptr<Node>, Hash, Eq>;
+
+  static void EvictBeyond(Table& table, size_t capacity) {
+    if (table.size() <= capacity) return;
+    std::vector<std::pair<uint64_t, const CallSignature*>> by_use;
+    by_use.reserve(table.size());
+    for (const auto& [key, node] : table) by_use.emplace_back(node->last_used, key);
+    size_t excess = table.size() - capacity;
+    std::nth_element(by_use.begin(), by_use.begin() + (excess - 1), by_use.end());
+    // Erasing by iterator: erasing by key would compare signatures with Python code.
+    std::unordered_set<const CallSignature*> doomed;
+    for (size_t i = 0; i < excess; ++i) doomed.insert(by_use[i].second);
+    for (auto it = table.begin(); it != table.end();) {
+      it = doomed.count(it->first) ? table.erase(it) : std::next(it);
+    }
+  }
+
+  std::shared_ptr<const Table> table_ = std::make_shared<const Table>();
+  uint64_t clock_ = 0;
 };
 
 size_t g_cache_capacity = 1024;

@@ -15,7 +15,8 @@ Executable::Executable(Backend backend, std::vector<Shape> parameters, std::vect
       outputs_(std::move(outputs)),
       temp_bytes_(temp_bytes),
       kernels_(std::move(kernels)),
-      loops_(std::move(loops)) {}
+      loops_(std::move(loops)),
+      last_iterations_(new std::atomic<int64_t>[loops_.size()]()) {}
 
 std::vector<std::shared_ptr<Buffer>> Executable::Run(const void* const* params) const {
   std::vector<Argument> args(parameters_.size());
@@ -71,18 +72,17 @@ std::vector<std::shared_ptr<Buffer>> CpuExecutable::Run(const std::vector<Argume
 }
 
 void Executable::RecordLoopCounts(const char* counters) const {
-  if (loops_.empty()) return;
-  std::vector<int64_t> counts(loops_.size());
   for (size_t i = 0; i < loops_.size(); ++i) {
-    std::memcpy(&counts[i], counters + loops_[i].counter_offset, sizeof(int64_t));
+    int64_t count;
+    std::memcpy(&count, counters + loops_[i].counter_offset, sizeof(int64_t));
+    last_iterations_[i].store(count, std::memory_order_relaxed);
   }
-  std::lock_guard<std::mutex> lock(stats_mu_);
-  last_iterations_ = std::move(counts);
 }
 
 std::vector<int64_t> Executable::last_loop_iterations() const {
-  std::lock_guard<std::mutex> lock(stats_mu_);
-  return last_iterations_.empty() ? std::vector<int64_t>(loops_.size(), 0) : last_iterations_;
+  std::vector<int64_t> counts(loops_.size());
+  for (size_t i = 0; i < loops_.size(); ++i) counts[i] = last_iterations_[i].load(std::memory_order_relaxed);
+  return counts;
 }
 
 }  // namespace fj

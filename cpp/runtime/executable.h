@@ -3,7 +3,6 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -59,7 +58,7 @@ class Executable {
   const std::vector<KernelInfo>& kernels() const { return kernels_; }
   const std::vector<LoopInfo>& loops() const { return loops_; }
   // Iterations each loop ran in the most recent call (in loops() order; loops nested in
-  // others count all their runs).
+  // others count all their runs). Calls racing on threads may leave counts of several.
   std::vector<int64_t> last_loop_iterations() const;
   int64_t temp_bytes() const { return temp_bytes_; }
 
@@ -80,8 +79,9 @@ class Executable {
   int64_t temp_bytes_;
   std::vector<KernelInfo> kernels_;
   std::vector<LoopInfo> loops_;
-  mutable std::mutex stats_mu_;
-  mutable std::vector<int64_t> last_iterations_;
+  // Atomic rather than behind a lock: a run records them without the GIL, and a lock
+  // held by another thread when the process forks would never be released in the child.
+  std::unique_ptr<std::atomic<int64_t>[]> last_iterations_;
 };
 
 // On the CPU the whole program is one native function (loops and kernel calls included),
