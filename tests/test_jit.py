@@ -466,6 +466,76 @@ def test_no_arguments():
     np.testing.assert_array_equal(np.asarray(out), [0, 2, 4])
 
 
+# --- donated arguments ------------------------------------------------------------------
+
+def test_donated_arguments_are_accepted_and_warn_once_per_compilation(recwarn):
+    # JAX code donates train states everywhere: the call works, and since outputs do not
+    # reuse the buffers yet, each compilation says so, as JAX does for an unusable donation.
+    @functools.partial(fusionjit.jit, donate_argnums=(0,))
+    def update(params, grads):
+        return params - 0.5 * grads
+
+    params, grads = fnp.ones(1000), fnp.ones(1000)
+    out = update(params, grads)  # the line the warning names
+    line = sys._getframe().f_lineno - 1
+    update(params, grads)
+    assert_close(out, np.full(1000, 0.5, np.float32))
+    assert_close(params, np.ones(1000, np.float32))  # the donated array stays valid
+    donated = [w for w in recwarn.list if "donated buffers" in str(w.message)]
+    assert len(donated) == 1 and "float32[1000]" in str(donated[0].message)
+    assert donated[0].filename == __file__ and donated[0].lineno == line
+    update(fnp.ones(3), fnp.ones(3))  # a new signature compiles again: warns again
+    assert len([w for w in recwarn.list if "donated buffers" in str(w.message)]) == 2
+
+
+def test_donate_argnames_map_to_positions_and_back():
+    def f(x, y, *, z):
+        return x + y * z
+
+    g = fusionjit.jit(f, donate_argnames=("y", "z"))
+    assert g._donate_argnums == (1,) and set(g._donate_argnames) == {"y", "z"}
+    h = fusionjit.jit(f, donate_argnums=-2)
+    assert h._donate_argnums == (0,) and h._donate_argnames == ("x",)
+    with pytest.warns(UserWarning, match=r"float32\[2\], float32\[2\]"):
+        assert_close(g(fnp.ones(2), y=fnp.ones(2), z=fnp.ones(2)), np.full(2, 2, np.float32))
+
+
+@pytest.mark.parametrize("kwargs, error, match, jax_too", [
+    (dict(donate_argnums=5), ValueError, r"donate_argnums=\(5,\), but f takes 2 positional", True),
+    (dict(donate_argnames="q"), ValueError, r"donate_argnames \['q'\], which f does not", True),
+    (dict(donate_argnums=0, static_argnums=0), ValueError, "both static and donated", True),
+    (dict(donate_argnames="y", static_argnums=1), ValueError, "both static and donated", True),
+    # JAX lets a negative position through to the call; fusionjit maps it to the name.
+    (dict(donate_argnums=-1, static_argnames="y"), ValueError, "both static and donated", False),
+    (dict(donate_argnums="a"), TypeError, "donate_argnums must be integers", True),
+])
+def test_bad_donations_are_errors_as_in_jax(kwargs, error, match, jax_too):
+    def f(x, y):
+        return x + y
+
+    with pytest.raises(error, match=match) as info:
+        fusionjit.jit(f, **kwargs)
+    assert "test_jit.py" in str(info.value)  # names the user's line
+    if jax_too:
+        jax = pytest.importorskip("jax")
+        with pytest.raises((ValueError, TypeError)):
+            jax.jit(f, **kwargs)
+
+
+def test_donation_beyond_the_named_positions_under_star_args():
+    def f(x, *rest):
+        return x + rest[2]
+
+    with pytest.warns(UserWarning, match="donated buffers"):
+        out = fusionjit.jit(f, donate_argnums=3)(fnp.ones(2), 1.0, 2.0, fnp.ones(2))
+    assert_close(out, np.full(2, 2, np.float32))
+
+
+def test_keep_unused_and_inline_are_accepted():
+    f = fusionjit.jit(lambda x, unused: x * 2, keep_unused=True, inline=True)
+    assert_close(f(fnp.ones(2), fnp.zeros(3)), np.full(2, 2, np.float32))
+
+
 # --- methods ----------------------------------------------------------------------------
 
 class Model:

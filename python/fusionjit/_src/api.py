@@ -7,6 +7,7 @@ import functools
 import inspect
 import threading
 import time
+import warnings
 import weakref
 from typing import Any, Callable, Sequence
 
@@ -49,6 +50,51 @@ def _normalize_static(fun: Callable, static_argnums, static_argnames):
             if p.name == name and i not in nums:
                 nums.append(i)
     return tuple(nums), tuple(names)
+
+
+def _normalize_donate(fun: Callable, donate_argnums, donate_argnames, static_nums,
+                      static_names) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """JAX's checks for donated arguments, named by position or by name and each mapped to
+    the other through the signature, as static arguments are; none may be static."""
+    name = getattr(fun, "__name__", "fun")
+    nums = () if donate_argnums is None else (
+        (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums))
+    names = () if donate_argnames is None else (
+        (donate_argnames,) if isinstance(donate_argnames, str) else tuple(donate_argnames))
+    if not all(isinstance(i, int) and not isinstance(i, bool) for i in nums):
+        raise TypeError(errors.located(f"donate_argnums must be integers, got {nums!r}"))
+    if not all(isinstance(n, str) for n in names):
+        raise TypeError(errors.located(f"donate_argnames must be strings, got {names!r}"))
+    try:
+        params = list(inspect.signature(fun).parameters.values())
+    except (TypeError, ValueError):
+        params = None
+    if params is not None:
+        kinds = {p.kind for p in params}
+        positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        n = len(positional)
+        if inspect.Parameter.VAR_POSITIONAL not in kinds and any(not -n <= i < n for i in nums):
+            raise ValueError(errors.located(
+                f"jit({name}) has donate_argnums={nums}, but {name} takes {n} positional "
+                f"argument{'' if n == 1 else 's'}"))
+        unknown = sorted(set(names) - {p.name for p in params if p.kind != p.POSITIONAL_ONLY})
+        if inspect.Parameter.VAR_KEYWORD not in kinds and unknown:
+            raise ValueError(errors.located(
+                f"jit({name}) has donate_argnames {unknown}, which {name} does not take"))
+        # Each positional argument named both ways, negative positions made non-negative.
+        # (Beyond the named ones, under *args, positions stay as given.)
+        nums = tuple(sorted({i % n if -n <= i < n else i for i in nums}
+                            | {i for i, p in enumerate(positional) if p.name in names}))
+        names = tuple(dict.fromkeys(names + tuple(
+            positional[i].name for i in nums
+            if 0 <= i < n and positional[i].kind == positional[i].POSITIONAL_OR_KEYWORD)))
+        static_nums = {i % n for i in static_nums if -n <= i < n}
+    both = sorted(set(names) & set(static_names)) or sorted(set(nums) & set(static_nums))
+    if both:
+        raise ValueError(errors.located(
+            f"jit({name}): arguments {both} are both static and donated; a static argument is "
+            f"a Python value, not a buffer that can be donated"))
+    return nums, names
 
 
 class _CacheEntry:
@@ -109,8 +155,11 @@ class Jitted(_core.JitFunction):
     signature traces and compiles."""
 
     def __init__(self, fun: Callable, static_argnums=None, static_argnames=None,
-                 fusion: str | None = None, _primitive: bool = False, backend: str | None = None):
+                 fusion: str | None = None, _primitive: bool = False, backend: str | None = None,
+                 donate_argnums=None, donate_argnames=None):
         nums, names = _normalize_static(fun, static_argnums, static_argnames)
+        self._donate_argnums, self._donate_argnames = _normalize_donate(
+            fun, donate_argnums, donate_argnames, nums, names)
         from fusionjit._src.config import _check_backend, _check_profile
         try:
             if fusion is not None:
@@ -208,7 +257,27 @@ class Jitted(_core.JitFunction):
             out_weak = [a.weak_type for a in program.out_avals]
             entry = _CacheEntry(program, module, compilation, out_tree, out_weak, avals)
             self._entries.put(key, entry)
+            self._warn_donated_unused(args, kwargs)
         return entry, leaves
+
+    def _warn_donated_unused(self, args, kwargs) -> None:
+        """Donation is accepted as in JAX, which may leave a donated buffer unused and then
+        warns, once per compilation; fusionjit does not yet write outputs into donated
+        buffers, so it warns for every donated array (they stay valid)."""
+        if not (self._donate_argnums or self._donate_argnames):
+            return
+        n = len(args)
+        donated = [a for i, a in enumerate(args)
+                   if any(d == i or (d < 0 and d + n == i) for d in self._donate_argnums)]
+        donated += [v for k, v in kwargs.items() if k in self._donate_argnames]
+        leaves, _ = _core.tree_flatten(donated)
+        described = [f"{a.dtype}{list(a.shape)}".replace(" ", "")
+                     for a in (core.get_aval(x) for x in leaves)]
+        if described:
+            warnings.warn(
+                f"Some donated buffers were not usable: {', '.join(described)}. fusionjit does "
+                f"not yet write outputs into donated buffers: the donated arrays stay valid "
+                f"and the outputs get buffers of their own.", UserWarning, stacklevel=4)
 
     def _trace(self, in_tree, avals, statics, static_kwargs):
         out_tree_box = []
@@ -389,8 +458,10 @@ class Compiled:
 
 
 def jit(fun: Callable | None = None, *, static_argnums: int | Sequence[int] | None = None,
-        static_argnames: str | Sequence[str] | None = None, fusion: str | None = None,
-        backend: str | None = None) -> Any:
+        static_argnames: str | Sequence[str] | None = None,
+        donate_argnums: int | Sequence[int] | None = None,
+        donate_argnames: str | Sequence[str] | None = None, fusion: str | None = None,
+        backend: str | None = None, keep_unused: bool = False, inline: bool = False) -> Any:
     """Compiles ``fun`` with fusionjit. Usable as ``@jit`` or ``@jit(static_argnums=...)``.
 
     The function is traced once per signature (tree structure, shapes, dtypes, weak types
@@ -400,13 +471,22 @@ def jit(fun: Callable | None = None, *, static_argnums: int | Sequence[int] | No
     ``fusionjit_fusion_profile``. ``backend`` picks where it runs ("cpu", "gpu",
     "gpu_emulated"); by default ``fusionjit_default_backend``. On the GPU, results stay in
     GPU memory until NumPy reads them (``np.asarray``) or ``block_until_ready``.
+
+    ``donate_argnums``/``donate_argnames`` are checked as in JAX, but outputs do not yet
+    reuse donated buffers: each compilation warns, as JAX does for a donation it cannot
+    use, and the donated arrays stay valid. ``keep_unused`` and ``inline`` are accepted
+    for JAX compatibility and change nothing: unused arguments cost nothing at a call, and
+    a jitted function called while tracing is always inlined into the caller's program.
     """
     if fun is None:
         return functools.partial(jit, static_argnums=static_argnums,
-                                 static_argnames=static_argnames, fusion=fusion, backend=backend)
+                                 static_argnames=static_argnames, donate_argnums=donate_argnums,
+                                 donate_argnames=donate_argnames, fusion=fusion, backend=backend,
+                                 keep_unused=keep_unused, inline=inline)
     if not callable(fun):
         raise TypeError(errors.located(f"jit expects a callable, got {type(fun).__name__}"))
-    return Jitted(fun, static_argnums, static_argnames, fusion, backend=backend)
+    return Jitted(fun, static_argnums, static_argnames, fusion, backend=backend,
+                  donate_argnums=donate_argnums, donate_argnames=donate_argnames)
 
 
 @contextlib.contextmanager
