@@ -144,8 +144,10 @@ class NumpyLax:
 
     @staticmethod
     def _starts(shape, sizes, starts):
-        # XLA clamps each start so that the slice fits: 0 <= start <= dim - size.
-        return [int(np.clip(int(s), 0, d - z)) for s, d, z in zip(starts, shape, sizes)]
+        # JAX: a negative start counts from the end; then XLA clamps each start so that the
+        # slice fits: 0 <= start <= dim - size.
+        return [int(np.clip(int(s) + d if int(s) < 0 else int(s), 0, d - z))
+                for s, d, z in zip(starts, shape, sizes)]
 
     @staticmethod
     def dynamic_slice(x, start_indices, slice_sizes):

@@ -255,7 +255,8 @@ def test_large_printed_source_is_the_program():
 
 def test_large_numpy_stand_ins():
     """fuzz_large.NumpyLax computes what fusionjit.lax computes (negative and interior
-    padding, start indices clamped so the slice fits); OrderedNumpy sums what np.sum sums."""
+    padding, negative start indices counted from the end, then clamped so the slice fits);
+    OrderedNumpy sums what np.sum sums."""
     import fusionjit.lax as lax
     import fuzz_large as fl
     x = np.arange(30, dtype=np.float32).reshape(5, 6)
@@ -263,7 +264,7 @@ def test_large_numpy_stand_ins():
         np.testing.assert_array_equal(np.asarray(lax.pad(x, np.float32(-1), cfg)),
                                       fl.NumpyLax.pad(x, np.float32(-1), cfg))
     u = -np.ones((3, 4), np.float32)
-    for starts in [(-3, 2), (4, 9), (1, 1)]:
+    for starts in [(-3, 2), (4, 9), (1, 1), (-9, -1)]:
         s = tuple(np.int32(v) for v in starts)
         np.testing.assert_array_equal(np.asarray(lax.dynamic_slice(x, s, (3, 4))),
                                       fl.NumpyLax.dynamic_slice(x, s, (3, 4)))

@@ -48,6 +48,37 @@ def test_fill_mode_fills_slices_that_do_not_fit():
     np.testing.assert_array_equal(np.asarray(f(x, idx))[2:], -1)
 
 
+_AT_INDICES = [(1, 0), (5, 0), (-1, 0), (-4, 0), (5,), (slice(1, 5),), (1, None, 2),
+               (0, slice(None), 7), (np.int32(9), 1), ((0, 1), 5), (..., 2), (..., 9),
+               (1, [0, 2], 3), (1, [0, 7]), (2, 2, 2), (-3,)]
+
+
+@requires_jax
+@pytest.mark.parametrize("index", _AT_INDICES, ids=repr)
+def test_at_get_and_updates_with_integer_and_sequence_indices_agree_with_jax(index):
+    # Regression: .at[i, j].get(mode=...) with integers (in or out of bounds) raised
+    # AttributeError ('int' object has no attribute 'shape'), .at[5, 0].get() raised
+    # IndexError where JAX clamps, and a tuple inside an index (x[(0, 1), 5]) was refused.
+    import jax.numpy as jnp
+    x = np.arange(24.0, dtype=np.float32).reshape(2, 3, 4)
+    for kw in [{}, dict(mode="fill", fill_value=-1.0), dict(mode="clip"), dict(mode="fill")]:
+        want = np.asarray(jnp.asarray(x).at[index].get(**kw))
+        np.testing.assert_array_equal(np.asarray(fnp.asarray(x).at[index].get(**kw)), want)
+        got = fusionjit.jit(lambda a: a.at[index].get(**kw))(x)
+        np.testing.assert_array_equal(np.asarray(got), want)
+    for op in ("set", "add", "max"):
+        for kw in [{}, dict(mode="clip")]:
+            want = np.asarray(getattr(jnp.asarray(x).at[index], op)(100.0, **kw))
+            got = getattr(fnp.asarray(x).at[index], op)(100.0, **kw)
+            np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_a_tuple_inside_an_index_is_an_array_index_as_in_numpy():
+    x = np.arange(24.0, dtype=np.float32).reshape(2, 3, 4)
+    for index in [((0, 1), 2), (1, (0, 2)), ((0, 1), (1, 2), 0)]:
+        np.testing.assert_array_equal(np.asarray(fnp.asarray(x)[index]), x[index])
+
+
 def test_q_values_of_the_actions_taken_fuse_with_the_loss():
     # A DQN loss: q[arange(n), actions] gathers one value per row; it fuses into the
     # kernel that squares and sums the errors (no one-hot over the actions).

@@ -209,10 +209,11 @@ def test_slices_of_an_unrolled_scans_stacked_outputs_match_numpy():
 
 
 def test_dynamic_slices_at_constant_starts_clamp_as_lax():
+    # As JAX: a negative start counts from the end, then the start is clamped to fit.
     x = np.arange(10, dtype=np.float32)
-    for start in (-3, 0, 4, 7, 9, 100):
+    for start in (-3, -13, 0, 4, 7, 9, 100):
         got = fusionjit.jit(lambda x, s=start: lax.dynamic_slice(x, (s,), (3,)))(x)
-        first = min(max(start, 0), 7)
+        first = min(max(start + 10 if start < 0 else start, 0), 7)
         np.testing.assert_array_equal(np.asarray(got), x[first:first + 3], err_msg=str(start))
         lo = max(first - 1, 0)   # one element before the update, where there is one
         got = fusionjit.jit(lambda x, s=start: lax.dynamic_update_slice(

@@ -915,3 +915,73 @@ def test_manipulation_of_large_arrays(mode):
     ]
     for fn, expected in cases:
         check(run(fn, mode, x), expected)
+
+
+# --- jax.lax's helpers: dynamic slices along one axis, negative starts, select_n ---------
+
+def _lax_pair():
+    import fusionjit.lax as flax
+    jax = pytest.importorskip("jax")
+    return flax, jax.lax
+
+
+@pytest.mark.parametrize("start", [-12, -3, -1, 0, 2, 7, 30])
+def test_dynamic_slices_count_negative_starts_from_the_end_as_jax(start):
+    # Before, a negative start was clamped to 0: lax.dynamic_slice(x, (-3,), (2,)) read
+    # x[0:2] where JAX reads x[7:9], silently.
+    flax, jlax = _lax_pair()
+    x = np.arange(40, dtype=np.float32).reshape(10, 4)
+    u = -np.ones((2, 4), np.float32)
+    cases = [
+        (lambda lx, x, s: lx.dynamic_slice(x, (s, 1), (2, 3))),
+        (lambda lx, x, s: lx.dynamic_update_slice(x, u, (s, 0))),
+        (lambda lx, x, s: lx.dynamic_slice_in_dim(x, s, 3, axis=0)),
+        (lambda lx, x, s: lx.dynamic_slice_in_dim(x, s, 2, axis=-1)),
+        (lambda lx, x, s: lx.dynamic_index_in_dim(x, s, 0, keepdims=False)),
+        (lambda lx, x, s: lx.dynamic_index_in_dim(x, s, 1)),
+        (lambda lx, x, s: lx.dynamic_update_slice_in_dim(x, u, s, 0)),
+        (lambda lx, x, s: lx.dynamic_update_index_in_dim(x, u[0], s, 0)),
+        (lambda lx, x, s: lx.dynamic_update_index_in_dim(x, u[:, :1], s, 1)),
+    ]
+    for k, case in enumerate(cases):
+        want = np.asarray(case(jlax, x, start))
+        for got in (case(flax, x, start), case(flax, fnp.asarray(x), np.int32(start)),
+                    fusionjit.jit(lambda x, s, case=case: case(flax, x, s))(x, np.int32(start)),
+                    fusionjit.jit(lambda x, case=case: case(flax, x, start))(x)):
+            np.testing.assert_array_equal(np.asarray(got), want, err_msg=str(k))
+
+
+def test_index_in_dim_select_n_square_reciprocal_stop_gradient_agree_with_jax():
+    flax, jlax = _lax_pair()
+    x = np.arange(1, 13, dtype=np.float32).reshape(3, 4)
+    for index, axis, keep in [(1, 0, True), (-1, 1, False), (0, -1, True)]:
+        np.testing.assert_array_equal(np.asarray(flax.index_in_dim(x, index, axis, keep)),
+                                      np.asarray(jlax.index_in_dim(x, index, axis, keep)))
+    with pytest.raises(IndexError, match="out of bounds"):
+        flax.index_in_dim(x, 3, 0)
+    which_b = x > 6
+    which_i = (x.astype(np.int32) % 3)
+    for which, cases in [(which_b, (x, -x)), (which_i, (x, -x, 2 * x)), (np.int32(1), (x, -x)),
+                         (True, (x, -x))]:
+        want = np.asarray(jlax.select_n(which, *cases))
+        np.testing.assert_array_equal(np.asarray(flax.select_n(which, *cases)), want)
+        got = fusionjit.jit(lambda w, *c: flax.select_n(w, *c))(which, *cases)
+        np.testing.assert_array_equal(np.asarray(got), want)
+    with pytest.raises(TypeError, match="equal shapes and dtypes"):
+        flax.select_n(which_b, x, x[0])
+    np.testing.assert_array_equal(np.asarray(flax.square(x)), np.asarray(jlax.square(x)))
+    np.testing.assert_array_equal(np.asarray(flax.reciprocal(x)), np.asarray(jlax.reciprocal(x)))
+    tree = {"a": x, "b": [2.0]}
+    got = fusionjit.jit(lambda t: flax.stop_gradient(t))(tree)
+    np.testing.assert_array_equal(np.asarray(got["a"]), x)
+    assert float(got["b"][0]) == 2.0
+
+
+def test_device_get_gives_numpy_arrays_for_a_pytree():
+    x = fnp.arange(3.0)
+    got = fusionjit.device_get({"x": x, "n": 3, "l": [fnp.ones(2)]})
+    assert isinstance(got["x"], np.ndarray) and got["n"] == 3
+    np.testing.assert_array_equal(got["x"], [0, 1, 2])
+    np.testing.assert_array_equal(got["l"][0], [1, 1])
+    with pytest.raises(TypeError, match="traced"):
+        fusionjit.jit(lambda x: fusionjit.device_get(x))(x)

@@ -17,7 +17,7 @@ from fusionjit._src import array as _array  # noqa: F401 (side effect: registers
 from fusionjit._src import dispatch as _dispatch  # noqa: F401 (side effect: sets eager dispatch)
 from fusionjit._src.numpy import array_methods as _array_methods
 from fusionjit._src import interop as _interop
-from fusionjit._src.interop import device_put
+from fusionjit._src.interop import device_get, device_put
 from fusionjit._src.api import (Compiled, Lowered, ShapeDtypeStruct, clear_caches, disable_jit, jit,
                                 make_ir)
 from fusionjit._src.explain import Explanation, explain
@@ -76,7 +76,7 @@ __all__ = [
     "Array", "Compiled", "ConcretizationTypeError", "Explanation", "Lowered", "ShapeDtypeStruct",
     "TracerArrayConversionError", "TracerBoolConversionError", "TracerIntegerConversionError",
     "UnexpectedTracerError", "DeviceError", "block_until_ready", "clear_caches", "config",
-    "device_put", "devices", "disable_jit", "dlpack", "explain", "gpu_unavailable_reason",
-    "jit", "lax",
+    "device_get", "device_put", "devices", "disable_jit", "dlpack", "explain",
+    "gpu_unavailable_reason", "jit", "lax",
     "make_ir", "nn", "numpy", "random", "testing", "tree_util",
 ]

@@ -191,6 +191,21 @@ def device_put(x, device=None, *, src=None, donate: bool = False, may_alias=None
     return tree_map(put, x)
 
 
+def device_get(x):
+    """The pytree ``x`` with each fusionjit Array as a NumPy array (waiting for it to be
+    computed, copied from the GPU where it lives there), as ``jax.device_get``; other
+    leaves stay as they are."""
+    from fusionjit._src.tree_util import tree_map
+
+    def get(leaf):
+        if isinstance(leaf, core.Tracer):
+            raise TypeError(errors.located(
+                "device_get of a traced value: inside jit, values have no contents yet"))
+        return np.asarray(leaf) if core.is_concrete_array(leaf) else leaf
+
+    return tree_map(get, x)
+
+
 def _rebuild(value: np.ndarray, weak_type: bool):
     return array_mod.from_numpy(value, weak_type=weak_type)
 

@@ -3,16 +3,17 @@
 from fusionjit._src.lax.control_flow import (  # noqa: F401
     cond, fori_loop, map, scan, switch, while_loop)
 from fusionjit._src.lax.lax import (  # noqa: F401
-    abs, add, argmax, argmin, atan2, bitcast_convert_type, bitwise_and, bitwise_not,
-    bitwise_or, bitwise_xor, broadcast, broadcast_in_dim, broadcasted_iota, ceil, clamp,
-    concatenate, convert_element_type, cos, div, dot, dot_general, dynamic_slice,
-    dynamic_update_slice, eq, exp, expand_dims, expm1, floor, fma, full, gather,
-    GatherDimensionNumbers, ge, gt, integer_pow, iota,
-    is_finite, le, log, log1p, lt, max, min, mul, ne, neg, pad, population_count, pow,
-    reduce_and, reduce_max, reduce_min, reduce_or, reduce_prod, reduce_sum, rem, reshape, rev,
-    round, RoundingMethod, rsqrt, scatter, scatter_add, scatter_max, scatter_min, scatter_mul,
-    ScatterDimensionNumbers, select, shift_left, shift_right_arithmetic, shift_right_logical,
-    sign, sin, slice, slice_in_dim, sqrt, squeeze, sub, tan, tanh, transpose)
+    abs, add, argmax, argmin, atan2, bitcast_convert_type, bitwise_and, bitwise_not, bitwise_or,
+    bitwise_xor, broadcast, broadcast_in_dim, broadcasted_iota, ceil, clamp, concatenate,
+    convert_element_type, cos, div, dot, dot_general, dynamic_index_in_dim, dynamic_slice,
+    dynamic_slice_in_dim, dynamic_update_index_in_dim, dynamic_update_slice,
+    dynamic_update_slice_in_dim, eq, exp, expand_dims, expm1, floor, fma, full, gather,
+    GatherDimensionNumbers, ge, gt, index_in_dim, integer_pow, iota, is_finite, le, log, log1p,
+    lt, max, min, mul, ne, neg, pad, population_count, pow, reciprocal, reduce_and, reduce_max,
+    reduce_min, reduce_or, reduce_prod, reduce_sum, rem, reshape, rev, round, RoundingMethod,
+    rsqrt, scatter, scatter_add, scatter_max, scatter_min, scatter_mul, ScatterDimensionNumbers,
+    select, select_n, shift_left, shift_right_arithmetic, shift_right_logical, sign, sin, slice,
+    slice_in_dim, sqrt, square, squeeze, stop_gradient, sub, tan, tanh, transpose)
 from fusionjit._src.lax.scans import (  # noqa: F401
     associative_scan, cumlogsumexp, cummax, cummin, cumprod, cumsum)
 from fusionjit._src.lax.sorting import sort, sort_key_val, top_k  # noqa: F401

@@ -343,3 +343,52 @@ def _bitcast_lower(ctx, avals_in, avals_out, x, *, new_dtype):
 def bitcast_convert_type(x, new_dtype):
     """Reinterprets the bits of each element as ``new_dtype`` (same width)."""
     return bitcast_convert_type_p.bind(asarray_operand(x), new_dtype=dt.canonicalize(new_dtype))
+
+
+def select_n(which, *cases):
+    """``cases[which]`` elementwise, as ``jax.lax.select_n``: a boolean ``which`` picks
+    between two cases (False: the first), an integer one among all of them."""
+    if not cases:
+        _fail("select_n needs at least one case", ValueError)
+    cases = [asarray_operand(c) for c in cases]
+    first = core.get_aval(cases[0])
+    if any(core.get_aval(c).shape != first.shape or core.get_aval(c).dtype != first.dtype
+           for c in cases):
+        _fail("select_n: the cases must have equal shapes and dtypes, got "
+              + ", ".join(core.get_aval(c).str_short() for c in cases))
+    which = asarray_operand(which)
+    w = core.get_aval(which)
+    if w.shape not in ((), first.shape):
+        _fail(f"select_n: which has shape {w.shape}; it must be a scalar or {first.shape}")
+    if len(cases) == 1:
+        return cases[0]
+    if w.dtype == dt.bool_:
+        if len(cases) != 2:
+            _fail(f"select_n: a boolean which selects between 2 cases, got {len(cases)}")
+        return select(which, cases[1], cases[0])
+    if not dt.is_int(w.dtype):
+        _fail(f"select_n: which must be boolean or integer, got {w.dtype}")
+    out = cases[-1]
+    for k in range(len(cases) - 2, -1, -1):
+        out = select(eq(which, asarray_operand(np.array(k, w.dtype))), cases[k], out)
+    return out
+
+
+def square(x):
+    """``x * x``."""
+    x = asarray_operand(x)
+    return mul(x, x)
+
+
+def reciprocal(x):
+    """``1 / x`` for floats."""
+    x = asarray_operand(x)
+    _check_kinds("reciprocal", core.get_aval(x).dtype, (_FLOAT,))
+    return div(asarray_operand(np.array(1, core.get_aval(x).dtype)), x)
+
+
+def stop_gradient(x):
+    """``x`` (a pytree) with its leaves as arrays. fusionjit has no automatic
+    differentiation, so there is no gradient to stop: JAX code that calls it runs as is."""
+    from fusionjit._src import tree_util
+    return tree_util.tree_map(asarray_operand, x)

@@ -292,10 +292,34 @@ def _dynamic_slice_lower(ctx, avals_in, avals_out, x, *starts, slice_sizes):
     return ctx.op("dynamic-slice", [x, *starts], dimensions=list(slice_sizes))
 
 
-def dynamic_slice(x, start_indices, slice_sizes):
-    """A slice at traced start indices, clamped so the slice stays in bounds (as XLA)."""
+def _starts_from_the_end(start_indices, dims, allow_negative_indices: bool) -> list:
+    """The start operands; with JAX's ``allow_negative_indices`` (its default), a negative
+    start counts from the end of its dimension, before the usual clamping into bounds."""
+    if len(start_indices) != len(dims):
+        _fail(f"a rank-{len(dims)} array needs {len(dims)} start indices, got "
+              f"{len(start_indices)}")
+    starts = []
+    for s, d in zip(start_indices, dims):
+        if isinstance(s, (int, np.integer)) and not isinstance(s, (bool, np.bool_)):
+            s = int(s) + d if allow_negative_indices and s < 0 else s
+            starts.append(asarray_operand(s))
+            continue
+        s = asarray_operand(s)
+        kind = core.get_aval(s).dtype
+        if allow_negative_indices and dt.is_int(kind) and dt.is_signed(kind):
+            from fusionjit._src.lax import elementwise as ew
+            zero, size = (asarray_operand(np.array(v, kind)) for v in (0, d))
+            s = ew.select(ew.lt(s, zero), ew.add(s, size), s)
+        starts.append(s)
+    return starts
+
+
+def dynamic_slice(x, start_indices, slice_sizes, *, allow_negative_indices: bool = True):
+    """A slice at traced start indices, clamped so the slice stays in bounds (as XLA); a
+    negative start counts from the end, as in JAX, unless ``allow_negative_indices`` is
+    False."""
     x = asarray_operand(x)
-    starts = [asarray_operand(s) for s in start_indices]
+    starts = _starts_from_the_end(start_indices, core.get_aval(x).shape, allow_negative_indices)
     return dynamic_slice_p.bind(x, *starts, slice_sizes=_shape_tuple(slice_sizes, "slice_sizes"))
 
 
@@ -317,10 +341,77 @@ def _dus_lower(ctx, avals_in, avals_out, x, update, *starts):
     return ctx.op("dynamic-update-slice", [x, update, *starts])
 
 
-def dynamic_update_slice(x, update, start_indices):
+def dynamic_update_slice(x, update, start_indices, *, allow_negative_indices: bool = True):
+    """``x`` with ``update`` written at the start indices, clamped so that it fits (as
+    XLA); a negative start counts from the end, as in JAX."""
     x = asarray_operand(x)
     update = asarray_operand(update, core.get_aval(x).dtype)
-    return dynamic_update_slice_p.bind(x, update, *[asarray_operand(s) for s in start_indices])
+    starts = _starts_from_the_end(start_indices, core.get_aval(x).shape, allow_negative_indices)
+    return dynamic_update_slice_p.bind(x, update, *starts)
+
+
+def _axis(axis: int, ndim: int, what: str) -> int:
+    axis = int(operator_index(axis))
+    if not -ndim <= axis < ndim:
+        _fail(f"{what}: axis {axis} is out of range for rank {ndim}", ValueError)
+    return axis % ndim
+
+
+def dynamic_slice_in_dim(operand, start_index, slice_size, axis=0, *,
+                         allow_negative_indices: bool = True):
+    """``dynamic_slice`` along one axis (whole along the others), as in JAX."""
+    x = asarray_operand(operand)
+    shape = core.get_aval(x).shape
+    axis = _axis(axis, len(shape), "dynamic_slice_in_dim")
+    starts, sizes = [0] * len(shape), list(shape)
+    starts[axis], sizes[axis] = start_index, slice_size
+    return dynamic_slice(x, starts, sizes, allow_negative_indices=allow_negative_indices)
+
+
+def dynamic_index_in_dim(operand, index, axis=0, keepdims=True, *,
+                         allow_negative_indices: bool = True):
+    """Element ``index`` of ``axis`` (a dynamic slice of size 1, dropped unless keepdims)."""
+    x = dynamic_slice_in_dim(operand, index, 1, axis,
+                             allow_negative_indices=allow_negative_indices)
+    return x if keepdims else squeeze(x, (_axis(axis, core.get_aval(x).ndim, ""),))
+
+
+def dynamic_update_slice_in_dim(operand, update, start_index, axis, *,
+                                allow_negative_indices: bool = True):
+    """``dynamic_update_slice`` at ``start_index`` along ``axis`` (0 along the others)."""
+    x = asarray_operand(operand)
+    ndim = core.get_aval(x).ndim
+    starts = [0] * ndim
+    starts[_axis(axis, ndim, "dynamic_update_slice_in_dim")] = start_index
+    return dynamic_update_slice(x, update, starts, allow_negative_indices=allow_negative_indices)
+
+
+def dynamic_update_index_in_dim(operand, update, index, axis, *,
+                                allow_negative_indices: bool = True):
+    """Writes ``update`` at ``index`` of ``axis``; an update of one rank less gets that axis
+    inserted first, as in JAX."""
+    x = asarray_operand(operand)
+    ndim = core.get_aval(x).ndim
+    axis = _axis(axis, ndim, "dynamic_update_index_in_dim")
+    update = asarray_operand(update, core.get_aval(x).dtype)
+    if core.get_aval(update).ndim == ndim - 1:
+        update = expand_dims(update, (axis,))
+    return dynamic_update_slice_in_dim(x, update, index, axis,
+                                       allow_negative_indices=allow_negative_indices)
+
+
+def index_in_dim(operand, index, axis=0, keepdims=True):
+    """Element ``index`` (a Python int; negative counts from the end) of ``axis``."""
+    x = asarray_operand(operand)
+    shape = core.get_aval(x).shape
+    axis = _axis(axis, len(shape), "index_in_dim")
+    index = int(operator_index(index))
+    if not -shape[axis] <= index < shape[axis]:
+        _fail(f"index_in_dim: index {index} is out of bounds for axis {axis} with size "
+              f"{shape[axis]}", IndexError)
+    index %= shape[axis]
+    x = slice_in_dim(x, index, index + 1, 1, axis)
+    return x if keepdims else squeeze(x, (axis,))
 
 
 iota_p = Primitive("iota")

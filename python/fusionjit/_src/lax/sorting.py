@@ -115,9 +115,10 @@ def _network(carried: list, key_slots: list[int], n_pad: int) -> list:
         partners = []
         for v in arrays:
             twice = sh.concatenate([v, v], 1)
-            up = sh.dynamic_slice(twice, [start_zero, j], (rows, n_pad))
+            up = sh.dynamic_slice(twice, [start_zero, j], (rows, n_pad),
+                                  allow_negative_indices=False)
             down = sh.dynamic_slice(twice, [start_zero, ew.sub(_const(n_pad, dt.int32), j)],
-                                    (rows, n_pad))
+                                    (rows, n_pad), allow_negative_indices=False)
             partners.append(ew.select(lower, up, down))
         mine = [arrays[s] for s in key_slots]
         theirs = [partners[s] for s in key_slots]

@@ -190,8 +190,8 @@ def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
 # --- advanced indexing ----------------------------------------------------------------
 
 def is_advanced(i) -> bool:
-    """Whether ``i`` (one entry of an index tuple) is an array or list index."""
-    if isinstance(i, (list, np.ndarray)):
+    """Whether ``i`` (one entry of an index tuple) is an array, list or tuple index."""
+    if isinstance(i, (list, tuple, np.ndarray)):
         return True
     if _is_value(i):
         return aval(i).ndim > 0 or dt.is_bool(aval(i).dtype)
@@ -216,7 +216,7 @@ def normalize_index(x_shape, index, name="indexing"):
         index = (index,)
     entries = []
     for i in index:
-        if isinstance(i, list):
+        if isinstance(i, (list, tuple)):  # a sequence inside the index: an array (NumPy)
             i = np.asarray(i)
             if i.dtype == object:
                 fail(f"{name}: a ragged list is not a valid index", IndexError)
@@ -261,15 +261,35 @@ def _adv(e) -> bool:
     return e is not None and not isinstance(e, slice)
 
 
+def _integers_as_arrays(x_shape, entries: list) -> tuple[list, bool]:
+    """Entries with the integers (Python's, NumPy's, concrete 0-d arrays) made 0-d index
+    arrays, so that out-of-bounds ones follow the gather's mode as in JAX's
+    ``.at[].get``; or, with True, made Python ints when every integer is in bounds and
+    nothing else is advanced (a basic index: slices)."""
+    ints, dim = {}, 0
+    for k, e in enumerate(entries):
+        if e is None:
+            continue
+        if not isinstance(e, (slice, core.Tracer, np.ndarray)):
+            ints[k] = (int(np.asarray(e)), x_shape[dim])
+        elif isinstance(e, np.ndarray) and e.ndim == 0:
+            ints[k] = (int(e), x_shape[dim])
+        dim += 1
+    basic = all(e is None or isinstance(e, slice) or k in ints for k, e in enumerate(entries))
+    if basic and all(-size <= v < size for v, size in ints.values()):
+        return [ints[k][0] if k in ints else e for k, e in enumerate(entries)], True
+    return [np.asarray(ints[k][0], np.int64) if k in ints else e
+            for k, e in enumerate(entries)], False
+
+
 def advanced_getitem(x, index, mode: str = "clip", fill_value=None):
     """``x[index]`` for an index with array entries, NumPy's rules for where the indexed
     dimensions go; out-of-bounds indices follow ``mode`` (JAX: clamp)."""
-    x = to_array(x)
-    entries = normalize_index(aval(x).shape, index)
-    if not any(_adv(e) for e in entries):
-        from fusionjit._src.numpy.indexing import getitem
-        return getitem(x, tuple(entries))
     from fusionjit._src.numpy.indexing import getitem
+    x = to_array(x)
+    entries, basic = _integers_as_arrays(aval(x).shape, normalize_index(aval(x).shape, index))
+    if basic:
+        return getitem(x, tuple(entries))
     y = getitem(x, tuple(slice(None) if _adv(e) else e for e in entries))
     y_shape = aval(y).shape
     adv_dims = [d for d, e in enumerate(entries) if _adv(e)]

@@ -115,7 +115,7 @@ def getitem(x, index):
             else:
                 start_idx.append(to_array(0, dt.default_int(), False))
                 sizes.append(n)
-        out = lax.dynamic_slice(out, start_idx, sizes)
+        out = lax.dynamic_slice(out, start_idx, sizes, allow_negative_indices=False)
     # Squeeze integer-indexed dims, insert None dims.
     final_shape = []
     sliced_shape = aval(out).shape

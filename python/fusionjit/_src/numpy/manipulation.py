@@ -437,7 +437,7 @@ def _roll_one(a, shift, axis):
     twice = lax.concatenate([a, a], axis)
     starts = [to_array(np.int32(0))] * aval(a).ndim
     starts[axis] = lax.sub(n_arr, r)
-    return lax.dynamic_slice(twice, starts, aval(a).shape)
+    return lax.dynamic_slice(twice, starts, aval(a).shape, allow_negative_indices=False)
 
 
 def rollaxis(a, axis: int, start: int = 0):

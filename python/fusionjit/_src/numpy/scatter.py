@@ -140,14 +140,15 @@ def _scatter_basic(x, plan, result_shape, updates, op, mode):
     if rev_dims:
         u = lax.rev(u, rev_dims)
     dynamic = any(p[0] == "dyn" for p in plan)
-    slab = lax.dynamic_slice(x, starts, sizes) if dynamic else x
+    slab = (lax.dynamic_slice(x, starts, sizes, allow_negative_indices=False) if dynamic
+            else x)
     neutral = 1 if op in ("divide", "power") else 0
     placed = lax.pad(u, to_array(np.array(neutral, d)), cfg)
     mask = lax.pad(lax.full(tuple(region), True, dt.bool_), to_array(False), cfg)
     new = lax.select(mask, _combine_basic(op, slab, placed), slab)
     if not dynamic:
         return new
-    out = lax.dynamic_update_slice(x, new, starts)
+    out = lax.dynamic_update_slice(x, new, starts, allow_negative_indices=False)
     if clamp:
         return out
     return lax.select(lax.broadcast_in_dim(in_bounds, shape, ()), out, x)
@@ -226,8 +227,6 @@ class _IndexUpdateRef:
         ``fill_value``."""
         mode = "clip" if mode is None else mode
         gather._check_mode(".at[].get", mode)
-        if mode == "clip" and fill_value is None:
-            return self.array[self.index]
         return gather.advanced_getitem(self.array, self.index, mode=mode, fill_value=fill_value)
 
     def set(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
