@@ -1,11 +1,13 @@
 """fusionjit.random: JAX-compatible threefry2x32 random numbers with explicit keys.
 
 Streams are bit-exact with JAX's for keys, split, fold_in, bits, uniform, bernoulli,
-randint, choice and permutation, in both of JAX's modes (``jax_threefry_partitionable``
-True, JAX's default since 0.5.0, and False, the mode of the paper's era), selected by
-``fusionjit.config.update("fusionjit_threefry_partitionable", ...)``. ``normal`` and
-``categorical`` go through float functions (erf_inv, log) and agree with JAX to a few ulp
-(``normal``: 99% of float32 values bit-exact, the rest within 3 ulp). Like XLA's CPU and
+rademacher, randint, choice and permutation, in both of JAX's modes
+(``jax_threefry_partitionable`` True, JAX's default since 0.5.0, and False, the mode of the
+paper's era), selected by ``fusionjit.config.update("fusionjit_threefry_partitionable",
+...)``. ``normal``, ``categorical``, ``gumbel``, ``exponential``, ``laplace`` and
+``logistic`` go through float functions (erf_inv, log, log1p) and agree with JAX to a few
+ulp of those functions (``normal``: 99% of float32 values bit-exact, the rest within 3 ulp;
+the log-based ones about 96%). Like XLA's CPU and
 GPU backends, ``uniform``'s scale-and-shift and erf_inv's polynomial round once (``lax.fma``):
 without that, uniform(minval, maxval) differs from JAX by an ulp in some values.
 
@@ -592,6 +594,35 @@ def gumbel(key, shape=(), dtype=None):
     d = _float_dtype("gumbel", dtype)
     u = uniform(key, shape, d, float(dt.finfo(d).tiny), 1.0)
     return ufuncs.negative(ufuncs.log(ufuncs.negative(ufuncs.log(u))))
+
+
+def exponential(key, shape=(), dtype=None):
+    """Exponential(1) floats: -log1p(-u) for u uniform in [0, 1), as JAX."""
+    d = _float_dtype("exponential", dtype)
+    u = uniform(key, shape, d)
+    return ufuncs.negative(ufuncs.log1p(ufuncs.negative(u)))
+
+
+def laplace(key, shape=(), dtype=None):
+    """Laplace(0, 1) floats: sign(u) * log1p(-|u|) for u uniform in (-1, 1), as JAX."""
+    d = _float_dtype("laplace", dtype)
+    u = uniform(key, shape, d, -1.0 + float(dt.finfo(d).epsneg), 1.0)
+    return ufuncs.multiply(ufuncs.sign(u), ufuncs.log1p(ufuncs.negative(ufuncs.absolute(u))))
+
+
+def logistic(key, shape=(), dtype=None):
+    """Standard logistic floats: log(x) - log1p(-x) for x uniform in (0, 1), as JAX."""
+    d = _float_dtype("logistic", dtype)
+    x = uniform(key, shape, d, float(dt.finfo(d).tiny), 1.0)
+    return ufuncs.subtract(ufuncs.log(x), ufuncs.log1p(ufuncs.negative(x)))
+
+
+def rademacher(key, shape=(), dtype=None):
+    """-1 or 1 with equal probability (integers by default): 2 * bernoulli(0.5) - 1, as
+    JAX, bit for bit."""
+    d = dt.default_int() if dtype is None else dt.canonicalize(dtype)
+    b = lax.convert_element_type(bernoulli(key, 0.5, shape), d)
+    return lax.sub(lax.mul(to_array(2, d, False), b), to_array(1, d, False))
 
 
 def categorical(key, logits, axis: int = -1, shape=None):
