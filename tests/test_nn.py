@@ -122,3 +122,19 @@ def test_match_jax_nn():
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=name)
     np.testing.assert_allclose(fusionjit.jit(lambda x: fnn.gelu(x, approximate=False))(x),
                                jax.nn.gelu(x, approximate=False), rtol=1e-5, atol=1e-6)
+
+
+@requires_jax
+def test_logsumexp_standardize_and_softmax_with_where_agree_with_jax():
+    # Regression: standardize(where=) took an unmasked mean; logsumexp had no where=.
+    import jax
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((3, 7)).astype(np.float32)
+    m = rng.random((3, 7)) > 0.4
+    for name, kw in [("logsumexp", dict(axis=-1)), ("logsumexp", dict(axis=None)),
+                     ("standardize", dict(axis=-1)), ("softmax", dict(axis=-1)),
+                     ("log_softmax", dict(axis=-1))]:
+        want = np.asarray(getattr(jax.nn, name)(x, where=m, **kw))
+        got = np.asarray(getattr(fnn, name)(x, where=m, **kw))
+        keep = np.isfinite(want)
+        np.testing.assert_allclose(got[keep], want[keep], rtol=1e-5, atol=1e-5, err_msg=name)

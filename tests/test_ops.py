@@ -3,6 +3,8 @@ under jit (and eager == jit)."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -671,3 +673,46 @@ def test_a_rhs_contracted_over_its_last_dimension_is_transposed_first():
     assert "rhs_contracting_dims={1}" in dot and " transpose(" in text, text
     want = _sequential_matmul(q, np.swapaxes(k, 1, 2))
     np.testing.assert_array_equal(np.asarray(f(q, k)), want)
+
+
+# --- reductions with where= (masked means are everyday RL losses) ---------------------
+
+_X = (np.arange(24, dtype=np.float32).reshape(4, 6) ** 1.3 - 9).astype(np.float32)
+_MASKS = [np.array([True, False, True, True, False, True]),
+          np.random.default_rng(3).random((4, 6)) > 0.4,
+          np.zeros((4, 6), bool)]
+
+
+@pytest.mark.parametrize("name, extra", [
+    ("sum", {}), ("prod", {}), ("max", dict(initial=-100.0)), ("min", dict(initial=100.0)),
+    ("mean", {}), ("any", {}), ("all", {}), ("var", {}), ("var", dict(ddof=1)), ("std", {}),
+    ("nansum", {}), ("nanmean", {}), ("nanvar", {}), ("nanmax", dict(initial=-100.0)),
+])
+@pytest.mark.parametrize("axis", [None, 0, 1])
+def test_reductions_honour_where_as_numpy(name, extra, axis):
+    # Regression: mean, any, all, nanmean, nanvar and nanstd ignored where= (a silently
+    # unmasked result), and sum, prod, max, min, var and std refused it.
+    x = _X.copy()
+    if name.startswith("nan"):
+        x[1, 2] = np.nan
+    for m, where in enumerate(_MASKS):
+        if where.ndim == 1 and axis == 0:
+            continue
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")   # NumPy's warnings for empty slices
+            want = getattr(np, name)(x > 3 if name in ("any", "all") else x, axis=axis,
+                                     where=where, **extra)
+        arg = x > 3 if name in ("any", "all") else x
+        for got in (getattr(fnp, name)(arg, axis=axis, where=where, **extra),
+                    fusionjit.jit(lambda a, w: getattr(fnp, name)(a, axis=axis, where=w,
+                                                                  **extra))(arg, where)):
+            np.testing.assert_allclose(np.asarray(got), want, rtol=2e-5, atol=1e-5,
+                                       equal_nan=True, err_msg=f"mask {m}")
+
+
+def test_where_without_initial_is_an_error_for_max_and_min_and_initial_keeps_the_dtype():
+    with pytest.raises(ValueError, match="has no identity: with where=, give initial="):
+        fnp.max(_X, where=_MASKS[0])
+    got = fnp.max(_X.astype(np.int32), where=_MASKS[0], initial=-5.0)
+    assert got.dtype == np.int32   # initial takes the array's dtype, as in JAX
+    assert int(got) == int(np.max(_X.astype(np.int32), where=_MASKS[0], initial=-5))

@@ -112,13 +112,16 @@ def hard_tanh(x):
     return ufuncs.clip(_float(x, "hard_tanh"), -1, 1)
 
 
-def logsumexp(a, axis=None, b=None, keepdims: bool = False, return_sign: bool = False):
+def logsumexp(a, axis=None, b=None, keepdims: bool = False, return_sign: bool = False,
+              where=None):
     """log(sum(b * exp(a))) along ``axis``, computed stably (the maximum taken out first;
-    -inf where every term is zero)."""
+    -inf where every term is zero); ``where`` leaves terms out."""
     a = _float(a, "logsumexp")
     if b is not None:
         b = to_array(b)
         a = a + ufuncs.log(ufuncs.absolute(b).astype(aval(a).dtype))
+    if where is not None:
+        a = reductions.masked(a, where, -np.inf)
     m = reductions.max(a, axis=axis, keepdims=True)
     m = ufuncs.where(ufuncs.isfinite(m), m, 0)
     terms = ufuncs.exp(a - m)

@@ -4,15 +4,44 @@ from __future__ import annotations
 
 import builtins
 
+import numpy as np
+
 from fusionjit._src import dtypes as dt
 from fusionjit._src.lax import lax
-from fusionjit._src.numpy.util import (aval, canonical_axes, canonical_axis, check_arraylike,
-                                       fail, to_array)
+from fusionjit._src.numpy.util import (aval, broadcast_to_shape, canonical_axes, canonical_axis,
+                                       check_arraylike, fail, to_array)
 
 
 def _keepdims(result, shape, axes):
     kept = tuple(1 if i in axes else d for i, d in enumerate(shape))
     return lax.reshape(result, kept)
+
+
+def mask(where, shape):
+    """A reduction's ``where=`` as a boolean array of ``shape`` (NumPy broadcasting)."""
+    w = to_array(where)
+    if not dt.is_bool(aval(w).dtype):
+        w = lax.ne(w, to_array(0, aval(w).dtype))
+    return broadcast_to_shape(w, shape)
+
+
+def masked(a, where, fill):
+    """``a`` where ``where`` holds, else ``fill`` (a value of a's dtype): what a reduction
+    with ``where=`` reduces."""
+    if where is None:
+        return a
+    d = aval(a).dtype
+    return lax.select(mask(where, aval(a).shape), a,
+                      lax.full(aval(a).shape, np.array(fill).astype(d), d))
+
+
+def _lowest(d, highest: bool = False):
+    if dt.is_bool(d):
+        return highest
+    if dt.is_float(d):
+        return np.inf if highest else -np.inf
+    info = np.iinfo(d)
+    return info.max if highest else info.min
 
 
 def _reduction(name, lax_fn, upcast_small_ints: bool, identity: bool):
@@ -21,8 +50,6 @@ def _reduction(name, lax_fn, upcast_small_ints: bool, identity: bool):
         if out is not None:
             fail(f"{name}(out=...) is not supported: fusionjit arrays are immutable",
                  NotImplementedError)
-        if where is not None:
-            fail(f"{name}(where=...) is not supported yet", NotImplementedError)
         a = to_array(a)
         shape = aval(a).shape
         axes = canonical_axes(axis, len(shape))
@@ -30,15 +57,22 @@ def _reduction(name, lax_fn, upcast_small_ints: bool, identity: bool):
             a = lax.convert_element_type(a, dt.canonicalize(dtype))
         elif upcast_small_ints and dt.is_bool(aval(a).dtype):
             a = lax.convert_element_type(a, dt.default_int())
-        if not identity and builtins.any(shape[i] == 0 for i in axes) and initial is None:
-            fail(f"zero-size array to reduction operation {name} which has no identity",
-                 ValueError)
+        if not identity and initial is None and (
+                where is not None or builtins.any(shape[i] == 0 for i in axes)):
+            fail(f"reduction operation {name} has no identity: "
+                 + ("with where=, give initial=" if where is not None else
+                    "a zero-size array needs initial="), ValueError)
+        if where is not None:
+            fill = {"sum": 0, "prod": 1}.get(name)
+            a = masked(a, where, _lowest(aval(a).dtype, name == "min") if fill is None else fill)
         result = lax_fn(a, axes)
         if initial is not None:
             from fusionjit._src.numpy import ufuncs
             combine = {"sum": ufuncs.add, "prod": ufuncs.multiply, "max": ufuncs.maximum,
                        "min": ufuncs.minimum}[name]
-            result = combine(result, initial)
+            d = aval(result).dtype   # initial takes the result's dtype, as in JAX
+            result = combine(result, to_array(np.asarray(initial).astype(d), d,
+                                              aval(result).weak_type))
         if keepdims:
             result = _keepdims(result, shape, axes)
         return result
@@ -60,6 +94,7 @@ def _logical(name, lax_fn):
         a = to_array(a)
         if not dt.is_bool(aval(a).dtype):
             a = lax.ne(a, to_array(0, aval(a).dtype))
+        a = masked(a, where, name == "all")   # masked out: neutral
         shape = aval(a).shape
         axes = canonical_axes(axis, len(shape))
         result = lax_fn(a, axes)
@@ -84,7 +119,11 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
     if dtype is None:
         dtype = aval(a).dtype if dt.is_float(aval(a).dtype) else dt.default_float()
     dtype = dt.canonicalize(dtype)
-    total = sum(lax.convert_element_type(a, dtype, aval(a).weak_type), axis=axes, keepdims=keepdims)
+    total = sum(lax.convert_element_type(a, dtype, aval(a).weak_type), axis=axes,
+                keepdims=keepdims, where=where)
+    if where is not None:   # the number of elements where= keeps (0: NaN, as JAX)
+        kept = lax.convert_element_type(mask(where, shape), dtype)
+        return lax.div(total, sum(kept, axis=axes, keepdims=keepdims))
     return lax.div(total, to_array(count, dtype, aval(total).weak_type))
 
 

@@ -105,8 +105,6 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims: bool = False, *, w
     gives inf or NaN, as JAX."""
     check_arraylike("var", a)
     _no_out("var", out)
-    if where is not None:
-        fail("var(where=...) is not supported yet", NotImplementedError)
     if correction is not None:
         if ddof != 0:
             fail("var: ddof and correction can't both be given", ValueError)
@@ -121,10 +119,16 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims: bool = False, *, w
         a = lax.convert_element_type(a, dtype, aval(a).weak_type)
     shape = aval(a).shape
     axes = canonical_axes(axis, len(shape))
-    mean = reductions.mean(a, axis=axes, keepdims=True)
+    mean = reductions.mean(a, axis=axes, keepdims=True, where=where)
     centered = lax.sub(a, lax.broadcast_in_dim(mean, shape, tuple(range(len(shape)))))
-    total = reductions.sum(lax.mul(centered, centered), axis=axes, keepdims=keepdims)
+    total = reductions.sum(lax.mul(centered, centered), axis=axes, keepdims=keepdims,
+                           where=where)
     d = aval(total).dtype
+    if where is not None:   # the elements where= keeps, less ddof
+        kept = reductions.sum(lax.convert_element_type(reductions.mask(where, shape), d),
+                              axis=axes, keepdims=keepdims)
+        count = lax.sub(kept, to_array(np.array(ddof, d), d, False))
+        return lax.div(total, lax.max(count, lax.full(aval(count).shape, 0, d)))
     count = builtins.max(_count(shape, axes) - ddof, 0)
     return lax.div(total, to_array(np.array(count, d), d, aval(total).weak_type))
 
@@ -224,10 +228,12 @@ nanmax = _nan_extreme("nanmax", reductions.max, -np.inf)
 nanmin = _nan_extreme("nanmin", reductions.min, np.inf)
 
 
-def _valid_count(a, axis, keepdims):
+def _valid_count(a, axis, keepdims, where=None):
     a = to_array(a)
     valid = lax.eq(a, a) if dt.is_float(aval(a).dtype) else lax.full(aval(a).shape, True,
                                                                        dt.bool_)
+    if where is not None:
+        valid = lax.bitwise_and(valid, reductions.mask(where, aval(a).shape))
     return reductions.sum(lax.convert_element_type(valid, aval(a).dtype), axis=axis,
                           keepdims=keepdims)
 
@@ -239,8 +245,8 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims: bool = False, *, where
     (a,) = promote_dtypes_inexact(to_array(a))
     if dtype is not None:
         a = lax.convert_element_type(a, dt.canonicalize(dtype))
-    total = nansum(a, axis=axis, keepdims=keepdims)
-    return lax.div(total, _valid_count(a, axis, keepdims))
+    total = nansum(a, axis=axis, keepdims=keepdims, where=where)
+    return lax.div(total, _valid_count(a, axis, keepdims, where))
 
 
 def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims: bool = False, *, where=None):
@@ -251,10 +257,10 @@ def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims: bool = False, *
     if dtype is not None:
         a = lax.convert_element_type(a, dt.canonicalize(dtype))
     shape = aval(a).shape
-    mean = nanmean(a, axis=axis, keepdims=True)
+    mean = nanmean(a, axis=axis, keepdims=True, where=where)
     centered = lax.sub(a, lax.broadcast_in_dim(mean, shape, tuple(range(len(shape)))))
-    total = nansum(lax.mul(centered, centered), axis=axis, keepdims=keepdims)
-    count = lax.sub(_valid_count(a, axis, keepdims), to_array(ddof, aval(total).dtype))
+    total = nansum(lax.mul(centered, centered), axis=axis, keepdims=keepdims, where=where)
+    count = lax.sub(_valid_count(a, axis, keepdims, where), to_array(ddof, aval(total).dtype))
     count = lax.max(count, lax.full(aval(count).shape, 0, aval(count).dtype))
     return lax.div(total, count)
 
