@@ -716,3 +716,12 @@ def test_where_without_initial_is_an_error_for_max_and_min_and_initial_keeps_the
     got = fnp.max(_X.astype(np.int32), where=_MASKS[0], initial=-5.0)
     assert got.dtype == np.int32   # initial takes the array's dtype, as in JAX
     assert int(got) == int(np.max(_X.astype(np.int32), where=_MASKS[0], initial=-5))
+
+
+@pytest.mark.parametrize("name", ["sum", "mean", "any", "all", "argmax", "argmin", "nanargmax",
+                                  "var", "nanmean"])
+def test_out_is_an_error_not_ignored(name):
+    # Regression: mean, any, all, argmax, argmin and nanargmax accepted out= and ignored it.
+    with pytest.raises(NotImplementedError, match=r"out=\.\.\.\) is not supported") as info:
+        getattr(fnp, name)(np.ones(3, np.float32), out=np.zeros((), np.float32))
+    assert "test_ops.py" in str(info.value)

@@ -185,6 +185,7 @@ def geomspace(start, stop, num: int = 50, endpoint: bool = True, dtype=None, axi
 
 def _nanarg(name, arg, fill):
     def fn(a, axis=None, out=None, keepdims=None):
+        reductions.no_out(name, out)
         a = to_array(a)
         if not dt.is_float(aval(a).dtype):
             return arg(a, axis=axis, keepdims=keepdims)

@@ -17,6 +17,14 @@ def _keepdims(result, shape, axes):
     return lax.reshape(result, kept)
 
 
+def no_out(name, out):
+    """NumPy's out= cannot be honoured (fusionjit arrays are immutable): an error, as in
+    JAX, rather than an ignored argument."""
+    if out is not None:
+        fail(f"{name}(out=...) is not supported: fusionjit arrays are immutable",
+             NotImplementedError)
+
+
 def mask(where, shape):
     """A reduction's ``where=`` as a boolean array of ``shape`` (NumPy broadcasting)."""
     w = to_array(where)
@@ -47,9 +55,7 @@ def _lowest(d, highest: bool = False):
 def _reduction(name, lax_fn, upcast_small_ints: bool, identity: bool):
     def fn(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
         check_arraylike(name, a)
-        if out is not None:
-            fail(f"{name}(out=...) is not supported: fusionjit arrays are immutable",
-                 NotImplementedError)
+        no_out(name, out)
         a = to_array(a)
         shape = aval(a).shape
         axes = canonical_axes(axis, len(shape))
@@ -91,6 +97,7 @@ amax, amin = max, min
 def _logical(name, lax_fn):
     def fn(a, axis=None, out=None, keepdims=False, *, where=None):
         check_arraylike(name, a)
+        no_out(name, out)
         a = to_array(a)
         if not dt.is_bool(aval(a).dtype):
             a = lax.ne(a, to_array(0, aval(a).dtype))
@@ -110,6 +117,7 @@ all = _logical("all", lax.reduce_and)  # noqa: A001
 def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
     """The arithmetic mean; integers are averaged in the default float type."""
     check_arraylike("mean", a)
+    no_out("mean", out)
     a = to_array(a)
     shape = aval(a).shape
     axes = canonical_axes(axis, len(shape))
@@ -130,6 +138,7 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
 def _arg(name, lax_fn):
     def fn(a, axis=None, out=None, keepdims=False):
         check_arraylike(name, a)
+        no_out(name, out)
         a = to_array(a)
         if axis is None:
             shape = aval(a).shape

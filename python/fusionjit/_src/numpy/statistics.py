@@ -19,10 +19,7 @@ from fusionjit._src.numpy.util import (aval, canonical_axes, canonical_axis, che
                                        fail, promote_dtypes_inexact, to_array)
 
 
-def _no_out(name, out):
-    if out is not None:
-        fail(f"{name}(out=...) is not supported: fusionjit arrays are immutable",
-             NotImplementedError)
+_no_out = reductions.no_out
 
 
 # --- running reductions ----------------------------------------------------------------
