@@ -725,3 +725,55 @@ def test_out_is_an_error_not_ignored(name):
     with pytest.raises(NotImplementedError, match=r"out=\.\.\.\) is not supported") as info:
         getattr(fnp, name)(np.ones(3, np.float32), out=np.zeros((), np.float32))
     assert "test_ops.py" in str(info.value)
+
+
+def test_where_with_the_condition_alone_is_nonzero_as_in_jax():
+    c = np.array([[True, False, True], [False, True, False]])
+    for got, want in zip(fnp.where(c), np.where(c)):
+        np.testing.assert_array_equal(np.asarray(got), want)
+    padded = fusionjit.jit(lambda c: fnp.where(c, size=4, fill_value=-1))(c)
+    np.testing.assert_array_equal(np.asarray(padded[1]), [0, 2, 1, -1])
+    with pytest.raises(ValueError, match="condition alone, or the condition, x and y"):
+        fnp.where(c, 1.0)
+
+
+def test_clip_without_bounds_and_bitwise_count_dtype_as_numpy():
+    x = np.arange(3.0, dtype=np.float32)
+    np.testing.assert_array_equal(np.asarray(fnp.clip(x)), x)
+    v = np.array([-3, 7, 255, -(2**31)], np.int32)
+    got = fnp.bitwise_count(v)
+    assert got.dtype == np.bitwise_count(v).dtype == np.uint8
+    np.testing.assert_array_equal(np.asarray(got), np.bitwise_count(v))
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.uint32, np.int8, np.float32])
+def test_division_by_zero_in_floor_divide_and_remainder_agrees_with_jax(dtype):
+    # Regression: x % 0 gave x for integers (NumPy and JAX: 0), and float x // 0 gave NaN
+    # (NumPy and JAX: +-inf).
+    rng = np.random.default_rng(1)
+    lo = 0 if dtype == np.uint32 else -20
+    a = rng.integers(lo, 20, 300).astype(dtype)
+    b = rng.integers(0 if dtype == np.uint32 else -3, 4, 300).astype(dtype)
+    b[:20] = 0
+    if dtype == np.float32:
+        a, b = a * np.float32(1.37), b * np.float32(0.5)
+        a[:4] = [0.0, -0.0, 3.0, np.inf]
+    with np.errstate(all="ignore"):
+        assert np.array_equal(np.asarray(fnp.remainder(a, b)), np.remainder(a, b),
+                              equal_nan=True)
+        if dtype == np.float32:
+            assert np.array_equal(np.asarray(fnp.floor_divide(a, b)), np.floor_divide(a, b),
+                                  equal_nan=True)
+    jnp = pytest.importorskip("jax.numpy")
+    for name in ("mod", "floor_divide", "divmod", "fmod"):
+        want = np.asarray(getattr(jnp, name)(a, b))
+        for f in (getattr(fnp, name), fusionjit.jit(getattr(fnp, name))):
+            got = np.asarray(f(a, b))
+            assert got.dtype == want.dtype and np.array_equal(got, want, equal_nan=True), name
+
+
+def test_take_along_axis_defaults_to_the_last_axis_as_jax():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    i = np.array([[3], [0], [2]], np.int32)
+    np.testing.assert_array_equal(np.asarray(fnp.take_along_axis(x, i)),
+                                  np.take_along_axis(x, i, axis=-1))

@@ -120,7 +120,7 @@ def take(a, indices, axis=None, out=None, mode=None, unique_indices: bool = Fals
                       normalize=mode != "clip")
 
 
-def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
+def take_along_axis(arr, indices, axis=-1, mode=None, fill_value=None):
     """``arr`` indexed along ``axis`` by ``indices`` of the same rank, broadcast against
     ``arr`` in the other dimensions (as ``jnp.take_along_axis``; default mode 'fill')."""
     check_arraylike("take_along_axis", arr)

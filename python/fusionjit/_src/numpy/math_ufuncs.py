@@ -527,14 +527,15 @@ def lcm(x1, x2, /):
 
 
 def bitwise_count(x, /):
-    """The number of set bits of ``|x|`` (NumPy's and JAX's definition). The result has
-    ``x``'s dtype: fusionjit has no uint8, which NumPy and JAX return."""
+    """The number of set bits of ``|x|`` (NumPy's and JAX's definition), as uint8 (as
+    NumPy and JAX return it)."""
     check_arraylike("bitwise_count", x)
     x = to_array(x)
     d = aval(x).dtype
     if not dt.is_int(d):
         fail(f"bitwise_count() needs integer arguments, got {d}")
-    return lax.population_count(lax.abs(x) if dt.is_signed(d) else x)
+    counts = lax.population_count(lax.abs(x) if dt.is_signed(d) else x)
+    return lax.convert_element_type(counts, np.dtype(np.uint8))
 
 
 # --- complex-number functions on real arrays ------------------------------------------

@@ -101,7 +101,9 @@ def floor_divide(x1, x2, /):
             return q
         r = lax.rem(x1, x2)
         zero = lax.full(aval(r).shape, 0, d)
-        adjust = lax.bitwise_and(lax.ne(r, zero), _sign_differs(r, x2))
+        # As JAX: the signs of the operands (the same as r's where r != 0, except for a
+        # zero divisor, whose quotient is then JAX's too).
+        adjust = lax.bitwise_and(lax.ne(r, zero), lax.ne(lax.sign(x1), lax.sign(x2)))
         return lax.select(adjust, lax.sub(q, lax.full(aval(q).shape, 1, d)), q)
     return _float_divmod(x1, x2)[0]
 
@@ -111,7 +113,8 @@ def _float_divmod(x1, x2):
     shape = aval(x1).shape
     zero = lax.full(shape, 0, d)
     mod = lax.rem(x1, x2)
-    div = lax.div(lax.sub(x1, mod), x2)
+    # (x1 - mod) / x2, but x1 / x2 for a zero divisor: +-inf as NumPy and JAX, not NaN.
+    div = lax.div(lax.select(lax.eq(x2, zero), x1, lax.sub(x1, mod)), x2)
     ind = lax.bitwise_and(lax.ne(mod, zero), _sign_differs(mod, x2))
     mod = lax.select(ind, lax.add(mod, x2), mod)
     div = lax.select(ind, lax.sub(div, lax.full(shape, 1, d)), div)
@@ -125,6 +128,9 @@ def remainder(x1, x2, /):
         fail("remainder() is not supported for booleans")
     if dt.is_float(d):
         return _float_divmod(x1, x2)[1]
+    zero = lax.full(aval(x2).shape, 0, d)
+    # x % 0 is 0, as NumPy and JAX (XLA's remainder would give x).
+    x2 = lax.select(lax.eq(x2, zero), lax.full(aval(x2).shape, 1, d), x2)
     r = lax.rem(x1, x2)
     if not dt.is_signed(d):
         return r
@@ -310,11 +316,16 @@ def isinf(x, /):
     return lax.eq(lax.abs(x), to_array(np.inf, aval(x).dtype))
 
 
-def where(condition, x=None, y=None, /):
-    """``x`` where ``condition`` else ``y``, with broadcasting and promotion."""
+def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
+    """``x`` where ``condition`` else ``y``, with broadcasting and promotion; with the
+    condition alone, ``nonzero(condition, size=, fill_value=)``, as JAX."""
+    if x is None and y is None:
+        from fusionjit._src.numpy.sorting import nonzero
+        return nonzero(condition, size=size, fill_value=fill_value)
     if x is None or y is None:
-        fail("where(condition) with one argument (nonzero) is not supported; pass x and y",
-             NotImplementedError)
+        fail("where() takes the condition alone, or the condition, x and y", ValueError)
+    if size is not None or fill_value is not None:
+        fail("where(): size and fill_value go with the condition alone", ValueError)
     check_arraylike("where", condition, x, y)
     x, y = promote_args("where", x, y)
     cond = _truthy(condition)
@@ -328,12 +339,12 @@ def promote_shapes_3(a, b, c):
 
 
 def clip(a, a_min=None, a_max=None, /, *, min=None, max=None):  # noqa: A002
-    """Limits values to [min, max]; either bound may be None."""
+    """Limits values to [min, max]; either bound (or both: ``a`` itself) may be None."""
     a_min = a_min if min is None else min
     a_max = a_max if max is None else max
     check_arraylike("clip", a)
     if a_min is None and a_max is None:
-        fail("clip() needs a_min or a_max", ValueError)
+        return to_array(a)
     if a_min is not None:
         a = maximum(a, a_min)
     if a_max is not None:
