@@ -985,3 +985,23 @@ def test_device_get_gives_numpy_arrays_for_a_pytree():
     np.testing.assert_array_equal(got["l"][0], [1, 1])
     with pytest.raises(TypeError, match="traced"):
         fusionjit.jit(lambda x: fusionjit.device_get(x))(x)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_linspace_logspace_geomspace_with_array_endpoints_and_axis_as_numpy(mode):
+    # Before: array endpoints failed with a lax shape error and axis != 0 was refused.
+    a = np.array([[1.0, 2.0], [3.0, 4.0]], np.float32)
+    b = np.array([10.0, 40.0], np.float32)
+    cases = [("linspace", (a, b), dict(num=4)), ("linspace", (a, b), dict(num=4, axis=-1)),
+             ("linspace", (a, b), dict(num=3, axis=1, endpoint=False)),
+             ("linspace", (b, 5.0), dict(num=6)), ("linspace", (0, 10), dict(num=4, dtype=I32)),
+             ("linspace", (2.0, b), dict(num=1)), ("logspace", (a, b / 10), dict(num=3, axis=2)),
+             ("geomspace", (a, b), dict(num=3, axis=1)), ("geomspace", (-a, -b), dict(num=4))]
+    for name, args, kw in cases:
+        want = getattr(np, name)(*args, **kw)
+        got = run(lambda *x, name=name, kw=kw: getattr(fnp, name)(*x, **kw), mode, *args)
+        assert got.shape == want.shape and got.dtype == want.astype(got.dtype).dtype
+        np.testing.assert_allclose(np.asarray(got), want, rtol=2e-6, atol=1e-5,
+                                   err_msg=f"{name} {kw}")
+    out, step = fnp.linspace(b, 5.0, 6, retstep=True)
+    np.testing.assert_allclose(np.asarray(step), np.linspace(b, 5.0, 6, retstep=True)[1])

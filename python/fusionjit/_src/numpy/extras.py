@@ -179,6 +179,10 @@ def geomspace(start, stop, num: int = 50, endpoint: bool = True, dtype=None, axi
     sign = ufuncs.sign(start)
     logs = shapes.linspace(ufuncs.log10(ufuncs.absolute(start)),
                            ufuncs.log10(ufuncs.absolute(stop)), num, endpoint, axis=axis)
+    # The sign of each start, along the new samples axis too.
+    bounds = np.broadcast_shapes(aval(start).shape, aval(stop).shape)
+    sign = shapes.expand_dims(shapes.broadcast_to(sign, bounds),
+                              canonical_axis(axis, len(bounds) + 1))
     out = sign * ufuncs.power(10.0, logs)
     return out if dtype is None else out.astype(dtype)
 

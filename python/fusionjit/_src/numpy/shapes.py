@@ -11,8 +11,9 @@ import numpy as np
 from fusionjit._src import core
 from fusionjit._src import dtypes as dt
 from fusionjit._src.lax import lax
-from fusionjit._src.numpy.util import (aval, broadcast_to_shape, canonical_axes, canonical_axis,
-                                       check_arraylike, fail, promote_dtypes, shape_arg, to_array)
+from fusionjit._src.numpy.util import (aval, broadcast_shapes, broadcast_to_shape,
+                                       canonical_axes, canonical_axis, check_arraylike, fail,
+                                       promote_dtypes, shape_arg, to_array)
 
 
 def _is_value(x) -> bool:
@@ -167,24 +168,32 @@ def arange(start, stop=None, step=None, dtype=None):
 
 def linspace(start, stop, num: int = 50, endpoint: bool = True, retstep: bool = False,
              dtype=None, axis: int = 0):
-    """``num`` evenly spaced samples from start to stop (scalars)."""
+    """``num`` evenly spaced samples from start to stop; array endpoints broadcast, and
+    the samples run along a new ``axis`` of the result (as NumPy and JAX)."""
     num = operator.index(num)
     if num < 0:
         fail(f"number of samples, {num}, must be non-negative", ValueError)
-    if axis != 0:
-        fail("linspace with axis != 0 is not supported", NotImplementedError)
     dtype = dt.canonicalize(dtype) if dtype is not None else dt.default_float()
     compute = dtype if dt.is_float(dtype) else dt.default_float()
     start_a, stop_a = to_array(start, compute, False), to_array(stop, compute, False)
+    bounds = broadcast_shapes(aval(start_a).shape, aval(stop_a).shape)
+    start_a, stop_a = broadcast_to_shape(start_a, bounds), broadcast_to_shape(stop_a, bounds)
+    axis = canonical_axis(axis, len(bounds) + 1)
     div = (num - 1) if endpoint else num
     step = lax.div(lax.sub(stop_a, start_a), to_array(builtins.max(div, 1), compute, False))
-    idx = lax.iota(compute, num)
-    out = lax.add(lax.mul(idx, step), start_a)
+    shape = (num,) + bounds
+    rest = tuple(range(1, len(shape)))
+    idx = lax.broadcasted_iota(compute, shape, 0)
+    out = lax.add(lax.mul(idx, lax.broadcast_in_dim(step, shape, rest)),
+                  lax.broadcast_in_dim(start_a, shape, rest))
     if endpoint and num > 1:
-        last = lax.eq(lax.iota(dt.default_int(), num), to_array(num - 1, dt.default_int(), False))
-        out = lax.select(last, lax.broadcast_in_dim(stop_a, (num,), ()), out)
+        last = lax.eq(lax.broadcasted_iota(dt.default_int(), shape, 0),
+                      to_array(num - 1, dt.default_int(), False))
+        out = lax.select(last, lax.broadcast_in_dim(stop_a, shape, rest), out)
     if dtype != compute:
         out = lax.convert_element_type(lax.floor(out), dtype)
+    if axis != 0:
+        out = moveaxis(out, 0, axis)
     if retstep:
         return out, step
     return out
