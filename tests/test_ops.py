@@ -777,3 +777,14 @@ def test_take_along_axis_defaults_to_the_last_axis_as_jax():
     i = np.array([[3], [0], [2]], np.int32)
     np.testing.assert_array_equal(np.asarray(fnp.take_along_axis(x, i)),
                                   np.take_along_axis(x, i, axis=-1))
+
+
+def test_stack_dtype_and_square_of_booleans_as_jax():
+    got = fnp.stack([np.ones(2, np.float32), np.zeros(2, np.float32)], dtype=np.int32)
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(np.asarray(got), [[1, 1], [0, 0]])
+    sq = fnp.square(np.array([True, False]))
+    assert sq.dtype == np.int32   # jnp.square of booleans is int32
+    np.testing.assert_array_equal(np.asarray(sq), [1, 0])
+    with pytest.raises(NotImplementedError, match="out="):
+        fnp.stack([np.ones(2)], out=np.ones((1, 2)))

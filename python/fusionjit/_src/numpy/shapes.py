@@ -330,7 +330,10 @@ def concatenate(arrays, axis=0, dtype=None):
     return lax.concatenate(arrays, canonical_axis(axis, ndim))
 
 
-def stack(arrays, axis=0):
+def stack(arrays, axis=0, out=None, dtype=None):
+    """The arrays (of one shape) along a new ``axis``; ``dtype`` converts them first."""
+    from fusionjit._src.numpy.reductions import no_out
+    no_out("stack", out)
     if not len(arrays):
         fail("need at least one array to stack", ValueError)
     check_arraylike("stack", *arrays)
@@ -340,7 +343,7 @@ def stack(arrays, axis=0):
         fail(f"all input arrays must have the same shape, got {sorted(shapes)}", ValueError)
     ndim = aval(arrays[0]).ndim + 1
     ax = canonical_axis(axis, ndim)
-    return concatenate([lax.expand_dims(a, (ax,)) for a in arrays], ax)
+    return concatenate([lax.expand_dims(a, (ax,)) for a in arrays], ax, dtype=dtype)
 
 
 def split(ary, indices_or_sections, axis=0):

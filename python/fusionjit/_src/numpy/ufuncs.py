@@ -246,7 +246,10 @@ around = round
 
 def square(x, /):
     check_arraylike("square", x)
-    return lax.integer_pow(to_array(x), 2)
+    x = to_array(x)
+    if dt.is_bool(aval(x).dtype):   # as JAX: booleans square as integers
+        x = lax.convert_element_type(x, dt.default_int(), aval(x).weak_type)
+    return lax.integer_pow(x, 2)
 
 
 def reciprocal(x, /):
