@@ -156,6 +156,20 @@ def is_bool(d) -> bool:
     return np.dtype(d) == bool_
 
 
+def lowest(d):
+    """The least value of dtype ``d`` (-inf for floats): the identity of a maximum."""
+    if is_bool(d):
+        return False
+    return -np.inf if is_float(d) else np.iinfo(d).min
+
+
+def highest(d):
+    """The greatest value of dtype ``d`` (inf for floats): the identity of a minimum."""
+    if is_bool(d):
+        return True
+    return np.inf if is_float(d) else np.iinfo(d).max
+
+
 # --- promotion ------------------------------------------------------------------------
 # The lattice: each node lists the nodes directly above it. "i*" and "f*" are the weak
 # Python int and float.

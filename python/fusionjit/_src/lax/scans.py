@@ -136,18 +136,6 @@ def _cumulative(name: str, op: Callable, kinds: str, identity: Callable):
     return fn
 
 
-def _lowest(d: np.dtype):
-    if d == np.bool_:
-        return False
-    return -np.inf if dt.is_float(d) else np.iinfo(d).min
-
-
-def _highest(d: np.dtype):
-    if d == np.bool_:
-        return True
-    return np.inf if dt.is_float(d) else np.iinfo(d).max
-
-
 def _logaddexp(a, b):
     """log(exp(a) + exp(b)) without overflow."""
     hi, lo = ew.max(a, b), ew.min(a, b)
@@ -160,6 +148,6 @@ def _logaddexp(a, b):
 # (-0.0 + x is x for every x, -0.0 included.)
 cumsum = _cumulative("cumsum", ew.add, "if", lambda d: -0.0 if dt.is_float(d) else 0)
 cumprod = _cumulative("cumprod", ew.mul, "if", lambda d: 1)
-cummax = _cumulative("cummax", ew.max, "bif", _lowest)
-cummin = _cumulative("cummin", ew.min, "bif", _highest)
+cummax = _cumulative("cummax", ew.max, "bif", dt.lowest)
+cummin = _cumulative("cummin", ew.min, "bif", dt.highest)
 cumlogsumexp = _cumulative("cumlogsumexp", _logaddexp, "f", lambda d: -np.inf)

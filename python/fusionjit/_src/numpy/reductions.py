@@ -43,15 +43,6 @@ def masked(a, where, fill):
                       lax.full(aval(a).shape, np.array(fill).astype(d), d))
 
 
-def _lowest(d, highest: bool = False):
-    if dt.is_bool(d):
-        return highest
-    if dt.is_float(d):
-        return np.inf if highest else -np.inf
-    info = np.iinfo(d)
-    return info.max if highest else info.min
-
-
 def _reduction(name, lax_fn, upcast_small_ints: bool, identity: bool):
     def fn(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
         check_arraylike(name, a)
@@ -70,7 +61,8 @@ def _reduction(name, lax_fn, upcast_small_ints: bool, identity: bool):
                     "a zero-size array needs initial="), ValueError)
         if where is not None:
             fill = {"sum": 0, "prod": 1}.get(name)
-            a = masked(a, where, _lowest(aval(a).dtype, name == "min") if fill is None else fill)
+            extreme = dt.highest if name == "min" else dt.lowest
+            a = masked(a, where, extreme(aval(a).dtype) if fill is None else fill)
         result = lax_fn(a, axes)
         if initial is not None:
             from fusionjit._src.numpy import ufuncs
