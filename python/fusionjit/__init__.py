@@ -26,6 +26,7 @@ from fusionjit._src.errors import (ConcretizationTypeError, TracerArrayConversio
                                    TracerBoolConversionError, TracerIntegerConversionError,
                                    UnexpectedTracerError)
 from fusionjit import tree_util
+from fusionjit import tree  # noqa: F401 (fusionjit.tree, as jax.tree)
 from fusionjit import numpy
 from fusionjit import lax
 from fusionjit import random
