@@ -33,6 +33,7 @@ from fusionjit import random
 from fusionjit import nn
 from fusionjit import testing
 from fusionjit import dlpack
+from fusionjit import scipy  # noqa: F401 (fusionjit.scipy, as jax.scipy)
 
 _array_methods.install_all()
 _interop.install()

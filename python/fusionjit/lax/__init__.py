@@ -17,3 +17,7 @@ from fusionjit._src.lax.lax import (  # noqa: F401
 from fusionjit._src.lax.scans import (  # noqa: F401
     associative_scan, cumlogsumexp, cummax, cummin, cumprod, cumsum)
 from fusionjit._src.lax.sorting import sort, sort_key_val, top_k  # noqa: F401
+from fusionjit._src.special import (  # noqa: F401
+    lax_digamma as digamma, lax_erf as erf, lax_erf_inv as erf_inv, lax_erfc as erfc,
+    lax_lgamma as lgamma)
+from fusionjit._src.nn import sigmoid as logistic  # noqa: F401

@@ -1,0 +1,222 @@
+"""``fusionjit.scipy``: ``jax.scipy.special`` and the ``jax.scipy.stats`` distributions RL
+and ML code reaches for (``norm``, ``beta``, ``gamma``, ``uniform``), with JAX's formulas.
+Arguments are promoted to a float dtype together, as JAX does; the special functions
+themselves are in special.py."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from fusionjit._src import nn, special
+from fusionjit._src.numpy import ufuncs
+from fusionjit._src.numpy.util import promote_args_inexact
+
+
+def _unary(name: str, fn):
+    def wrapped(x):
+        (x,) = promote_args_inexact(name, x)
+        return fn(x)
+    wrapped.__name__ = name
+    wrapped.__doc__ = fn.__doc__
+    return wrapped
+
+
+erf = _unary("erf", special.erf)
+erfc = _unary("erfc", special.erfc)
+erfcx = _unary("erfcx", special.erfcx)
+erfinv = _unary("erfinv", special.erf_inv)
+gammaln = _unary("gammaln", special.lgamma)
+digamma = _unary("digamma", special.digamma)
+psi = digamma
+ndtr = _unary("ndtr", special.ndtr)
+ndtri = _unary("ndtri", special.ndtri)
+log_ndtr = _unary("log_ndtr", special.log_ndtr)
+expit = _unary("expit", nn.sigmoid)
+logsumexp = nn.logsumexp
+softmax = nn.softmax
+log_softmax = nn.log_softmax
+
+
+def logit(x):
+    """log(x / (1 - x))."""
+    (x,) = promote_args_inexact("logit", x)
+    return ufuncs.log(ufuncs.divide(x, ufuncs.subtract(1.0, x)))
+
+
+def gamma(x):
+    """Gamma(x) = sign * exp(lgamma(x)) (the sign of Gamma alternates below 0)."""
+    (x,) = promote_args_inexact("gamma", x)
+    negative_odd = ufuncs.logical_and(
+        ufuncs.less(x, 0.0), ufuncs.equal(ufuncs.remainder(ufuncs.floor(x), 2.0), 1.0))
+    sign = ufuncs.where(negative_odd, -1.0, 1.0)
+    return ufuncs.multiply(sign, ufuncs.exp(special.lgamma(x)))
+
+
+def betaln(a, b):
+    """log|B(a, b)| = lgamma(a) + lgamma(b) - lgamma(a + b)."""
+    a, b = promote_args_inexact("betaln", a, b)
+    return ufuncs.subtract(ufuncs.add(special.lgamma(a), special.lgamma(b)),
+                           special.lgamma(ufuncs.add(a, b)))
+
+
+def _x_log(name: str, log_fn):
+    def fn(x, y):
+        x, y = promote_args_inexact(name, x, y)
+        ok = ufuncs.not_equal(x, 0.0)
+        safe_x = ufuncs.where(ok, x, 1.0)
+        safe_y = ufuncs.where(ok, y, 1.0)
+        return ufuncs.where(ok, ufuncs.multiply(safe_x, log_fn(safe_y)), 0.0)
+    fn.__name__ = name
+    return fn
+
+
+xlogy = _x_log("xlogy", ufuncs.log)
+xlogy.__doc__ = "x * log(y), 0 where x is 0 (whatever y is)."
+xlog1py = _x_log("xlog1py", ufuncs.log1p)
+xlog1py.__doc__ = "x * log1p(y), 0 where x is 0 (whatever y is)."
+
+
+def entr(x):
+    """-x log(x) for x > 0, 0 at 0, -inf below."""
+    (x,) = promote_args_inexact("entr", x)
+    safe = ufuncs.where(ufuncs.greater(x, 0.0), x, 1.0)
+    out = ufuncs.where(ufuncs.greater(x, 0.0),
+                       ufuncs.negative(ufuncs.multiply(safe, ufuncs.log(safe))), -np.inf)
+    return ufuncs.where(ufuncs.equal(x, 0.0), 0.0, ufuncs.where(ufuncs.isnan(x), x, out))
+
+
+def rel_entr(p, q):
+    """p log(p / q) for p, q > 0; 0 for p = 0, q >= 0; inf otherwise."""
+    p, q = promote_args_inexact("rel_entr", p, q)
+    both = ufuncs.logical_and(ufuncs.greater(p, 0.0), ufuncs.greater(q, 0.0))
+    safe_p, safe_q = ufuncs.where(both, p, 1.0), ufuncs.where(both, q, 1.0)
+    out = ufuncs.where(both, ufuncs.multiply(safe_p, ufuncs.log(ufuncs.divide(safe_p, safe_q))),
+                       np.inf)
+    out = ufuncs.where(ufuncs.logical_and(ufuncs.equal(p, 0.0), ufuncs.greater_equal(q, 0.0)),
+                       0.0, out)
+    return ufuncs.where(ufuncs.logical_or(ufuncs.isnan(p), ufuncs.isnan(q)), np.nan, out)
+
+
+def kl_div(p, q):
+    """rel_entr(p, q) - p + q (inf where rel_entr is)."""
+    p, q = promote_args_inexact("kl_div", p, q)
+    return ufuncs.add(ufuncs.subtract(rel_entr(p, q), p), q)
+
+
+# --- scipy.stats ----------------------------------------------------------------------------
+
+def _outside(x, lo, hi):
+    return ufuncs.logical_or(ufuncs.less(x, lo), ufuncs.greater(x, hi))
+
+
+class _Norm:
+    """The normal distribution N(loc, scale**2)."""
+
+    @staticmethod
+    def logpdf(x, loc=0, scale=1):
+        x, loc, scale = promote_args_inexact("norm.logpdf", x, loc, scale)
+        log_normalizer = ufuncs.log(ufuncs.multiply(2 * math.pi, ufuncs.square(scale)))
+        quadratic = ufuncs.divide(ufuncs.square(ufuncs.subtract(x, loc)), ufuncs.square(scale))
+        return ufuncs.divide(ufuncs.add(log_normalizer, quadratic), -2.0)
+
+    @classmethod
+    def pdf(cls, x, loc=0, scale=1):
+        return ufuncs.exp(cls.logpdf(x, loc, scale))
+
+    @staticmethod
+    def cdf(x, loc=0, scale=1):
+        x, loc, scale = promote_args_inexact("norm.cdf", x, loc, scale)
+        return special.ndtr(ufuncs.divide(ufuncs.subtract(x, loc), scale))
+
+    @staticmethod
+    def logcdf(x, loc=0, scale=1):
+        x, loc, scale = promote_args_inexact("norm.logcdf", x, loc, scale)
+        return special.log_ndtr(ufuncs.divide(ufuncs.subtract(x, loc), scale))
+
+    @classmethod
+    def sf(cls, x, loc=0, scale=1):
+        x, loc, scale = promote_args_inexact("norm.sf", x, loc, scale)
+        return cls.cdf(ufuncs.negative(x), ufuncs.negative(loc), scale)
+
+    @classmethod
+    def logsf(cls, x, loc=0, scale=1):
+        x, loc, scale = promote_args_inexact("norm.logsf", x, loc, scale)
+        return cls.logcdf(ufuncs.negative(x), ufuncs.negative(loc), scale)
+
+    @staticmethod
+    def ppf(q, loc=0, scale=1):
+        q, loc, scale = promote_args_inexact("norm.ppf", q, loc, scale)
+        return ufuncs.add(ufuncs.multiply(special.ndtri(q), scale), loc)
+
+    @classmethod
+    def isf(cls, q, loc=0, scale=1):
+        q, loc, scale = promote_args_inexact("norm.isf", q, loc, scale)
+        return cls.ppf(ufuncs.subtract(1.0, q), loc, scale)
+
+
+class _Beta:
+    """The beta distribution on [loc, loc + scale]."""
+
+    @staticmethod
+    def logpdf(x, a, b, loc=0, scale=1):
+        x, a, b, loc, scale = promote_args_inexact("beta.logpdf", x, a, b, loc, scale)
+        y = ufuncs.divide(ufuncs.subtract(x, loc), scale)
+        log_linear = ufuncs.add(xlogy(ufuncs.subtract(a, 1.0), y),
+                                xlog1py(ufuncs.subtract(b, 1.0), ufuncs.negative(y)))
+        log_probs = ufuncs.subtract(ufuncs.subtract(log_linear, betaln(a, b)), ufuncs.log(scale))
+        out = ufuncs.where(_outside(x, loc, ufuncs.add(loc, scale)), -np.inf, log_probs)
+        bad = ufuncs.logical_or(ufuncs.logical_or(ufuncs.less_equal(a, 0.0),
+                                                  ufuncs.less_equal(b, 0.0)),
+                                ufuncs.less_equal(scale, 0.0))
+        return ufuncs.where(bad, np.nan, out)
+
+    @classmethod
+    def pdf(cls, x, a, b, loc=0, scale=1):
+        return ufuncs.exp(cls.logpdf(x, a, b, loc, scale))
+
+
+class _Gamma:
+    """The gamma distribution with shape ``a``, from ``loc``, scaled by ``scale``."""
+
+    @staticmethod
+    def logpdf(x, a, loc=0, scale=1):
+        x, a, loc, scale = promote_args_inexact("gamma.logpdf", x, a, loc, scale)
+        y = ufuncs.divide(ufuncs.subtract(x, loc), scale)
+        log_linear = ufuncs.subtract(xlogy(ufuncs.subtract(a, 1.0), y), y)
+        shape_terms = ufuncs.add(special.lgamma(a), ufuncs.log(scale))
+        return ufuncs.where(ufuncs.less(x, loc), -np.inf, ufuncs.subtract(log_linear, shape_terms))
+
+    @classmethod
+    def pdf(cls, x, a, loc=0, scale=1):
+        return ufuncs.exp(cls.logpdf(x, a, loc, scale))
+
+
+class _Uniform:
+    """The uniform distribution on [loc, loc + scale]."""
+
+    @staticmethod
+    def logpdf(x, loc=0, scale=1):
+        x, loc, scale = promote_args_inexact("uniform.logpdf", x, loc, scale)
+        log_probs = ufuncs.negative(ufuncs.log(scale))
+        return ufuncs.where(_outside(x, loc, ufuncs.add(loc, scale)), -np.inf, log_probs)
+
+    @classmethod
+    def pdf(cls, x, loc=0, scale=1):
+        return ufuncs.exp(cls.logpdf(x, loc, scale))
+
+    @staticmethod
+    def cdf(x, loc=0, scale=1):
+        x, loc, scale = promote_args_inexact("uniform.cdf", x, loc, scale)
+        return ufuncs.clip(ufuncs.divide(ufuncs.subtract(x, loc), scale), 0.0, 1.0)
+
+    @staticmethod
+    def ppf(q, loc=0, scale=1):
+        q, loc, scale = promote_args_inexact("uniform.ppf", q, loc, scale)
+        out = ufuncs.add(loc, ufuncs.multiply(q, scale))
+        return ufuncs.where(_outside(q, 0.0, 1.0), np.nan, out)
+
+
+norm, beta, gamma_dist, uniform = _Norm(), _Beta(), _Gamma(), _Uniform()
+

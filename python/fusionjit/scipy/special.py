@@ -1,0 +1,6 @@
+"""Special functions, as ``jax.scipy.special`` (accuracy: fusionjit/_src/special.py)."""
+
+from fusionjit._src.scipy import (  # noqa: F401
+    betaln, digamma, entr, erf, erfc, erfcx, erfinv, expit, gamma, gammaln, kl_div,
+    log_ndtr, log_softmax, logit, logsumexp, ndtr, ndtri, psi, rel_entr, softmax, xlog1py,
+    xlogy)
