@@ -328,3 +328,18 @@ def f(key, dfnum, dfden, shape=None, dtype=None):
     num = ufuncs.divide(chisquare(k_num, dfnum, shape, d), dfnum)
     den = ufuncs.divide(chisquare(k_den, dfden, shape, d), dfden)
     return ufuncs.divide(num, den)
+
+
+def orthogonal(key, n: int, shape=(), dtype=None, m: int | None = None):
+    """Matrices (shape + (n, m), m = n by default) with orthonormal columns (or rows when
+    n < m): the Q of a Gaussian matrix's QR decomposition, its columns' signs fixed by R's
+    diagonal (Haar-distributed), as JAX."""
+    from fusionjit._src.numpy import decompositions, linalg
+    d = _float_dtype("orthogonal", dtype)
+    m = n if m is None else m
+    shape = shape_arg(shape, "orthogonal")
+    z = normal(key, shape + (max(n, m), min(n, m)), d)
+    q, r = decompositions.qr(z)
+    signs = ufuncs.sign(linalg.diagonal(r))
+    x = ufuncs.multiply(q, shapes.expand_dims(signs, -2))
+    return shapes.swapaxes(x, -1, -2) if n < m else x

@@ -1,7 +1,7 @@
 """``fusionjit.numpy.linalg``: the array-API linalg functions that reduce to dot and
-elementwise work (norms, products, traces and diagonals). Decompositions and solvers (svd,
-qr, cholesky, inv, solve, det, eigh, ...) are not available: they need LAPACK-style kernels
-fusionjit does not have yet."""
+elementwise work (norms, products, traces and diagonals), and ``qr`` (decompositions.py,
+Householder reflections in a loop). The other decompositions and solvers (svd, cholesky,
+inv, solve, det, eigh, ...) are not available yet."""
 
 from __future__ import annotations
 

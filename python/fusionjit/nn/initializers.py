@@ -1,0 +1,6 @@
+"""fusionjit.nn.initializers: weight initialisers, as ``jax.nn.initializers``."""
+
+from fusionjit._src.initializers import (  # noqa: F401
+    constant, delta_orthogonal, glorot_normal, glorot_uniform, he_normal, he_uniform,
+    kaiming_normal, kaiming_uniform, lecun_normal, lecun_uniform, normal, ones, orthogonal,
+    truncated_normal, uniform, variance_scaling, xavier_normal, xavier_uniform, zeros)
