@@ -34,6 +34,15 @@ REFERENCE = {
     "celu": lambda x: np.maximum(x, 0) + np.minimum(np.expm1(x.astype(np.float64)), 0),
     "selu": lambda x: 1.0507009873554805 * np.where(x > 0, x, 1.6732632423543772 * np.expm1(
         x.astype(np.float64))),
+    "hard_sigmoid": lambda x: np.clip(x + 3, 0, 6) / 6,
+    "hard_silu": lambda x: x * np.clip(x + 3, 0, 6) / 6,
+    "mish": lambda x: x * np.tanh(np.log1p(np.exp(x.astype(np.float64)))),
+    "soft_sign": lambda x: x / (np.abs(x) + 1),
+    "squareplus": lambda x: (x + np.sqrt(x.astype(np.float64) ** 2 + 4)) / 2,
+    "sparse_plus": lambda x: np.where(x <= -1, 0, np.where(x >= 1, x, (x + 1.0) ** 2 / 4)),
+    "sparse_sigmoid": lambda x: np.clip(x + 1.0, 0, 2) / 2,
+    "identity": lambda x: x,
+    "tanh": lambda x: np.tanh(x.astype(np.float64)),
 }
 
 
@@ -116,12 +125,35 @@ def test_match_jax_nn():
     import jax
     rng = np.random.default_rng(3)
     x = (rng.standard_normal((6, 7)) * 4).astype(np.float32)
-    for name in sorted(REFERENCE) + ["softmax", "log_softmax", "logsumexp", "standardize"]:
+    for name in sorted(REFERENCE) + ["softmax", "log_softmax", "logsumexp", "standardize",
+                                     "logmeanexp"]:
         want = np.asarray(getattr(jax.nn, name if name != "logsumexp" else "logsumexp")(x))
         got = np.asarray(fusionjit.jit(getattr(fnn, name))(x))
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=name)
     np.testing.assert_allclose(fusionjit.jit(lambda x: fnn.gelu(x, approximate=False))(x),
                                jax.nn.gelu(x, approximate=False), rtol=1e-5, atol=1e-6)
+    pos = np.abs(x) + 0.01
+    np.testing.assert_allclose(fnn.log1mexp(pos), jax.nn.log1mexp(pos), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(fnn.logmeanexp(x, axis=0, where=x > 0),
+                               jax.nn.logmeanexp(x, axis=0, where=x > 0), rtol=1e-5)
+    np.testing.assert_allclose(fnn.glu(x[:, :6], axis=1), jax.nn.glu(x[:, :6], axis=1),
+                               rtol=1e-6)
+
+
+def test_log1mexp_logmeanexp_and_glu():
+    x = np.float32([1e-4, 0.5, np.log(2), 3.0, 30.0])
+    np.testing.assert_allclose(np.asarray(fnn.log1mexp(x)),
+                               [math.log(-math.expm1(-float(v))) if v < 0.7 else
+                                math.log1p(-math.exp(-float(v))) for v in x], rtol=1e-6)
+    m = np.float32([[0.0, 1.0, 2.0], [5.0, 5.0, 5.0]])
+    np.testing.assert_allclose(np.asarray(fnn.logmeanexp(m, axis=1)),
+                               np.log(np.exp(m.astype(np.float64)).mean(1)), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(fnn.logmeanexp(m, axis=1, where=m > 0.5)),
+                               [math.log((math.e + math.e ** 2) / 2), 5.0], rtol=1e-6)
+    g = np.asarray(fnn.glu(np.float32([[1, 2, 0, 10]])))
+    np.testing.assert_allclose(g, [[1 * 0.5, 2 / (1 + math.exp(-10))]], rtol=1e-6)
+    with pytest.raises(ValueError, match="must be even"):
+        fnn.glu(np.ones((2, 3), np.float32))
 
 
 @requires_jax

@@ -9,6 +9,7 @@ import operator
 import numpy as np
 
 from fusionjit._src import dtypes as dt
+from fusionjit._src import special
 from fusionjit._src.numpy import reductions, shapes, ufuncs
 from fusionjit._src.numpy.util import aval, canonical_axis, check_arraylike, fail, to_array
 
@@ -65,22 +66,7 @@ def gelu(x, approximate: bool = True):
     if approximate:
         c = np.sqrt(2 / np.pi).astype(aval(x).dtype)
         return 0.5 * x * (1 + ufuncs.tanh(c * (x + 0.044715 * (x * x * x))))
-    return x * (1 + _erf(x / np.sqrt(2).astype(aval(x).dtype))) / 2
-
-
-def _erf(x):
-    """erf to float32 accuracy: its Taylor series below |x| = 0.5, else 1 - erfc(|x|) by the
-    Chebyshev fit of Numerical Recipes (fractional error < 1.2e-7)."""
-    z = ufuncs.absolute(x)
-    z2 = x * x
-    series = x * (2 / np.sqrt(np.pi)) * (1 + z2 * (-1 / 3 + z2 * (1 / 10 + z2 * (
-        -1 / 42 + z2 * (1 / 216 + z2 * (-1 / 1320 + z2 / 9360))))))
-    t = 1 / (1 + 0.5 * z)
-    poly = -1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (
-        -0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (
-            -0.82215223 + t * 0.17087277))))))))
-    erfc = t * ufuncs.exp(-z2 + poly)
-    return ufuncs.where(z < 0.5, series, ufuncs.sign(x) * (1 - erfc))
+    return x * (1 + special.erf(x / np.sqrt(2).astype(aval(x).dtype))) / 2
 
 
 def elu(x, alpha=1.0):
@@ -191,3 +177,88 @@ def one_hot(x, num_classes: int, *, dtype=None, axis=-1):
     hit = ufuncs.equal(shapes.expand_dims(x, axis),
                        shapes.reshape(classes, shape).astype(aval(x).dtype))
     return hit.astype(d)
+
+
+# --- the rest of jax.nn's activations ---------------------------------------------------------
+
+def identity(x):
+    """x itself (as an array)."""
+    check_arraylike("identity", x)
+    return to_array(x)
+
+
+def tanh(x):
+    return ufuncs.tanh(x)
+
+
+def hard_sigmoid(x):
+    """relu6(x + 3) / 6."""
+    return relu6(_float(x, "hard_sigmoid") + 3.0) / 6.0
+
+
+def hard_silu(x):
+    """x * hard_sigmoid(x)."""
+    x = _float(x, "hard_silu")
+    return x * hard_sigmoid(x)
+
+
+hard_swish = hard_silu
+
+
+def mish(x):
+    """x * tanh(softplus(x))."""
+    x = _float(x, "mish")
+    return x * ufuncs.tanh(softplus(x))
+
+
+def soft_sign(x):
+    """x / (|x| + 1)."""
+    x = _float(x, "soft_sign")
+    return x / (ufuncs.absolute(x) + 1)
+
+
+def squareplus(x, b=4):
+    """(x + sqrt(x**2 + b)) / 2."""
+    x = _float(x, "squareplus")
+    return (x + ufuncs.sqrt(ufuncs.square(x) + b)) / 2
+
+
+def sparse_plus(x):
+    """0 below -1, x above 1, (x + 1)**2 / 4 between."""
+    x = _float(x, "sparse_plus")
+    return ufuncs.where(x <= -1.0, 0.0, ufuncs.where(x >= 1.0, x, (x + 1.0) ** 2 / 4))
+
+
+def sparse_sigmoid(x):
+    """clip(x + 1, 0, 2) / 2."""
+    return 0.5 * ufuncs.clip(_float(x, "sparse_sigmoid") + 1.0, 0.0, 2.0)
+
+
+def log1mexp(x):
+    """log(1 - exp(-x)) for x > 0, accurate on both sides of log(2)."""
+    x = _float(x, "log1mexp")
+    return ufuncs.where(x < np.log(2.0), ufuncs.log(-ufuncs.expm1(-x)),
+                        ufuncs.log1p(-ufuncs.exp(-x)))
+
+
+def logmeanexp(x, axis=None, where=None, keepdims: bool = False):
+    """logsumexp minus the log of the number of terms (those ``where`` keeps)."""
+    x = _float(x, "logmeanexp")
+    lse = logsumexp(x, axis=axis, where=where, keepdims=keepdims)
+    ones = shapes.ones_like(x)
+    if where is not None:
+        ones = ufuncs.where(where, ones, 0.0)
+    count = reductions.sum(ones, axis=axis, keepdims=keepdims).astype(aval(lse).dtype)
+    return lse - ufuncs.log(count)
+
+
+def glu(x, axis: int = -1):
+    """The gated linear unit: the first half of ``axis`` times the sigmoid of the second."""
+    check_arraylike("glu", x)
+    x = to_array(x)
+    axis = canonical_axis(axis, aval(x).ndim)
+    size = aval(x).shape[axis]
+    if size % 2:
+        fail(f"glu(): the size of axis {axis} must be even, got {size}", ValueError)
+    x1, x2 = shapes.split(x, 2, axis)
+    return x1 * sigmoid(x2)
