@@ -21,3 +21,6 @@ from fusionjit._src.special import (  # noqa: F401
     lax_digamma as digamma, lax_erf as erf, lax_erf_inv as erf_inv, lax_erfc as erfc,
     lax_lgamma as lgamma)
 from fusionjit._src.nn import sigmoid as logistic  # noqa: F401
+from fusionjit._src.lax.convolution import (  # noqa: F401
+    ConvDimensionNumbers, conv, conv_dimension_numbers, conv_general_dilated,
+    conv_with_general_padding, padtype_to_pads, reduce_window)

@@ -1,0 +1,296 @@
+"""Convolutions and windowed reductions, as ``jax.lax``: ``conv_general_dilated`` (and
+``conv``, ``conv_with_general_padding``), ``reduce_window`` and its max/min/sum forms.
+
+Both are written with existing primitives rather than new IR ops: the input is padded
+(``lhs_dilation`` as interior padding), each kernel tap is a strided slice of it, and the
+taps are stacked into patches (im2col) that one ``dot_general`` contracts with the kernel,
+per feature group; a windowed reduction combines its taps' slices elementwise. The slices
+fuse into the kernels that read them. XLA's semantics: dimension numbers as in JAX,
+``"SAME"``/``"SAME_LOWER"``/``"VALID"`` or explicit (possibly negative) padding,
+``rhs_dilation`` (atrous), ``feature_group_count`` (grouped and depthwise). Sums over the
+taps go in the patches' order, so float results may differ from XLA's in the last bits.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from typing import NamedTuple, Sequence
+
+import numpy as np
+
+from fusionjit._src import core
+from fusionjit._src import dtypes as dt
+from fusionjit._src.lax import elementwise as ew
+from fusionjit._src.lax import reductions as red
+from fusionjit._src.lax import shapes as sh
+from fusionjit._src.lax.common import asarray_operand
+from fusionjit._src.numpy.util import fail
+
+
+class ConvDimensionNumbers(NamedTuple):
+    """Where each operand keeps its batch (or output feature), feature (or input feature)
+    and spatial dimensions: ``lhs_spec``, ``rhs_spec``, ``out_spec`` are tuples of
+    dimension indices in that order."""
+    lhs_spec: tuple
+    rhs_spec: tuple
+    out_spec: tuple
+
+
+def conv_dimension_numbers(lhs_shape, rhs_shape, dimension_numbers) -> ConvDimensionNumbers:
+    """JAX's normal form of ``dimension_numbers``: None (NCHW, OIHW, NCHW order), three
+    strings such as ("NHWC", "HWIO", "NHWC"), or a ConvDimensionNumbers."""
+    ndim = len(lhs_shape)
+    if len(rhs_shape) != ndim:
+        fail(f"conv: the lhs and rhs must have the same rank, got shapes {tuple(lhs_shape)} "
+             f"and {tuple(rhs_shape)}", ValueError)
+    if isinstance(dimension_numbers, ConvDimensionNumbers):
+        return dimension_numbers
+    if dimension_numbers is None:
+        spec = tuple(range(ndim))
+        return ConvDimensionNumbers(spec, spec, spec)
+    if len(dimension_numbers) != 3 or not all(isinstance(s, str) for s in dimension_numbers):
+        fail("conv: dimension_numbers must be None, a ConvDimensionNumbers or three strings "
+             f"such as ('NHWC', 'HWIO', 'NHWC'), got {dimension_numbers!r}", TypeError)
+    lhs, rhs, out = dimension_numbers
+    for s, pair, name in ((lhs, "NC", "lhs"), (rhs, "OI", "rhs"), (out, "NC", "out")):
+        if len(s) != ndim or len(set(s)) != ndim or any(s.count(c) != 1 for c in pair):
+            fail(f"conv: the {name} spec {s!r} must name {ndim} distinct dimensions with one "
+                 f"'{pair[0]}' and one '{pair[1]}'", ValueError)
+    spatial = [c for c in rhs if c not in "OI"]
+    for s, pair in ((lhs, "NC"), (out, "NC")):
+        if sorted(c for c in s if c not in pair) != sorted(spatial):
+            fail(f"conv: spatial dimensions {s!r} and {rhs!r} do not match", ValueError)
+
+    def perm(s, pair):
+        rest = sorted((i for i, c in enumerate(s) if c not in pair),
+                      key=lambda i: spatial.index(s[i]))
+        return (s.index(pair[0]), s.index(pair[1])) + tuple(rest)
+    return ConvDimensionNumbers(perm(lhs, "NC"), perm(rhs, "OI"), perm(out, "NC"))
+
+
+def padtype_to_pads(in_shape, window_shape, window_strides, padding) -> list:
+    """Explicit (low, high) pads for "SAME", "SAME_LOWER" or "VALID", as XLA computes them."""
+    padding = padding.upper()
+    if padding == "VALID":
+        return [(0, 0)] * len(in_shape)
+    if padding not in ("SAME", "SAME_LOWER"):
+        fail(f"Unknown padding type: {padding!r} (expected 'SAME', 'SAME_LOWER' or 'VALID')",
+             ValueError)
+    pads = []
+    for n, w, s in zip(in_shape, window_shape, window_strides):
+        out = -(-n // s)
+        total = max(0, (out - 1) * s + w - n)
+        lo = total // 2 if padding == "SAME" else total - total // 2
+        pads.append((lo, total - lo))
+    return pads
+
+
+def _pads(name, padding, in_shape, window, strides) -> list:
+    if isinstance(padding, str):
+        return padtype_to_pads(in_shape, window, strides, padding)
+    pads = [tuple(int(v) for v in p) for p in padding]
+    if len(pads) != len(in_shape) or any(len(p) != 2 for p in pads):
+        fail(f"{name}: padding must be a string or {len(in_shape)} (low, high) pairs, got "
+             f"{padding!r}", ValueError)
+    return pads
+
+
+def _ints(name, what, values, n, default=1) -> tuple:
+    values = (default,) * n if values is None else tuple(int(v) for v in values)
+    if len(values) != n or any(v < 1 for v in values):
+        fail(f"{name}: {what} must be {n} positive integers, got {values}", ValueError)
+    return values
+
+
+def _taps(x, window, strides, dilation, dims):
+    """For every offset of a window over dimensions ``dims`` of ``x`` (already padded): the
+    strided slice of ``x`` that offset reads, all of the output's shape."""
+    shape = core.get_aval(x).shape
+    spatial = [shape[d] for d in dims]
+    out = [(n - (w - 1) * r - 1) // s + 1 for n, w, s, r in zip(spatial, window, strides, dilation)]
+    if any(o <= 0 for o in out):
+        fail(f"the window {tuple(window)} (dilated by {tuple(dilation)}) does not fit the "
+             f"padded input of spatial shape {tuple(spatial)}", ValueError)
+    taps = []
+    for offset in np.ndindex(*window):
+        starts, limits, steps = [0] * len(shape), list(shape), [1] * len(shape)
+        for d, k, r, o, s in zip(dims, offset, dilation, out, strides):
+            starts[d], limits[d], steps[d] = k * r, k * r + (o - 1) * s + 1, s
+        taps.append(sh.slice(x, starts, limits, steps))
+    return taps, tuple(out)
+
+
+def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
+                         rhs_dilation=None, dimension_numbers=None, feature_group_count=1,
+                         batch_group_count=1, precision=None, preferred_element_type=None):
+    """The general convolution of XLA and ``jax.lax.conv_general_dilated``."""
+    lhs, rhs = asarray_operand(lhs), asarray_operand(rhs)
+    la, ra = core.get_aval(lhs), core.get_aval(rhs)
+    if la.dtype != ra.dtype:
+        fail(f"conv_general_dilated: lhs and rhs must have the same dtype, got {la.dtype} "
+             f"and {ra.dtype}")
+    if batch_group_count != 1:
+        fail("conv_general_dilated: batch_group_count > 1 is not supported", NotImplementedError)
+    dn = conv_dimension_numbers(la.shape, ra.shape, dimension_numbers)
+    nsp = la.ndim - 2
+    lhs = sh.transpose(lhs, dn.lhs_spec)  # N, C, spatial...
+    rhs = sh.transpose(rhs, dn.rhs_spec)  # O, I, spatial...
+    n, c, *in_sp = core.get_aval(lhs).shape
+    o, i, *k_sp = core.get_aval(rhs).shape
+    g = int(feature_group_count)
+    if g < 1 or c % g or o % g or c // g != i:
+        fail(f"conv_general_dilated: {c} input features in {g} groups need a kernel of "
+             f"{c // max(g, 1)} input features and output features divisible by {g}; the "
+             f"kernel has {i} and {o}", ValueError)
+    name = "conv_general_dilated"
+    strides = _ints(name, "window_strides", window_strides, nsp)
+    lhs_dil = _ints(name, "lhs_dilation", lhs_dilation, nsp)
+    rhs_dil = _ints(name, "rhs_dilation", rhs_dilation, nsp)
+    dilated_k = [(k - 1) * r + 1 for k, r in zip(k_sp, rhs_dil)]
+    pads = _pads(name, padding, in_sp, dilated_k, strides)
+    zero = asarray_operand(0, la.dtype)
+    lhs = sh.pad(lhs, zero, [(0, 0, 0)] * 2 + [(lo, hi, d - 1) for (lo, hi), d in
+                                               zip(pads, lhs_dil)])
+    # Channels last; the patches [N * out..., K * C] (taps outer, features inner) read by
+    # one gather whose indices are computed in its kernel from iotas, so that they land in
+    # memory as the matrix one row-major GEMM reads (slices and a concatenation would write
+    # them through a select among the K taps per element).
+    lhs = sh.transpose(lhs, (0,) + tuple(range(2, 2 + nsp)) + (1,))
+    padded = core.get_aval(lhs).shape[1:1 + nsp]
+    out_sp = tuple((p - (kk - 1) * r - 1) // s + 1 for p, kk, s, r in
+                   zip(padded, k_sp, strides, rhs_dil))
+    if any(v <= 0 for v in out_sp):
+        fail(f"{name}: the kernel {tuple(k_sp)} (dilated by {rhs_dil}) does not fit the padded "
+             f"input of spatial shape {tuple(padded)}", ValueError)
+    k = math.prod(k_sp)
+    rows = n * math.prod(out_sp)
+    patches = _patches(lhs, out_sp, k_sp, strides, rhs_dil)
+    kernel = sh.reshape(sh.transpose(rhs, tuple(range(2, 2 + nsp)) + (1, 0)), (k, i, o))
+    if g == 1:
+        out = red.dot_general(patches, sh.reshape(kernel, (k * i, o)), (((1,), (0,)), ((), ())))
+    else:  # each group: its features of every tap against its kernel, as a reduction
+        p = sh.reshape(patches, (rows, k, g, c // g, 1))
+        w = sh.transpose(sh.reshape(kernel, (k, i, g, o // g)), (0, 2, 1, 3))
+        w = sh.broadcast_in_dim(w, (rows, k, g, i, o // g), (1, 2, 3, 4))
+        prod = ew.mul(sh.broadcast_in_dim(p, (rows, k, g, i, o // g), (0, 1, 2, 3, 4)), w)
+        out = red.reduce_sum(prod, (1, 3))
+    out = sh.reshape(out, (n,) + out_sp + (o,))
+    if preferred_element_type is not None:
+        out = ew.convert_element_type(out, dt.canonicalize(preferred_element_type))
+    # [N, out..., O] to the output's layout (out_spec lists N, O, spatial... positions).
+    canonical_of = [0, 1 + nsp] + list(range(1, 1 + nsp))
+    perm = [0] * (nsp + 2)
+    for k_, dim in enumerate(dn.out_spec):
+        perm[dim] = canonical_of[k_]
+    return sh.transpose(out, tuple(perm))
+
+
+def _patches(x, out_sp, k_sp, strides, dilation):
+    """[N * out..., K * C] windows of the channels-last ``x`` [N, spatial..., C]: row (n,
+    o...), column (tap..., c) holds x[n, o * stride + tap * dilation..., c]."""
+    from fusionjit._src.numpy import gather as gather_mod
+    shape = core.get_aval(x).shape
+    n, sp, c = shape[0], shape[1:-1], shape[-1]
+    rows, cols = n * math.prod(out_sp), math.prod(k_sp) * c
+    i32 = np.dtype(np.int32)
+    r = sh.broadcasted_iota(i32, (rows, cols), 0)
+    j = sh.broadcasted_iota(i32, (rows, cols), 1)
+    const = lambda v: asarray_operand(int(v), i32)  # noqa: E731
+    # Row-major digits of r (n, o...) and of j (tap..., c).
+    index = ew.rem(j, const(c))
+    j = ew.div(j, const(c))
+    taps = []
+    for kk in reversed(k_sp):
+        taps.append(ew.rem(j, const(kk)))
+        j = ew.div(j, const(kk))
+    taps.reverse()
+    outs = []
+    for o in reversed(out_sp):
+        outs.append(ew.rem(r, const(o)))
+        r = ew.div(r, const(o))
+    outs.reverse()
+    flat = r  # n
+    for d, size in enumerate(sp):
+        pos = ew.add(ew.mul(outs[d], const(strides[d])), ew.mul(taps[d], const(dilation[d])))
+        flat = ew.add(ew.mul(flat, const(size)), pos)
+    flat = ew.add(ew.mul(flat, const(c)), index)
+    source = sh.reshape(x, (math.prod(shape),))
+    return gather_mod.take(source, flat, mode="promise_in_bounds")
+
+
+def conv(lhs, rhs, window_strides, padding, precision=None, preferred_element_type=None):
+    """conv_general_dilated without dilation, in NCHW / OIHW layout."""
+    return conv_general_dilated(lhs, rhs, window_strides, padding, precision=precision,
+                                preferred_element_type=preferred_element_type)
+
+
+def conv_with_general_padding(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation,
+                              precision=None, preferred_element_type=None):
+    """conv_general_dilated in NCHW / OIHW layout."""
+    return conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation,
+                                precision=precision, preferred_element_type=preferred_element_type)
+
+
+# --- windowed reductions ----------------------------------------------------------------------
+
+def _combiner(computation):
+    """The elementwise op of a reduce_window computation: lax.add/max/min/mul, or a function
+    that computes one of them (recognised by its result on two probes)."""
+    known = {ew.add: ew.add, ew.max: ew.max, ew.min: ew.min, ew.mul: ew.mul,
+             operator.add: ew.add, operator.mul: ew.mul}
+    if computation in known:
+        return known[computation]
+    try:
+        probes = [(2.0, 3.0), (-1.0, 5.0)]
+        got = [float(np.asarray(computation(np.float32(a), np.float32(b)))) for a, b in probes]
+    except Exception:  # noqa: BLE001 - a computation we cannot run eagerly
+        got = None
+    for fn, want in ((ew.add, [5.0, 4.0]), (ew.max, [3.0, 5.0]), (ew.min, [2.0, -1.0]),
+                     (ew.mul, [6.0, -5.0])):
+        if got == want:
+            return fn
+    fail("reduce_window: the computation must be lax.add, lax.max, lax.min or lax.mul",
+         NotImplementedError)
+
+
+def reduce_window(operand, init_value, computation, window_dimensions: Sequence[int],
+                  window_strides: Sequence[int], padding, base_dilation=None,
+                  window_dilation=None):
+    """Reduces each window of ``operand`` with ``computation`` (add, max, min or mul),
+    starting from ``init_value``, which also fills the padding, as XLA's ReduceWindow."""
+    if isinstance(operand, (tuple, list)):
+        fail("reduce_window: only single-operand reductions are supported", NotImplementedError)
+    x = asarray_operand(operand)
+    a = core.get_aval(x)
+    init = asarray_operand(init_value, a.dtype)
+    name = "reduce_window"
+    window = _ints(name, "window_dimensions", window_dimensions, a.ndim)
+    strides = _ints(name, "window_strides", window_strides, a.ndim)
+    base = _ints(name, "base_dilation", base_dilation, a.ndim)
+    wdil = _ints(name, "window_dilation", window_dilation, a.ndim)
+    dilated_w = [(w - 1) * r + 1 for w, r in zip(window, wdil)]
+    dilated_in = [(s - 1) * b + 1 for s, b in zip(a.shape, base)]
+    pads = _pads(name, padding, dilated_in, dilated_w, strides)
+    x = sh.pad(x, init, [(lo, hi, b - 1) for (lo, hi), b in zip(pads, base)])
+    combine = _combiner(computation)
+    taps, _ = _taps(x, window, strides, wdil, range(a.ndim))
+    # Pairwise, as a balanced tree; the init value joins once (XLA's identity for its ops).
+    while len(taps) > 1:
+        taps = [combine(taps[j], taps[j + 1]) for j in range(0, len(taps) - 1, 2)] + \
+            taps[len(taps) - len(taps) % 2:]
+    return combine(taps[0], sh.broadcast_in_dim(init, core.get_aval(taps[0]).shape, ()))
+
+
+def _window_op(fn, init_of):
+    def op(operand, window_dimensions, window_strides, padding, base_dilation=None,
+           window_dilation=None):
+        d = core.get_aval(asarray_operand(operand)).dtype
+        return reduce_window(operand, init_of(d), fn, window_dimensions, window_strides,
+                             padding, base_dilation, window_dilation)
+    return op
+
+
+reduce_window_max = _window_op(ew.max, dt.lowest)
+reduce_window_min = _window_op(ew.min, dt.highest)
+reduce_window_sum = _window_op(ew.add, lambda d: 0)

@@ -1,0 +1,169 @@
+"""lax.conv_general_dilated and lax.reduce_window (lax/convolution.py) against a direct
+NumPy evaluation of their definitions, against JAX where installed, in every layout, with
+padding, strides, dilations and feature groups; a Nature-DQN CNN policy under jit; errors."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+import fusionjit
+import fusionjit.numpy as fnp
+from fusionjit import lax
+from conftest import requires_jax
+
+
+def conv_reference(x, w, strides, pads, lhs_dil, rhs_dil, groups):
+    """NCHW x OIHW, by the definition: dilate, pad, then every output is a window sum."""
+    n, c, *sp = x.shape
+    o, i, *ks = w.shape
+    dil_shape = [(s - 1) * d + 1 for s, d in zip(sp, lhs_dil)]
+    xd = np.zeros((n, c, *dil_shape), np.float64)
+    xd[(slice(None), slice(None)) + tuple(slice(None, None, d) for d in lhs_dil)] = x
+    padded = np.zeros((n, c, *[s + lo + hi for s, (lo, hi) in zip(dil_shape, pads)]))
+    src = tuple(slice(max(-lo, 0), s - max(-hi, 0)) for s, (lo, hi) in zip(dil_shape, pads))
+    dst = tuple(slice(max(lo, 0), max(lo, 0) + (sl.stop - sl.start))
+                for sl, (lo, _) in zip(src, pads))
+    padded[(slice(None), slice(None)) + dst] = xd[(slice(None), slice(None)) + src]
+    out_sp = [(p - (k - 1) * r - 1) // s + 1 for p, k, s, r in
+              zip(padded.shape[2:], ks, strides, rhs_dil)]
+    out = np.zeros((n, o, *out_sp))
+    og = o // groups
+    for pos in itertools.product(*[range(v) for v in out_sp]):
+        for tap in itertools.product(*[range(k) for k in ks]):
+            at = tuple(p * s + t * r for p, s, t, r in zip(pos, strides, tap, rhs_dil))
+            xs = padded[(slice(None), slice(None)) + at]  # n, c
+            for g in range(groups):
+                out[(slice(None), slice(g * og, (g + 1) * og)) + pos] += \
+                    xs[:, g * i:(g + 1) * i] @ w[(slice(g * og, (g + 1) * og), slice(None)) + tap].T
+    return out
+
+
+CASES = [  # x shape (NCHW), w shape (OIHW), strides, padding, lhs_dil, rhs_dil, groups
+    ((2, 3, 9, 8), (4, 3, 3, 2), (1, 1), [(0, 0), (0, 0)], None, None, 1),
+    ((2, 3, 9, 8), (4, 3, 3, 2), (2, 3), [(1, 2), (0, -1)], (1, 2), (2, 1), 1),
+    ((1, 6, 7, 7), (6, 2, 3, 3), (1, 1), [(1, 1), (1, 1)], None, None, 3),
+    ((1, 4, 6, 5), (8, 1, 3, 3), (2, 2), [(1, 0), (2, 1)], None, (1, 2), 4),
+    ((2, 3, 10), (5, 3, 3), (1,), [(2, 2)], None, (2,), 1),
+    ((1, 2, 4, 5, 6), (3, 2, 2, 3, 2), (1, 2, 1), [(0, 0), (1, 1), (0, 0)], (2, 1, 1), None, 1)]
+
+
+@pytest.mark.parametrize("xs,ws,strides,pads,lhs_dil,rhs_dil,groups", CASES)
+def test_conv_matches_its_definition(xs, ws, strides, pads, lhs_dil, rhs_dil, groups):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=xs).astype(np.float32)
+    w = rng.normal(size=ws).astype(np.float32)
+    nsp = len(xs) - 2
+    got = lax.conv_general_dilated(x, w, strides, pads, lhs_dil, rhs_dil,
+                                   feature_group_count=groups)
+    want = conv_reference(x, w, strides, pads, lhs_dil or (1,) * nsp, rhs_dil or (1,) * nsp,
+                          groups)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
+
+
+def test_layouts_and_same_padding():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(2, 3, 9, 8)).astype(np.float32)
+    w = rng.normal(size=(4, 3, 3, 2)).astype(np.float32)
+    want = np.asarray(lax.conv_general_dilated(x, w, (2, 1), "SAME"))
+    # SAME: out = ceil(in / stride), the extra padding at the end.
+    assert want.shape == (2, 4, 5, 8)
+    np.testing.assert_allclose(want, conv_reference(x, w, (2, 1), [(1, 1), (0, 1)], (1, 1),
+                                                    (1, 1), 1), rtol=1e-5, atol=1e-5)
+    got = lax.conv_general_dilated(x.transpose(0, 2, 3, 1), w.transpose(2, 3, 1, 0), (2, 1),
+                                   "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    np.testing.assert_allclose(np.asarray(got), want.transpose(0, 2, 3, 1), rtol=1e-6)
+    got = lax.conv_general_dilated(x, w, (2, 1), "SAME",
+                                   dimension_numbers=("NCHW", "OIHW", "NHWC"))
+    np.testing.assert_allclose(np.asarray(got), want.transpose(0, 2, 3, 1), rtol=1e-6)
+    dn = lax.conv_dimension_numbers(x.shape, w.shape, ("NCHW", "OIHW", "NCHW"))
+    np.testing.assert_allclose(np.asarray(lax.conv_general_dilated(x, w, (2, 1), "SAME",
+                                                                   dimension_numbers=dn)), want)
+    np.testing.assert_allclose(np.asarray(lax.conv(x, w, (2, 1), "SAME")), want)
+    assert lax.padtype_to_pads((9, 8), (3, 2), (2, 1), "SAME") == [(1, 1), (0, 1)]
+    assert lax.padtype_to_pads((9, 8), (3, 2), (2, 1), "SAME_LOWER") == [(1, 1), (1, 0)]
+
+
+def test_reduce_window_pools():
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(2, 8, 7, 3)).astype(np.float32)
+    got = np.asarray(lax.reduce_window(x, -np.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID"))
+    want = x[:, :8, :6].reshape(2, 4, 2, 3, 2, 3).max(axis=(2, 4))
+    np.testing.assert_array_equal(got, want)
+    # SAME max-pooling pads with -inf; a sum over 3x3 windows with zero padding.
+    got = np.asarray(lax.reduce_window(x, 0.0, lax.add, (1, 3, 3, 1), (1, 1, 1, 1), "SAME"))
+    p = np.pad(x.astype(np.float64), ((0, 0), (1, 1), (1, 1), (0, 0)))
+    want = sum(p[:, i:i + 8, j:j + 7] for i in range(3) for j in range(3))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    got = np.asarray(lax.reduce_window(x, np.inf, lambda a, b: fnp.minimum(a, b), (1, 1, 7, 1),
+                                       (1, 1, 1, 1), "VALID"))
+    np.testing.assert_array_equal(got[:, :, 0], x.min(axis=2))
+    i = np.arange(12, dtype=np.int32).reshape(3, 4)
+    got = lax.reduce_window(i, 0, lax.add, (2, 2), (1, 1), "VALID", window_dilation=(2, 1))
+    np.testing.assert_array_equal(np.asarray(got), i[:1, :3] + i[:1, 1:] + i[2:, :3] + i[2:, 1:])
+
+
+def test_a_dqn_policy_under_jit():
+    rng = np.random.default_rng(3)
+    obs = rng.uniform(size=(4, 36, 36, 4)).astype(np.float32)
+    w1 = rng.normal(0, 0.1, (8, 8, 4, 16)).astype(np.float32)
+    w2 = rng.normal(0, 0.1, (4, 4, 16, 32)).astype(np.float32)
+    wf = rng.normal(0, 0.1, (3 * 3 * 32, 6)).astype(np.float32)
+    dn = ("NHWC", "HWIO", "NHWC")
+
+    @fusionjit.jit
+    def q_values(obs):
+        h = fnp.maximum(lax.conv_general_dilated(obs, w1, (4, 4), "VALID", dimension_numbers=dn), 0)
+        h = fnp.maximum(lax.conv_general_dilated(h, w2, (2, 2), "VALID", dimension_numbers=dn), 0)
+        return h.reshape(h.shape[0], -1) @ wf
+
+    def reference(obs):
+        h = np.maximum(conv_reference(obs.transpose(0, 3, 1, 2), w1.transpose(3, 2, 0, 1),
+                                      (4, 4), [(0, 0)] * 2, (1, 1), (1, 1), 1), 0)
+        h = np.maximum(conv_reference(h, w2.transpose(3, 2, 0, 1), (2, 2), [(0, 0)] * 2,
+                                      (1, 1), (1, 1), 1), 0)
+        return h.transpose(0, 2, 3, 1).reshape(4, -1) @ wf
+    np.testing.assert_allclose(np.asarray(q_values(obs)), reference(obs), rtol=1e-4, atol=1e-4)
+
+
+def test_errors_name_the_line():
+    x = np.ones((1, 4, 5, 5), np.float32)
+    with pytest.raises(ValueError, match=r"test_conv.py:\d+.*groups"):
+        lax.conv_general_dilated(x, np.ones((3, 2, 3, 3), np.float32), (1, 1), "VALID",
+                                 feature_group_count=2)
+    with pytest.raises(ValueError, match="Unknown padding"):
+        lax.conv_general_dilated(x, np.ones((2, 4, 3, 3), np.float32), (1, 1), "FULL")
+    with pytest.raises(ValueError, match="does not fit"):
+        lax.conv_general_dilated(x, np.ones((2, 4, 7, 7), np.float32), (1, 1), "VALID")
+    with pytest.raises(TypeError, match="same dtype"):
+        lax.conv_general_dilated(x, np.ones((2, 4, 3, 3), np.int32), (1, 1), "VALID")
+    with pytest.raises(ValueError, match="do not match"):
+        lax.conv_general_dilated(x, np.ones((2, 4, 3, 3), np.float32), (1, 1), "VALID",
+                                 dimension_numbers=("NCHW", "OIHW", "NCXW"))
+    with pytest.raises(NotImplementedError, match="batch_group_count"):
+        lax.conv_general_dilated(x, np.ones((2, 4, 3, 3), np.float32), (1, 1), "VALID",
+                                 batch_group_count=2)
+    with pytest.raises(NotImplementedError, match="computation"):
+        lax.reduce_window(x, 0.0, lambda a, b: a - b, (1, 1, 2, 2), (1, 1, 1, 1), "VALID")
+
+
+@requires_jax
+def test_agrees_with_jax():
+    import jax
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(2, 12, 11, 6)).astype(np.float32)
+    for w_shape, kw in [((3, 3, 6, 8), dict(window_strides=(2, 1), padding="SAME")),
+                        ((3, 3, 2, 6), dict(window_strides=(1, 1), padding="SAME",
+                                            feature_group_count=3)),
+                        ((2, 3, 6, 4), dict(window_strides=(1, 2), padding=[(1, 0), (2, 2)],
+                                            lhs_dilation=(2, 1), rhs_dilation=(1, 2)))]:
+        w = rng.normal(size=w_shape).astype(np.float32)
+        kw["dimension_numbers"] = ("NHWC", "HWIO", "NHWC")
+        np.testing.assert_allclose(np.asarray(lax.conv_general_dilated(x, w, **kw)),
+                                   np.asarray(jax.lax.conv_general_dilated(x, w, **kw)),
+                                   rtol=1e-5, atol=1e-5)
+    for init, op, jop in [(-np.inf, lax.max, jax.lax.max), (0.0, lax.add, jax.lax.add)]:
+        args = ((1, 3, 3, 1), (1, 2, 2, 1), "SAME")
+        np.testing.assert_allclose(np.asarray(lax.reduce_window(x, init, op, *args)),
+                                   np.asarray(jax.lax.reduce_window(x, init, jop, *args)),
+                                   rtol=1e-6, atol=1e-6)
