@@ -32,7 +32,7 @@ if [ "${FJ_NO_GPU_EMULATION:-0}" != 1 ]; then
     $PY -m pytest -q -n 2 -p no:cacheprovider -m "not slow" \
     -k "not bit_exact_with_jax_live and not depend_on_the_thread_count" \
     test_ops.py test_loops.py test_whole_loop.py test_multi_output.py test_random.py \
-    test_small_dtypes.py test_gather.py test_special.py)
+    test_small_dtypes.py test_gather.py test_special.py test_conv.py)
 fi
 if [ "${FJ_NO_SANITIZE:-0}" != 1 ]; then
   echo "test: sanitizers"

@@ -28,12 +28,14 @@ CASES = [("truncated_normal", (-1.5, 2.0, (500,))),
 LEGACY = {"truncated_normal", "gamma", "beta", "geometric"}
 
 
+PARAMS = [pytest.param(name, args, mode, id=f"{name}{i}-{mode}")
+          for i, (name, args) in enumerate(CASES) for mode in (True, False)
+          if mode or name in LEGACY]
+
+
 @requires_jax
-@pytest.mark.parametrize("partitionable", [True, False])
-@pytest.mark.parametrize("name,args", CASES, ids=[f"{c[0]}{i}" for i, c in enumerate(CASES)])
+@pytest.mark.parametrize("name,args,partitionable", PARAMS)
 def test_same_draws_as_jax(name, args, partitionable):
-    if not partitionable and name not in LEGACY:
-        pytest.skip("the legacy key schedule is checked on a few distributions")
     import jax
     jax.config.update("jax_threefry_partitionable", partitionable)
     fusionjit.config.update("fusionjit_threefry_partitionable", partitionable)
