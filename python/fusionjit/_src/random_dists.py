@@ -11,7 +11,7 @@ import numpy as np
 from fusionjit._src import dtypes as dt
 from fusionjit._src import special
 from fusionjit._src.lax import lax
-from fusionjit._src.numpy import linalg, math_ufuncs, shapes, ufuncs
+from fusionjit._src.numpy import linalg, math_ufuncs, reductions, shapes, ufuncs
 from fusionjit._src.numpy.util import aval, fail, shape_arg, to_array
 from fusionjit._src.random import (_float_dtype, _is_value, exponential, normal, rademacher,
                                    split, uniform)
@@ -176,7 +176,6 @@ def _gamma_lanes(keys, alpha, log_space: bool):
     each lane's loops stepping only while that lane has not accepted (as JAX's batched
     while loop does)."""
     from fusionjit._src.lax.control_flow import while_loop
-    from fusionjit._src.numpy import reductions
     d = aval(alpha).dtype
     n = aval(alpha).shape
     zero, one = lax.full(n, 0.0, d), lax.full(n, 1.0, d)
@@ -343,3 +342,32 @@ def orthogonal(key, n: int, shape=(), dtype=None, m: int | None = None):
     signs = ufuncs.sign(linalg.diagonal(r))
     x = ufuncs.multiply(q, shapes.expand_dims(signs, -2))
     return shapes.swapaxes(x, -1, -2) if n < m else x
+
+
+def multivariate_normal(key, mean, cov, shape=None, dtype=None, method: str = "cholesky"):
+    """Normal vectors of mean ``mean`` (..., n) and covariance ``cov`` (..., n, n):
+    mean + L z for the Cholesky factor L (the default and only ``method``), as JAX."""
+    from fusionjit._src.numpy import decompositions
+    if method != "cholesky":
+        fail(f"multivariate_normal(): method {method!r} is not supported (only 'cholesky')",
+             NotImplementedError)
+    d = _float_dtype("multivariate_normal", dtype)
+    mean, cov = _param(mean, d), _param(cov, d)
+    m_shape, c_shape = aval(mean).shape, aval(cov).shape
+    if len(m_shape) < 1:
+        fail(f"multivariate_normal requires mean.ndim >= 1, got mean.ndim == {len(m_shape)}",
+             ValueError)
+    if len(c_shape) < 2:
+        fail(f"multivariate_normal requires cov.ndim >= 2, got cov.ndim == {len(c_shape)}",
+             ValueError)
+    n = m_shape[-1]
+    if c_shape[-2:] != (n, n):
+        fail(f"multivariate_normal requires cov.shape == (..., n, n) for n={n}, but got "
+             f"cov.shape == {c_shape}.", ValueError)
+    shape = _shape("multivariate_normal", shape, np.zeros(m_shape[:-1]), np.zeros(c_shape[:-2]))
+    factor = decompositions.cholesky(cov)
+    z = normal(key, shape + (n,), d)
+    # einsum('...ij,...j->...i'): a product and a sum over j, broadcast over the batch.
+    lz = reductions.sum(ufuncs.multiply(factor, shapes.expand_dims(z, -2)), axis=-1)
+    return ufuncs.add(mean, lz)
+

@@ -220,3 +220,24 @@ class _Uniform:
 
 norm, beta, gamma_dist, uniform = _Norm(), _Beta(), _Gamma(), _Uniform()
 
+
+
+# --- scipy.linalg -----------------------------------------------------------------------------
+
+def cholesky(a, lower: bool = False, overwrite_a: bool = False, check_finite: bool = True):
+    """The Cholesky factor, upper by default (SciPy's convention)."""
+    from fusionjit._src.numpy import decompositions
+    return decompositions.cholesky(a, upper=not lower)
+
+
+def cho_factor(a, lower: bool = False, overwrite_a: bool = False, check_finite: bool = True):
+    """(factor, lower), for cho_solve."""
+    return cholesky(a, lower=lower), lower
+
+
+def cho_solve(c_and_lower, b, overwrite_b: bool = False, check_finite: bool = True):
+    """x with a x = b, from a's Cholesky factor (``cho_factor``'s result)."""
+    from fusionjit._src.numpy import decompositions
+    c, lower = c_and_lower
+    y = decompositions.solve_triangular(c, b, trans=0 if lower else 1, lower=lower)
+    return decompositions.solve_triangular(c, y, trans=1 if lower else 0, lower=lower)

@@ -1,8 +1,10 @@
 """fusionjit.numpy.linalg: the array-API linear algebra functions built from dot and
-elementwise work, and ``qr`` (as ``jax.numpy.linalg``; no other decompositions or solvers
-yet)."""
+elementwise work, and ``qr``, ``cholesky``, ``solve``, ``inv``, ``det``, ``slogdet``
+(written with fusionjit's own loops: decompositions.py), as ``jax.numpy.linalg``; no
+``svd``, ``eigh`` or ``eig`` yet."""
 
-from fusionjit._src.numpy.decompositions import qr  # noqa: F401
+from fusionjit._src.numpy.decompositions import (  # noqa: F401
+    cholesky, det, inv, qr, slogdet, solve)
 from fusionjit._src.numpy.linalg import (  # noqa: F401
     cross, diagonal, matmul, matrix_norm, matrix_transpose, norm, outer, tensordot, trace,
     vecdot, vector_norm)

@@ -1,3 +1,3 @@
 """fusionjit.scipy: ``jax.scipy.special`` and some of ``jax.scipy.stats``."""
 
-from fusionjit.scipy import special, stats  # noqa: F401
+from fusionjit.scipy import linalg, special, stats  # noqa: F401

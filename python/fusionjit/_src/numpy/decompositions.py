@@ -12,7 +12,7 @@ import numpy as np
 from fusionjit._src import dtypes as dt
 from fusionjit._src.lax import lax
 from fusionjit._src.lax.control_flow import fori_loop
-from fusionjit._src.numpy import reductions, shapes, ufuncs
+from fusionjit._src.numpy import gather, reductions, shapes, ufuncs
 from fusionjit._src.numpy.util import aval, check_arraylike, fail, promote_dtypes_inexact, to_array
 
 
@@ -76,3 +76,200 @@ def qr(a, mode: str = "reduced"):
     if mode == "r":
         return r
     return QRResult(lax.slice_in_dim(q, 0, k, axis=len(shape) - 1), r)
+
+
+# --- Cholesky, LU and the solvers built on them -----------------------------------------------
+
+def _square(name: str, a):
+    check_arraylike(name, a)
+    (a,) = promote_dtypes_inexact(to_array(a))
+    shape = aval(a).shape
+    if len(shape) < 2 or shape[-1] != shape[-2]:
+        fail(f"{name}() needs square matrices (..., n, n), got shape {shape}", ValueError)
+    if not dt.is_float(aval(a).dtype):
+        fail(f"{name}() supports float arrays, got {aval(a).dtype}")
+    return a
+
+
+def _iotas(n: int):
+    i32 = np.dtype(np.int32)
+    return lax.broadcasted_iota(i32, (n, 1), 0), lax.broadcasted_iota(i32, (1, n), 1)
+
+
+def _row(m, rows, i):
+    """Row ``i`` of the matrices ``m`` (..., n, k) as (..., 1, k); ``i`` a scalar or a
+    (..., 1, 1) array of indices."""
+    zero = to_array(0, aval(m).dtype, False)
+    return reductions.sum(ufuncs.where(ufuncs.equal(rows, i), m, zero), axis=-2, keepdims=True)
+
+
+def _col(m, cols, j):
+    zero = to_array(0, aval(m).dtype, False)
+    return reductions.sum(ufuncs.where(ufuncs.equal(cols, j), m, zero), axis=-1, keepdims=True)
+
+
+def _swap_rows(m, rows, k, p):
+    """m with rows k and p exchanged (p a (..., 1, 1) array of indices)."""
+    row_k, row_p = _row(m, rows, k), _row(m, rows, p)
+    return ufuncs.where(ufuncs.equal(rows, k), row_p,
+                        ufuncs.where(ufuncs.equal(rows, p), row_k, m))
+
+
+def _cholesky_lower(a):
+    """L with L L^T = a, column by column (nan where a is not positive definite)."""
+    n = aval(a).shape[-1]
+    rows, cols = _iotas(n)
+
+    def column(j, low):
+        s = reductions.sum(ufuncs.multiply(low, _row(low, rows, j)), axis=-1, keepdims=True)
+        c = ufuncs.subtract(_col(a, cols, j), s)
+        d = ufuncs.sqrt(_row(c, rows, j))
+        new = ufuncs.where(ufuncs.greater(rows, j), ufuncs.divide(c, d),
+                           ufuncs.where(ufuncs.equal(rows, j), d, 0.0))
+        return ufuncs.where(ufuncs.equal(cols, j), new, low)
+
+    return fori_loop(0, n, column, ufuncs.multiply(a, 0.0))
+
+
+def cholesky(a, *, upper: bool = False, symmetrize_input: bool = True):
+    """The Cholesky factor of symmetric positive-definite matrices (lower, or upper with
+    ``upper=True``; nan where not positive definite), as ``jax.numpy.linalg.cholesky``."""
+    a = _square("cholesky", a)
+    if symmetrize_input:
+        a = ufuncs.multiply(ufuncs.add(a, shapes.swapaxes(a, -1, -2)), 0.5)
+    low = _cholesky_lower(a)
+    # Not positive definite: nan below and on the diagonal, as JAX (LAPACK's potrf fails).
+    rows, cols = _iotas(aval(a).shape[-1])
+    failed = reductions.any(ufuncs.isnan(_diagonal(low)), axis=-1, keepdims=True)
+    failed = shapes.expand_dims(failed, -1)
+    low = ufuncs.where(failed, ufuncs.where(ufuncs.greater_equal(rows, cols), np.nan, 0.0), low)
+    return shapes.swapaxes(low, -1, -2) if upper else low
+
+
+def _triangular(m, b, lower: bool, unit_diagonal: bool = False):
+    """x with m x = b for triangular m (..., n, n) and b (..., n, k), row by row."""
+    n = aval(m).shape[-1]
+    rows, cols = _iotas(n)
+
+    def row(step, x):
+        i = step if lower else n - 1 - step
+        m_i = _row(m, rows, i)  # (..., 1, n)
+        known = ufuncs.less(cols, i) if lower else ufuncs.greater(cols, i)
+        coef = shapes.swapaxes(ufuncs.where(known, m_i, 0.0), -1, -2)  # (..., n, 1)
+        s = reductions.sum(ufuncs.multiply(coef, x), axis=-2, keepdims=True)
+        x_i = ufuncs.subtract(_row(b, rows, i), s)
+        if not unit_diagonal:
+            x_i = ufuncs.divide(x_i, _col(m_i, cols, i))
+        return ufuncs.where(ufuncs.equal(rows, i), x_i, x)
+
+    return fori_loop(0, n, row, ufuncs.multiply(b, 0.0))
+
+
+def _lu(a):
+    """(lu, permutation (..., n) int32, sign of the permutation) by Gaussian elimination
+    with partial pivoting (the first largest |pivot|, as LAPACK's getrf)."""
+    shape = aval(a).shape
+    n = shape[-1]
+    rows, cols = _iotas(n)
+    i32 = np.dtype(np.int32)
+    perm0 = shapes.broadcast_to(lax.broadcasted_iota(i32, (n, 1), 0), shape[:-2] + (n, 1))
+    sign0 = lax.full(shape[:-2] + (1, 1), 1.0, aval(a).dtype)
+
+    def step(k, carry):
+        m, perm, sign = carry
+        c = _col(m, cols, k)  # (..., n, 1)
+        cand = ufuncs.where(ufuncs.greater_equal(rows, k), ufuncs.abs(c), -1.0)
+        p = lax.convert_element_type(reductions.argmax(cand, axis=-2, keepdims=True), i32)
+        m, perm = _swap_rows(m, rows, k, p), _swap_rows(perm, rows, k, p)
+        sign = ufuncs.where(ufuncs.equal(p, k), sign, ufuncs.negative(sign))
+        row_k = _row(m, rows, k)
+        pivot = _col(row_k, cols, k)
+        # A zero pivot (a singular matrix) leaves its zero column as it is, as getrf does.
+        safe = ufuncs.where(ufuncs.equal(pivot, 0.0), 1.0, pivot)
+        low = ufuncs.where(ufuncs.greater(rows, k), ufuncs.divide(_col(m, cols, k), safe), 0.0)
+        update = ufuncs.multiply(low, ufuncs.where(ufuncs.greater(cols, k), row_k, 0.0))
+        m = ufuncs.subtract(m, update)
+        m = ufuncs.where(ufuncs.logical_and(ufuncs.greater(rows, k), ufuncs.equal(cols, k)), low, m)
+        return m, perm, sign
+
+    lu, perm, sign = fori_loop(0, n, step, (a, perm0, sign0))
+    return lu, lax.reshape(perm, shape[:-1]), lax.reshape(sign, shape[:-2])
+
+
+def _diagonal(m):
+    n = aval(m).shape[-1]
+    rows, cols = _iotas(n)
+    return reductions.sum(ufuncs.where(ufuncs.equal(rows, cols), m, 0.0), axis=-1)
+
+
+def det(a):
+    """The determinant, from the LU decomposition with partial pivoting."""
+    a = _square("det", a)
+    lu, _, sign = _lu(a)
+    return ufuncs.multiply(sign, reductions.prod(_diagonal(lu), axis=-1))
+
+
+class SlogdetResult(NamedTuple):
+    sign: Any
+    logabsdet: Any
+
+
+def slogdet(a):
+    """(sign, log|det|) of the determinant, without overflow."""
+    a = _square("slogdet", a)
+    lu, _, sign = _lu(a)
+    d = _diagonal(lu)
+    sign = ufuncs.multiply(sign, reductions.prod(ufuncs.sign(d), axis=-1))
+    return SlogdetResult(sign, reductions.sum(ufuncs.log(ufuncs.abs(d)), axis=-1))
+
+
+def solve(a, b):
+    """x with a x = b, by LU with partial pivoting; ``b`` (..., n) is a vector only when it
+    is 1-D, else (..., n, k) (NumPy 2's and JAX's rule)."""
+    a = _square("solve", a)
+    check_arraylike("solve", b)
+    a, b = promote_dtypes_inexact(a, to_array(b))
+    n = aval(a).shape[-1]
+    vector = aval(b).ndim == 1
+    if (aval(b).shape[0] if vector else aval(b).shape[-2]) != n:
+        fail(f"solve(): b's shape {aval(b).shape} does not match a's {aval(a).shape}", ValueError)
+    if vector:
+        b = lax.reshape(b, (n, 1))
+    batch = tuple(np.broadcast_shapes(aval(a).shape[:-2], aval(b).shape[:-2]))
+    a = shapes.broadcast_to(a, batch + (n, n))
+    b = shapes.broadcast_to(b, batch + aval(b).shape[-2:])
+    lu, perm, _ = _lu(a)
+    k = aval(b).shape[-1]
+    index = shapes.broadcast_to(shapes.expand_dims(perm, -1), batch + (n, k))
+    y = _triangular(lu, gather.take_along_axis(b, index, axis=-2), lower=True,
+                    unit_diagonal=True)
+    x = _triangular(lu, y, lower=False)
+    return lax.reshape(x, (n,)) if vector else x
+
+
+def inv(a):
+    """The inverse, as solve(a, I)."""
+    a = _square("inv", a)
+    n = aval(a).shape[-1]
+    rows, cols = _iotas(n)
+    eye = shapes.broadcast_to(lax.convert_element_type(ufuncs.equal(rows, cols), aval(a).dtype),
+                              aval(a).shape)
+    return solve(a, eye)
+
+
+def solve_triangular(a, b, trans=0, lower: bool = False, unit_diagonal: bool = False,
+                     overwrite_b: bool = False, debug=None, check_finite: bool = True):
+    """x with a x = b (``trans`` 0), a^T x = b (1 or "T") for triangular ``a``, as
+    ``jax.scipy.linalg.solve_triangular`` (b (..., n) or (..., n, k))."""
+    a = _square("solve_triangular", a)
+    a, b = promote_dtypes_inexact(a, to_array(b))
+    if trans in (1, "T", 2, "C"):
+        a, lower = shapes.swapaxes(a, -1, -2), not lower
+    elif trans not in (0, "N"):
+        fail(f"solve_triangular(): trans must be 0, 1, 2, 'N', 'T' or 'C', got {trans!r}",
+             ValueError)
+    vector = aval(b).ndim == aval(a).ndim - 1
+    if vector:
+        b = shapes.expand_dims(b, -1)
+    x = _triangular(a, b, lower=lower, unit_diagonal=unit_diagonal)
+    return lax.reshape(x, aval(x).shape[:-1]) if vector else x

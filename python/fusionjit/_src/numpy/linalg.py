@@ -1,7 +1,6 @@
 """``fusionjit.numpy.linalg``: the array-API linalg functions that reduce to dot and
-elementwise work (norms, products, traces and diagonals), and ``qr`` (decompositions.py,
-Householder reflections in a loop). The other decompositions and solvers (svd, cholesky,
-inv, solve, det, eigh, ...) are not available yet."""
+elementwise work (norms, products, traces and diagonals). qr, cholesky, solve, inv, det and
+slogdet are in decompositions.py; svd, eigh and eig are not available yet."""
 
 from __future__ import annotations
 

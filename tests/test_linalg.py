@@ -1,0 +1,133 @@
+"""Decompositions and solvers written with fusionjit's loops (numpy/decompositions.py):
+cholesky, solve, inv, det, slogdet, solve_triangular, cho_solve, against NumPy (LAPACK),
+batched and under jit, their edge cases as JAX has them, and random.multivariate_normal."""
+
+import numpy as np
+import pytest
+
+import fusionjit
+import fusionjit.numpy as fnp
+import fusionjit.random as fr
+from fusionjit.scipy import linalg as fsl
+from conftest import requires_jax
+
+RNG = np.random.default_rng(0)
+
+
+def spd(n, batch=()):
+    m = RNG.normal(size=batch + (n, n))
+    return (m @ np.swapaxes(m, -1, -2) + n * np.eye(n)).astype(np.float32)
+
+
+@pytest.mark.parametrize("n,batch", [(1, ()), (3, ()), (8, (2,)), (24, ()), (5, (2, 3))])
+def test_against_numpy(n, batch):
+    a = RNG.normal(size=batch + (n, n)).astype(np.float32)
+    b = RNG.normal(size=batch + (n, 2)).astype(np.float32)
+    s = spd(n, batch)
+    tol = dict(rtol=2e-4, atol=2e-5)
+    np.testing.assert_allclose(np.asarray(fnp.linalg.cholesky(s)), np.linalg.cholesky(s), **tol)
+    np.testing.assert_allclose(np.asarray(fnp.linalg.cholesky(s, upper=True)),
+                               np.swapaxes(np.linalg.cholesky(s), -1, -2), **tol)
+    np.testing.assert_allclose(np.asarray(fnp.linalg.solve(a, b)), np.linalg.solve(a, b),
+                               rtol=2e-3, atol=2e-4)
+    np.testing.assert_allclose(np.asarray(fnp.linalg.inv(s)), np.linalg.inv(s), **tol)
+    np.testing.assert_allclose(np.asarray(fnp.linalg.det(a)), np.linalg.det(a), rtol=2e-4,
+                               atol=1e-5)
+    sign, logdet = fnp.linalg.slogdet(a)
+    want = np.linalg.slogdet(a)
+    np.testing.assert_array_equal(np.asarray(sign), want[0])
+    np.testing.assert_allclose(np.asarray(logdet), want[1], rtol=2e-4, atol=2e-5)
+
+
+def test_vectors_triangular_and_cholesky_solves():
+    a = RNG.normal(size=(4, 4)).astype(np.float32)
+    v = RNG.normal(size=4).astype(np.float32)
+    np.testing.assert_allclose(np.asarray(fnp.linalg.solve(a, v)), np.linalg.solve(a, v),
+                               rtol=1e-4, atol=1e-5)
+    low = np.tril(a) + 4 * np.eye(4, dtype=np.float32)
+    for trans in (0, 1, "T"):
+        for lower in (True, False):
+            m = low if lower else low.T
+            op = m.T if trans in (1, "T") else m
+            np.testing.assert_allclose(
+                np.asarray(fsl.solve_triangular(m, v, trans=trans, lower=lower)),
+                np.linalg.solve(op, v), rtol=1e-5, atol=1e-6)
+    unit = np.tril(a, -1) + np.eye(4, dtype=np.float32)
+    np.testing.assert_allclose(
+        np.asarray(fsl.solve_triangular(np.tril(a, -1) + 7 * np.eye(4, dtype=np.float32), v,
+                                        lower=True, unit_diagonal=True)),
+        np.linalg.solve(unit, v), rtol=1e-5, atol=1e-5)
+    s = spd(5)
+    b = RNG.normal(size=(5, 3)).astype(np.float32)
+    for lower in (True, False):
+        c = fsl.cho_factor(s, lower=lower)
+        np.testing.assert_allclose(np.asarray(fsl.cho_solve(c, b)), np.linalg.solve(s, b),
+                                   rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(fsl.cholesky(s)), np.linalg.cholesky(s).T, rtol=1e-5)
+
+
+def test_edge_cases_as_jax():
+    # Not positive definite: nan on and below the diagonal.
+    c = np.asarray(fnp.linalg.cholesky(np.float32([[1, 2], [2, 1]])))
+    assert np.isnan(c[0, 0]) and np.isnan(c[1, 0]) and np.isnan(c[1, 1]) and c[0, 1] == 0
+    # Singular: the determinant is 0 (a zero pivot is left alone, as getrf does).
+    assert float(fnp.linalg.det(np.zeros((3, 3), np.float32))) == 0.0
+    sign, logdet = fnp.linalg.slogdet(np.float32([[1, 2], [2, 4]]))
+    assert float(sign) == 0.0 and float(logdet) == -np.inf
+    # A permutation's determinant is its sign.
+    p = np.eye(4, dtype=np.float32)[[1, 0, 3, 2]]
+    assert float(fnp.linalg.det(p)) == 1.0 and float(fnp.linalg.det(p[[1, 0, 2, 3]])) == -1.0
+    with pytest.raises(ValueError, match=r"test_linalg.py:\d+.*square"):
+        fnp.linalg.det(np.ones((2, 3), np.float32))
+    with pytest.raises(ValueError, match="does not match"):
+        fnp.linalg.solve(np.eye(3, dtype=np.float32), np.ones((4,), np.float32))
+
+
+def test_gaussian_log_likelihood_under_jit():
+    """A multivariate Gaussian's log-density, as a GP or a full-covariance policy computes
+    it: Cholesky, a triangular solve and the log-determinant, in one jitted function."""
+    s = spd(6)
+    x = RNG.normal(size=(6,)).astype(np.float32)
+
+    @fusionjit.jit
+    def logpdf(x, cov):
+        low = fnp.linalg.cholesky(cov)
+        z = fsl.solve_triangular(low, x, lower=True)
+        return -0.5 * fnp.sum(z * z) - fnp.sum(fnp.log(fnp.diagonal(low))) - 3 * np.log(2 * np.pi)
+
+    s64 = s.astype(np.float64)
+    want = -0.5 * x @ np.linalg.solve(s64, x) - 0.5 * np.linalg.slogdet(s64)[1] - \
+        3 * np.log(2 * np.pi)
+    np.testing.assert_allclose(float(logpdf(x, s)), want, rtol=1e-5)
+
+
+def test_multivariate_normal():
+    mean = np.float32([1.0, -2.0, 0.5])
+    cov = spd(3)
+    x = np.asarray(fr.multivariate_normal(fr.key(2), mean, cov, (40000,)))
+    assert x.shape == (40000, 3)
+    np.testing.assert_allclose(x.mean(0), mean, atol=0.05)
+    np.testing.assert_allclose(np.cov(x.T), cov, rtol=0.05, atol=0.05)
+    assert np.asarray(fr.multivariate_normal(fr.key(0), np.zeros((2, 3), np.float32),
+                                             cov)).shape == (2, 3)
+    with pytest.raises(ValueError, match="cov.shape"):
+        fr.multivariate_normal(fr.key(0), mean, np.eye(2, dtype=np.float32))
+    with pytest.raises(NotImplementedError, match="svd"):
+        fr.multivariate_normal(fr.key(0), mean, cov, method="svd")
+
+
+@requires_jax
+def test_agrees_with_jax():
+    import jax
+    mean = np.float32([1.0, -2.0, 0.5])
+    cov = spd(3)
+    for shape in (None, (5,), (2, 4)):
+        np.testing.assert_allclose(
+            np.asarray(fr.multivariate_normal(fr.key(1), mean, cov, shape)),
+            np.asarray(jax.random.multivariate_normal(jax.random.key(1), mean, cov, shape)),
+            rtol=1e-5, atol=1e-5)
+    a = RNG.normal(size=(2, 5, 5)).astype(np.float32)
+    for name in ("det", "inv"):
+        np.testing.assert_allclose(np.asarray(getattr(fnp.linalg, name)(a)),
+                                   np.asarray(getattr(jax.numpy.linalg, name)(a)), rtol=1e-4,
+                                   atol=1e-5)
