@@ -953,3 +953,37 @@ print(float(np.max(np.abs(y - ref))), y.tobytes().hex()[-32:])
         outs.append(p.stdout.split())
     assert all(float(o[0]) < 1e-5 for o in outs), outs
     assert outs[0] == outs[1] == outs[2]
+
+
+# --- JAX's top-level helpers ----------------------------------------------------------
+
+def test_eval_shape_traces_without_compiling(stats):
+    def f(x, y):
+        return {"a": x @ y, "b": (x.sum(), fnp.arange(3))}
+
+    out = fusionjit.eval_shape(f, fusionjit.ShapeDtypeStruct((4, 5), "float32"),
+                               np.ones((5, 2), np.float32))
+    assert out["a"].shape == (4, 2) and out["a"].dtype == np.float32
+    assert out["b"][0].shape == () and out["b"][1].dtype == np.int32
+    assert stats.compiles == 0
+    with pytest.raises(ValueError, match=r"test_jit.py:\d+ \(f\): matmul"):
+        fusionjit.eval_shape(f, np.ones((4, 5), np.float32), np.ones((6, 2), np.float32))
+
+
+def test_checkpoint_named_scope_and_counts_are_accepted():
+    @fusionjit.checkpoint
+    def f(x):
+        return x * 2
+
+    @fusionjit.remat(policy=None, prevent_cse=False)
+    def g(x):
+        return x + 1
+
+    with fusionjit.named_scope("layer"):
+        np.testing.assert_array_equal(np.asarray(fusionjit.jit(lambda x: g(f(x)))(np.ones(2))),
+                                      [3, 3])
+    with pytest.raises(TypeError, match="string"):
+        fusionjit.named_scope(3)
+    assert fusionjit.default_backend() == fusionjit.config.fusionjit_default_backend
+    assert fusionjit.device_count() == fusionjit.local_device_count() >= 1
+    assert (fusionjit.process_index(), fusionjit.process_count()) == (0, 1)

@@ -21,6 +21,9 @@ from fusionjit._src.interop import device_get, device_put
 from fusionjit._src.api import (Compiled, Lowered, ShapeDtypeStruct, clear_caches, disable_jit, jit,
                                 make_ir)
 from fusionjit._src.explain import Explanation, explain
+from fusionjit._src.api_util import (checkpoint, default_backend, device_count, eval_shape,
+                                     local_device_count, named_scope, process_count,
+                                     process_index, remat)
 from fusionjit._src.array import Array
 from fusionjit._src.errors import (ConcretizationTypeError, TracerArrayConversionError,
                                    TracerBoolConversionError, TracerIntegerConversionError,
@@ -77,8 +80,9 @@ def gpu_unavailable_reason() -> str:
 __all__ = [
     "Array", "Compiled", "ConcretizationTypeError", "Explanation", "Lowered", "ShapeDtypeStruct",
     "TracerArrayConversionError", "TracerBoolConversionError", "TracerIntegerConversionError",
-    "UnexpectedTracerError", "DeviceError", "block_until_ready", "clear_caches", "config",
-    "device_get", "device_put", "devices", "disable_jit", "dlpack", "explain",
-    "gpu_unavailable_reason", "jit", "lax",
-    "make_ir", "nn", "numpy", "random", "testing", "tree_util",
+    "UnexpectedTracerError", "DeviceError", "block_until_ready", "checkpoint", "clear_caches",
+    "config", "default_backend", "device_count", "device_get", "device_put", "devices",
+    "disable_jit", "dlpack", "eval_shape", "explain", "gpu_unavailable_reason", "jit", "lax",
+    "local_device_count", "make_ir", "named_scope", "nn", "numpy", "process_count",
+    "process_index", "random", "remat", "scipy", "testing", "tree", "tree_util",
 ]
