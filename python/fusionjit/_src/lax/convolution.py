@@ -193,30 +193,25 @@ def _patches(x, out_sp, k_sp, strides, dilation):
     shape = core.get_aval(x).shape
     n, sp, c = shape[0], shape[1:-1], shape[-1]
     rows, cols = n * math.prod(out_sp), math.prod(k_sp) * c
+    if math.prod(shape) >= 2**31:
+        fail(f"conv_general_dilated: inputs of 2**31 elements or more are not supported "
+             f"(padded input shape {shape})", NotImplementedError)
     i32 = np.dtype(np.int32)
-    r = sh.broadcasted_iota(i32, (rows, cols), 0)
-    j = sh.broadcasted_iota(i32, (rows, cols), 1)
+    # The index as a sum of one broadcast iota per dimension of the [N, out..., tap..., C]
+    # window array (no division), then that array seen as the [rows, cols] matrix.
+    full = (n,) + tuple(out_sp) + tuple(k_sp) + (c,)
+    nsp = len(sp)
     const = lambda v: asarray_operand(int(v), i32)  # noqa: E731
-    # Row-major digits of r (n, o...) and of j (tap..., c).
-    index = ew.rem(j, const(c))
-    j = ew.div(j, const(c))
-    taps = []
-    for kk in reversed(k_sp):
-        taps.append(ew.rem(j, const(kk)))
-        j = ew.div(j, const(kk))
-    taps.reverse()
-    outs = []
-    for o in reversed(out_sp):
-        outs.append(ew.rem(r, const(o)))
-        r = ew.div(r, const(o))
-    outs.reverse()
-    flat = r  # n
-    for d, size in enumerate(sp):
-        pos = ew.add(ew.mul(outs[d], const(strides[d])), ew.mul(taps[d], const(dilation[d])))
-        flat = ew.add(ew.mul(flat, const(size)), pos)
-    flat = ew.add(ew.mul(flat, const(c)), index)
+
+    def iota(dim, scale):
+        return ew.mul(sh.broadcasted_iota(i32, full, dim), const(scale))
+    strides_of = [int(np.prod(shape[d + 1:])) for d in range(len(shape))]  # of x, row-major
+    flat = ew.add(iota(0, strides_of[0]), iota(len(full) - 1, 1))
+    for d in range(nsp):
+        flat = ew.add(flat, iota(1 + d, strides[d] * strides_of[1 + d]))
+        flat = ew.add(flat, iota(1 + nsp + d, dilation[d] * strides_of[1 + d]))
     source = sh.reshape(x, (math.prod(shape),))
-    return gather_mod.take(source, flat, mode="promise_in_bounds")
+    return sh.reshape(gather_mod.take(source, flat, mode="promise_in_bounds"), (rows, cols))
 
 
 def conv(lhs, rhs, window_strides, padding, precision=None, preferred_element_type=None):
