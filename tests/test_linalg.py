@@ -131,3 +131,24 @@ def test_agrees_with_jax():
         np.testing.assert_allclose(np.asarray(getattr(fnp.linalg, name)(a)),
                                    np.asarray(getattr(jax.numpy.linalg, name)(a)), rtol=1e-4,
                                    atol=1e-5)
+
+
+def test_matrix_power_multi_dot_tensorinv_tensorsolve():
+    a = RNG.normal(size=(2, 4, 4)).astype(np.float32) / 2
+    for n in (0, 1, 2, 5, -1, -3):
+        np.testing.assert_allclose(np.asarray(fnp.linalg.matrix_power(a, n)),
+                                   np.linalg.matrix_power(a, n), rtol=1e-3, atol=1e-4)
+    xs = [RNG.normal(size=s).astype(np.float32) for s in [(3,), (3, 4), (4, 5), (5,)]]
+    np.testing.assert_allclose(np.asarray(fnp.linalg.multi_dot(xs)), np.linalg.multi_dot(xs),
+                               rtol=1e-5)
+    t = RNG.normal(size=(4, 6, 8, 3)).astype(np.float32)
+    np.testing.assert_allclose(np.asarray(fnp.linalg.tensorinv(t, 2)), np.linalg.tensorinv(t, 2),
+                               rtol=1e-3, atol=1e-4)
+    a = RNG.normal(size=(3, 8, 6, 4)).astype(np.float32)
+    b = RNG.normal(size=(6, 4)).astype(np.float32)
+    np.testing.assert_allclose(np.asarray(fnp.linalg.tensorsolve(a, b, axes=(0, 1))),
+                               np.linalg.tensorsolve(a, b, axes=(0, 1)), rtol=1e-3, atol=1e-4)
+    with pytest.raises(ValueError, match="product of the first"):
+        fnp.linalg.tensorinv(np.ones((2, 3), np.float32), 1)
+    with pytest.raises(ValueError, match="at least two"):
+        fnp.linalg.multi_dot([np.ones(2, np.float32)])

@@ -4,7 +4,7 @@ elementwise work, and ``qr``, ``cholesky``, ``solve``, ``inv``, ``det``, ``slogd
 ``svd``, ``eigh`` or ``eig`` yet."""
 
 from fusionjit._src.numpy.decompositions import (  # noqa: F401
-    cholesky, det, inv, qr, slogdet, solve)
+    cholesky, det, inv, matrix_power, multi_dot, qr, slogdet, solve, tensorinv, tensorsolve)
 from fusionjit._src.numpy.linalg import (  # noqa: F401
     cross, diagonal, matmul, matrix_norm, matrix_transpose, norm, outer, tensordot, trace,
     vecdot, vector_norm)

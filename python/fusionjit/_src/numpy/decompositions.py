@@ -273,3 +273,79 @@ def solve_triangular(a, b, trans=0, lower: bool = False, unit_diagonal: bool = F
         b = shapes.expand_dims(b, -1)
     x = _triangular(a, b, lower=lower, unit_diagonal=unit_diagonal)
     return lax.reshape(x, aval(x).shape[:-1]) if vector else x
+
+
+# --- built on the above -----------------------------------------------------------------------
+
+def matrix_power(a, n: int):
+    """a to the integer power n (negative: of the inverse), by repeated squaring."""
+    import operator
+    a = _square("matrix_power", a)
+    n = operator.index(n)
+    if n == 0:
+        rows, cols = _iotas(aval(a).shape[-1])
+        return shapes.broadcast_to(lax.convert_element_type(ufuncs.equal(rows, cols),
+                                                            aval(a).dtype), aval(a).shape)
+    from fusionjit._src.numpy import products
+    if n < 0:
+        a, n = inv(a), -n
+    result = None
+    while n:
+        if n & 1:
+            result = a if result is None else products.matmul(result, a)
+        n >>= 1
+        if n:
+            a = products.matmul(a, a)
+    return result
+
+
+def multi_dot(arrays, *, precision=None):
+    """The product of a chain of matrices (the first and last may be vectors), left to
+    right."""
+    from fusionjit._src.numpy import products
+    arrays = [to_array(x) for x in arrays]
+    if len(arrays) < 2:
+        fail(f"multi_dot() needs at least two arrays, got {len(arrays)}", ValueError)
+    out = arrays[0]
+    for x in arrays[1:]:
+        out = products.matmul(out, x)
+    return out
+
+
+def tensorinv(a, ind: int = 2):
+    """The inverse of ``a`` seen as a matrix of its first ``ind`` dims by the rest."""
+    import math
+    import operator
+    check_arraylike("tensorinv", a)
+    a = to_array(a)
+    ind = operator.index(ind)
+    if ind <= 0:
+        fail(f"ind must be a positive integer; got ind={ind}", ValueError)
+    shape = aval(a).shape
+    rows, cols = math.prod(shape[:ind]), math.prod(shape[ind:])
+    if rows != cols:
+        fail(f"tensorinv is only possible when the product of the first `ind` dimensions "
+             f"equals that of the remaining dimensions. got a.shape={shape} with ind={ind}.",
+             ValueError)
+    return lax.reshape(inv(lax.reshape(a, (rows, cols))), shape[ind:] + shape[:ind])
+
+
+def tensorsolve(a, b, axes=None):
+    """x with tensordot(a, x, x.ndim) = b."""
+    import math
+    check_arraylike("tensorsolve", a, b)
+    a, b = to_array(a), to_array(b)
+    if axes is not None:
+        order = [d for d in range(aval(a).ndim) if d not in [k % aval(a).ndim for k in axes]]
+        a = lax.transpose(a, tuple(order) + tuple(k % aval(a).ndim for k in axes))
+    ashape, bshape = aval(a).shape, aval(b).shape
+    out_shape = ashape[len(bshape):]
+    if ashape[:len(bshape)] != bshape:
+        fail("After moving axes to end, leading shape of a must match shape of b. got "
+             f"a.shape={ashape}, b.shape={bshape}", ValueError)
+    size = math.prod(bshape)
+    if size != math.prod(out_shape):
+        fail("Input arrays must have prod(a.shape[:b.ndim]) == prod(a.shape[b.ndim:]); got "
+             f"a.shape={ashape}, b.ndim={len(bshape)}.", ValueError)
+    x = solve(lax.reshape(a, (size, size)), lax.reshape(b, (size,)))
+    return lax.reshape(x, out_shape)
