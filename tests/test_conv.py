@@ -6,6 +6,8 @@ import itertools
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import fusionjit
 import fusionjit.numpy as fnp
@@ -167,3 +169,35 @@ def test_agrees_with_jax():
         np.testing.assert_allclose(np.asarray(lax.reduce_window(x, init, op, *args)),
                                    np.asarray(jax.lax.reduce_window(x, init, jop, *args)),
                                    rtol=1e-6, atol=1e-6)
+
+
+@st.composite
+def conv_problems(draw):
+    nsp = draw(st.integers(1, 2))
+    groups = draw(st.sampled_from([1, 2, 3]))
+    ig, og = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    ks = [draw(st.integers(1, 3)) for _ in range(nsp)]
+    strides = [draw(st.integers(1, 3)) for _ in range(nsp)]
+    lhs_dil = [draw(st.integers(1, 2)) for _ in range(nsp)]
+    rhs_dil = [draw(st.integers(1, 2)) for _ in range(nsp)]
+    pads = [(draw(st.integers(-1, 2)), draw(st.integers(-1, 2))) for _ in range(nsp)]
+    sp = []
+    for k, r, d, (lo, hi) in zip(ks, rhs_dil, lhs_dil, pads):
+        # At least one output: the dilated, padded input covers the dilated kernel.
+        low = max(1, -(-((k - 1) * r + 1 - lo - hi - 1) // d) + 1)
+        sp.append(draw(st.integers(low, low + 4)))
+    n = draw(st.integers(1, 2))
+    return ((n, groups * ig, *sp), (groups * og, ig, *ks), tuple(strides), pads,
+            tuple(lhs_dil), tuple(rhs_dil), groups)
+
+
+@given(conv_problems())
+def test_random_convolutions_match_the_definition(problem):
+    xs, ws, strides, pads, lhs_dil, rhs_dil, groups = problem
+    rng = np.random.default_rng(sum(xs) + sum(ws))
+    x = rng.normal(size=xs).astype(np.float32)
+    w = rng.normal(size=ws).astype(np.float32)
+    got = lax.conv_general_dilated(x, w, strides, pads, lhs_dil, rhs_dil,
+                                   feature_group_count=groups)
+    want = conv_reference(x, w, strides, pads, lhs_dil, rhs_dil, groups)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
