@@ -371,3 +371,103 @@ def multivariate_normal(key, mean, cov, shape=None, dtype=None, method: str = "c
     lz = reductions.sum(ufuncs.multiply(factor, shapes.expand_dims(z, -2)), axis=-1)
     return ufuncs.add(mean, lz)
 
+
+
+# --- Poisson ------------------------------------------------------------------------------------
+
+def _poisson_knuth(key, lam, d):
+    """Knuth's method for every element at once (JAX's loop: one key for the whole array,
+    every element stepping until its product of uniforms falls below exp(-lam))."""
+    from fusionjit._src.lax.control_flow import while_loop
+    shape = aval(lam).shape
+    f32 = np.dtype(np.float32)
+    limit = int(np.iinfo(d).max)
+
+    def body(carry):
+        i, k, rng, log_prod = carry
+        pair = split(rng)
+        k = ufuncs.where(ufuncs.greater(log_prod, ufuncs.negative(lam)), ufuncs.add(k, 1), k)
+        u = uniform(pair[1], shape, f32)
+        return ufuncs.add(i, 1), k, pair[0], ufuncs.add(log_prod, ufuncs.log(u))
+
+    def cond(carry):
+        i, _, _, log_prod = carry
+        going = reductions.any(ufuncs.greater(log_prod, ufuncs.negative(lam)))
+        return ufuncs.logical_and(going, ufuncs.less(i, limit))
+
+    init = (to_array(0, np.dtype(np.int32), False), lax.full(shape, 0, d), key,
+            lax.full(shape, 0.0, f32))
+    k = while_loop(cond, body, init)[1]
+    return ufuncs.subtract(k, to_array(1, d, False))
+
+
+def _poisson_rejection(key, lam, d):
+    """Hörmann's transformed rejection for every element at once, as JAX's loop."""
+    from fusionjit._src.lax.control_flow import while_loop
+    shape, fd = aval(lam).shape, aval(lam).dtype
+    limit = int(np.iinfo(d).max)
+    log_lam = ufuncs.log(lam)
+    b = ufuncs.add(0.931, ufuncs.multiply(2.53, ufuncs.sqrt(lam)))
+    a = ufuncs.add(-0.059, ufuncs.multiply(0.02483, b))
+    inv_alpha = ufuncs.add(1.1239, ufuncs.divide(1.1328, ufuncs.subtract(b, 3.4)))
+    v_r = ufuncs.subtract(0.9277, ufuncs.divide(3.6224, ufuncs.subtract(b, 2.0)))
+
+    def body(carry):
+        i, k_out, accepted, rng = carry
+        three = split(rng, 3)
+        u = ufuncs.subtract(uniform(three[1], shape, fd), 0.5)
+        v = uniform(three[2], shape, fd)
+        us = ufuncs.subtract(0.5, ufuncs.abs(u))
+        k = ufuncs.floor(ufuncs.add(ufuncs.add(ufuncs.multiply(
+            ufuncs.add(ufuncs.divide(ufuncs.multiply(2.0, a), us), b), u), lam), 0.43))
+        s = ufuncs.log(ufuncs.divide(ufuncs.multiply(v, inv_alpha),
+                                     ufuncs.add(ufuncs.divide(a, ufuncs.multiply(us, us)), b)))
+        t = ufuncs.subtract(ufuncs.add(ufuncs.negative(lam), ufuncs.multiply(k, log_lam)),
+                            special.lgamma(ufuncs.add(k, 1.0)))
+        accept1 = ufuncs.logical_and(ufuncs.greater_equal(us, 0.07), ufuncs.less_equal(v, v_r))
+        reject = ufuncs.logical_or(ufuncs.less(k, 0.0), ufuncs.logical_and(
+            ufuncs.less(us, 0.013), ufuncs.greater(v, us)))
+        accept = ufuncs.logical_or(accept1, ufuncs.logical_and(ufuncs.logical_not(reject),
+                                                               ufuncs.less_equal(s, t)))
+        return (ufuncs.add(i, 1), ufuncs.where(accept, k, k_out),
+                ufuncs.logical_or(accepted, accept), three[0])
+
+    def cond(carry):
+        i, _, accepted, _ = carry
+        return ufuncs.logical_and(reductions.any(ufuncs.logical_not(accepted)),
+                                  ufuncs.less(i, limit))
+
+    init = (to_array(0, np.dtype(np.int32), False), lax.full(shape, -1.0, fd),
+            lax.full(shape, False, np.dtype(np.bool_)), key)
+    return lax.convert_element_type(while_loop(cond, body, init)[1], d)
+
+
+def _poisson_draws(key, lam, dtype_name: str):
+    d = np.dtype(dtype_name)
+    use_knuth = ufuncs.logical_or(ufuncs.isnan(lam), ufuncs.less(lam, 10.0))
+    lam_knuth = ufuncs.where(use_knuth, lam, 0.0)
+    lam_rejection = ufuncs.where(use_knuth, 1e5, lam)
+    out = ufuncs.where(use_knuth, _poisson_knuth(key, lam_knuth, d),
+                       _poisson_rejection(key, lam_rejection, d))
+    return ufuncs.where(ufuncs.equal(lam, 0.0), to_array(0, d, False), out)
+
+
+_poisson_cache: list = []
+
+
+def poisson(key, lam, shape=None, dtype=None):
+    """Poisson(lam) integers: Knuth's method below lam = 10, Hörmann's transformed rejection
+    above, both as JAX's loops (one key for the whole array). Below 10 these are JAX's
+    draws; above, lgamma's last-ulp differences from XLA's can flip an acceptance, and as
+    every element keeps the last k it accepted until all have, that can move other
+    elements too: the same distribution, not always the same draws."""
+    d = dt.default_int() if dtype is None else dt.canonicalize(dtype)
+    if not dt.is_int(d):
+        fail(f"poisson(): dtype must be an integer dtype, got {d}", ValueError)
+    shape = (tuple(np.shape(lam)) if not _is_value(lam) else aval(lam).shape) \
+        if shape is None else shape_arg(shape, "poisson")
+    lam = shapes.broadcast_to(_param(lam, np.dtype(np.float32)), shape)
+    if not _poisson_cache:
+        from fusionjit._src.api import jit
+        _poisson_cache.append(jit(_poisson_draws, static_argnames=("dtype_name",)))
+    return _poisson_cache[0](key, lam, dtype_name=d.name)

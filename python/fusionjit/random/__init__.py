@@ -6,5 +6,5 @@ from fusionjit._src.random import (  # noqa: F401
     threefry2x32, uniform, wrap_key_data)
 from fusionjit._src.random_dists import (  # noqa: F401
     beta, cauchy, chisquare, dirichlet, double_sided_maxwell, f, gamma, geometric, loggamma,
-    lognormal, maxwell, multivariate_normal, orthogonal, pareto, rayleigh, t, triangular,
+    lognormal, maxwell, multivariate_normal, orthogonal, pareto, poisson, rayleigh, t, triangular,
     truncated_normal, wald, weibull_min)
