@@ -135,8 +135,9 @@ def test_errors_name_the_line():
                                  feature_group_count=2)
     with pytest.raises(ValueError, match="Unknown padding"):
         lax.conv_general_dilated(x, np.ones((2, 4, 3, 3), np.float32), (1, 1), "FULL")
-    with pytest.raises(ValueError, match="does not fit"):
-        lax.conv_general_dilated(x, np.ones((2, 4, 7, 7), np.float32), (1, 1), "VALID")
+    with pytest.raises(ValueError, match="String padding is not implemented for transposed"):
+        lax.conv_general_dilated(x, np.ones((2, 4, 3, 3), np.float32), (1, 1), "SAME",
+                                 lhs_dilation=(2, 2))
     with pytest.raises(TypeError, match="same dtype"):
         lax.conv_general_dilated(x, np.ones((2, 4, 3, 3), np.int32), (1, 1), "VALID")
     with pytest.raises(ValueError, match="do not match"):
@@ -201,3 +202,32 @@ def test_random_convolutions_match_the_definition(problem):
                                    feature_group_count=groups)
     want = conv_reference(x, w, strides, pads, lhs_dil, rhs_dil, groups)
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
+
+
+def test_review_fixes_accumulation_padding_and_empty_results():
+    # preferred_element_type is the type the products are summed in (int8 -> int32 does
+    # not wrap; float16 -> float32 does not overflow), not a cast of the result.
+    i8 = lax.conv_general_dilated(np.full((1, 1, 4, 4), 100, np.int8),
+                                  np.full((1, 1, 3, 3), 100, np.int8), (1, 1), "VALID",
+                                  preferred_element_type=np.int32)
+    assert np.asarray(i8).dtype == np.int32
+    np.testing.assert_array_equal(np.asarray(i8), np.full((1, 1, 2, 2), 90000))
+    f16 = lax.conv_general_dilated(np.full((1, 16, 4, 4), 100, np.float16),
+                                   np.full((1, 16, 3, 3), 100, np.float16), (1, 1), "VALID",
+                                   preferred_element_type=np.float32)
+    np.testing.assert_array_equal(np.asarray(f16), np.full((1, 1, 2, 2), 1.44e6, np.float32))
+    # Padded cells do not count and the init value joins each window once (JAX's values).
+    x = np.arange(4, dtype=np.float32)
+    np.testing.assert_array_equal(
+        np.asarray(lax.reduce_window(x, 5.0, lax.add, (3,), (1,), "SAME")), [6, 8, 11, 10])
+    np.testing.assert_array_equal(
+        np.asarray(lax.reduce_window(x, 2.0, lax.mul, (3,), (1,), "SAME")), [0, 0, 12, 12])
+    np.testing.assert_array_equal(
+        np.asarray(lax.reduce_window(x, 1.0, lax.add, (2,), (1,), "VALID", base_dilation=(2,))),
+        [1, 2, 2, 3, 3, 4])
+    # A window larger than the input, or an empty batch: an empty result, as JAX.
+    assert np.asarray(lax.conv_general_dilated(np.ones((1, 1, 2, 2), np.float32),
+                                               np.ones((1, 1, 3, 3), np.float32), (1, 1),
+                                               "VALID")).shape == (1, 1, 0, 0)
+    assert np.asarray(lax.reduce_window(np.zeros((0, 4, 4, 1), np.float32), -np.inf, lax.max,
+                                        (1, 2, 2, 1), (1, 2, 2, 1), "VALID")).shape == (0, 2, 2, 1)

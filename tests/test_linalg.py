@@ -152,3 +152,35 @@ def test_matrix_power_multi_dot_tensorinv_tensorsolve():
         fnp.linalg.tensorinv(np.ones((2, 3), np.float32), 1)
     with pytest.raises(ValueError, match="at least two"):
         fnp.linalg.multi_dot([np.ones(2, np.float32)])
+
+
+def test_review_fixes():
+    # A batch of matrices against one vector.
+    a = RNG.normal(size=(2, 3, 4, 4)).astype(np.float32) + 4 * np.eye(4, dtype=np.float32)
+    v = np.ones(4, np.float32)
+    got = np.asarray(fnp.linalg.solve(a, v))
+    assert got.shape == (2, 3, 4)
+    np.testing.assert_allclose(got, np.linalg.solve(a, v[:, None])[..., 0], rtol=1e-4, atol=1e-5)
+    # A positive semi-definite, singular matrix is not positive definite: nan, as JAX.
+    c = np.asarray(fnp.linalg.cholesky(np.float32([[1, 1], [1, 1]])))
+    assert np.isnan(c[0, 0]) and np.isnan(c[1, 1]) and c[0, 1] == 0
+    # Empty matrices: det 1, slogdet (1, 0).
+    assert float(fnp.linalg.det(np.zeros((0, 0), np.float32))) == 1.0
+    sign, logdet = fnp.linalg.slogdet(np.zeros((2, 0, 0), np.float32))
+    np.testing.assert_array_equal(np.asarray(sign), [1, 1])
+    np.testing.assert_array_equal(np.asarray(logdet), [0, 0])
+    # Integer powers of integer matrices stay integers.
+    fib = fnp.linalg.matrix_power(np.int32([[1, 1], [1, 0]]), 10)
+    assert np.asarray(fib).dtype == np.int32
+    np.testing.assert_array_equal(np.asarray(fib), [[89, 55], [55, 34]])
+    # SciPy's QR modes and solve's assume_a.
+    q, r = fsl.qr(np.ones((5, 3), np.float32))
+    assert np.asarray(q).shape == (5, 5) and np.asarray(r).shape == (5, 3)
+    q, r = fsl.qr(np.ones((5, 3), np.float32), mode="economic")
+    assert np.asarray(q).shape == (5, 3) and np.asarray(r).shape == (3, 3)
+    (r,) = fsl.qr(np.ones((5, 3), np.float32), mode="r")
+    assert np.asarray(r).shape == (5, 3)
+    s = spd(4)
+    for assume in ("gen", "pos"):
+        np.testing.assert_allclose(np.asarray(fsl.solve(s, v, assume_a=assume)),
+                                   np.linalg.solve(s, v), rtol=1e-5, atol=1e-6)

@@ -236,3 +236,13 @@ def test_agrees_with_jax():
         np.testing.assert_allclose(np.asarray(getattr(getattr(stats, dist), fn)(*args)),
                                    np.asarray(getattr(getattr(jst, dist), fn)(*args)),
                                    rtol=5e-5, atol=1e-6, err_msg=f"{dist}.{fn}")
+
+
+def test_review_fixes_gamma_poles_and_low_precision_erf_inv():
+    got = np.asarray(fsp.gamma(np.float32([-1, -2, 0, -np.inf, 0.5])))
+    assert np.isnan(got[:2]).all() and got[2] == np.inf and np.isnan(got[3])
+    np.testing.assert_allclose(got[4], math.sqrt(math.pi), rtol=1e-6)
+    import ml_dtypes
+    x = np.array([0.3, -0.9, 0.99], ml_dtypes.bfloat16)
+    want = np.asarray(lax.erf_inv(x.astype(np.float32))).astype(ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(np.asarray(lax.erf_inv(x)), want)

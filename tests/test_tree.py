@@ -204,3 +204,29 @@ def test_partial_passes_through_jit():
     out = fusionjit.jit(lambda fn: fn)(p)
     assert isinstance(out, tu.Partial) and out.func is affine
     np.testing.assert_array_equal(np.asarray(out(fnp.ones(2))), [4, 4])
+
+
+def test_partial_of_a_partial_keeps_its_arguments_static():
+    import functools
+
+    def f(x, y, mode):
+        return x * y if mode == "mul" else x + y
+
+    p = tu.Partial(functools.partial(f, mode="mul"), np.float32(3.0))
+    assert float(fusionjit.jit(lambda p, x: p(x))(p, np.float32(2.0))) == 6.0
+    assert tu.tree_leaves(tu.Partial(tu.Partial(lambda a, b: a + b, 1.0), 2.0)) == [2.0]
+
+
+def test_ordered_and_default_dicts_are_nodes():
+    od = collections.OrderedDict(b=1, a=2)
+    assert tu.tree_leaves(od) == [1, 2]  # insertion order
+    assert [tu.keystr(p) for p, _ in tu.tree_leaves_with_path(od)] == ["['b']", "['a']"]
+    assert tu.tree_structure(collections.OrderedDict(a=1, b=2)) != tu.tree_structure(od)
+    out = fusionjit.jit(lambda d: collections.OrderedDict((k, v + 1) for k, v in d.items()))(
+        collections.OrderedDict(w=np.ones(2, np.float32), b=np.zeros(1, np.float32)))
+    assert isinstance(out, collections.OrderedDict) and list(out) == ["w", "b"]
+    dd = collections.defaultdict(list, {"b": 1, "a": 2})
+    assert tu.tree_leaves(dd) == [2, 1]  # sorted, as a dict
+    mapped = tu.tree_map(lambda v: v * 10, dd)
+    assert isinstance(mapped, collections.defaultdict) and mapped.default_factory is list
+    assert dict(mapped) == {"a": 20, "b": 10}

@@ -51,7 +51,10 @@ def gamma(x):
     negative_odd = ufuncs.logical_and(
         ufuncs.less(x, 0.0), ufuncs.equal(ufuncs.remainder(ufuncs.floor(x), 2.0), 1.0))
     sign = ufuncs.where(negative_odd, -1.0, 1.0)
-    return ufuncs.multiply(sign, ufuncs.exp(special.lgamma(x)))
+    out = ufuncs.multiply(sign, ufuncs.exp(special.lgamma(x)))
+    # The poles (0, -1, -2, ...) and -inf: nan, as SciPy and JAX.
+    pole = ufuncs.logical_and(ufuncs.less_equal(x, 0.0), ufuncs.equal(x, ufuncs.floor(x)))
+    return ufuncs.where(ufuncs.logical_and(pole, ufuncs.not_equal(x, 0.0)), np.nan, out)
 
 
 def betaln(a, b):
@@ -241,3 +244,39 @@ def cho_solve(c_and_lower, b, overwrite_b: bool = False, check_finite: bool = Tr
     c, lower = c_and_lower
     y = decompositions.solve_triangular(c, b, trans=0 if lower else 1, lower=lower)
     return decompositions.solve_triangular(c, y, trans=1 if lower else 0, lower=lower)
+
+
+def qr(a, overwrite_a: bool = False, lwork=None, mode: str = "full", pivoting: bool = False,
+       check_finite: bool = True):
+    """SciPy's QR: square Q ("full", the default), k columns ("economic"), or ``(R,)``
+    ("r"). No pivoting."""
+    from fusionjit._src.numpy import decompositions
+    if pivoting:
+        from fusionjit._src.numpy.util import fail
+        fail("scipy.linalg.qr: pivoting is not supported", NotImplementedError)
+    modes = {"full": "complete", "economic": "reduced", "r": "r"}
+    if mode not in modes:
+        from fusionjit._src.numpy.util import fail
+        fail(f"scipy.linalg.qr: mode must be 'full', 'economic' or 'r', got {mode!r}",
+             ValueError)
+    if mode == "r":
+        return (decompositions.qr(a, mode="complete")[1],)
+    return tuple(decompositions.qr(a, mode=modes[mode]))
+
+
+def solve(a, b, lower: bool = False, overwrite_a: bool = False, overwrite_b: bool = False,
+          debug: bool = False, check_finite: bool = True, assume_a: str = "gen"):
+    """x with a x = b. ``assume_a`` "pos" (or "her"/"sym") solves by Cholesky; otherwise LU
+    with partial pivoting. ``b`` (..., n) is a vector when it has one dimension fewer than
+    ``a``, as SciPy."""
+    from fusionjit._src.numpy import decompositions, shapes as np_shapes
+    from fusionjit._src.numpy.util import aval, to_array
+    a, b = to_array(a), to_array(b)
+    vector = aval(b).ndim == aval(a).ndim - 1
+    if vector:
+        b = np_shapes.expand_dims(b, -1)
+    if assume_a == "pos":
+        x = cho_solve(cho_factor(a, lower=lower), b)
+    else:
+        x = decompositions.solve(a, b)
+    return np_shapes.squeeze(x, -1) if vector else x

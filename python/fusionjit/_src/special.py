@@ -180,6 +180,7 @@ def _erf_inv_pieces(x, w):
     return result
 
 
+@in_working_precision
 def erf_inv(x):
     """erf^-1 on [-1, 1] (+-inf at +-1, nan outside)."""
     w = ufuncs.negative(ufuncs.log1p(ufuncs.negative(ufuncs.multiply(x, x))))

@@ -9,6 +9,7 @@ same order: ``_node`` is the one place those rules are written in Python.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 from typing import Any, Callable, NamedTuple
@@ -415,10 +416,58 @@ def register_dataclass(nodetype: type, data_fields=None, meta_fields=None, drop_
     return nodetype
 
 
+class _HashableCallableShim:
+    """A ``functools.partial`` held as Partial's function: part of the structure (its own
+    arguments static), hashed and compared by the partial it wraps."""
+
+    def __init__(self, fun):
+        self.fun = fun
+
+    def __call__(self, *args, **kwargs):
+        return self.fun(*args, **kwargs)
+
+    def __hash__(self):
+        return hash(self.fun)
+
+    def __eq__(self, other):
+        if isinstance(other, _HashableCallableShim):
+            return self.fun == other.fun
+        return self.fun == other
+
+
 class Partial(functools.partial):
     """``functools.partial`` as a pytree: its arguments are children, the function is part
-    of the structure, so it can be passed to and returned from jitted functions."""
+    of the structure, so it can be passed to and returned from jitted functions. A wrapped
+    ``functools.partial`` (or Partial) keeps its own arguments in the structure, as JAX."""
+
+    def __new__(cls, func, *args, **kwargs):
+        if isinstance(func, functools.partial):
+            original = func
+            func = _HashableCallableShim(original)
+            out = super().__new__(cls, func, *args, **kwargs)
+            func.func, func.args, func.keywords = original.func, original.args, original.keywords
+            return out
+        return super().__new__(cls, func, *args, **kwargs)
 
 
 register_pytree_node(Partial, lambda p: ((p.args, p.keywords), p.func),
                      lambda func, xs: Partial(func, *xs[0], **xs[1]))
+
+
+# OrderedDict and defaultdict are nodes, as in JAX: an OrderedDict keeps its keys' order,
+# a defaultdict sorts them as a dict does and keeps its default factory in the structure.
+def _ordered_dict_flatten_with_keys(x):
+    return [(DictKey(k), v) for k, v in x.items()], tuple(x.keys())
+
+
+def _default_dict_flatten_with_keys(x):
+    keys = sorted(x)
+    return [(DictKey(k), x[k]) for k in keys], (x.default_factory, tuple(keys))
+
+
+register_pytree_with_keys(
+    collections.OrderedDict, _ordered_dict_flatten_with_keys,
+    lambda keys, values: collections.OrderedDict(zip(keys, values)))
+register_pytree_with_keys(
+    collections.defaultdict, _default_dict_flatten_with_keys,
+    lambda aux, values: collections.defaultdict(aux[0], zip(aux[1], values)))

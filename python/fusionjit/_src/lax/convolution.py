@@ -103,20 +103,23 @@ def _ints(name, what, values, n, default=1) -> tuple:
     return values
 
 
+def _out_sizes(sizes, window, strides, dilation) -> tuple:
+    """Output sizes of a window sliding over padded ``sizes``: 0 where it does not fit."""
+    return tuple(max(0, (n - (w - 1) * r - 1) // s + 1)
+                 for n, w, s, r in zip(sizes, window, strides, dilation))
+
+
 def _taps(x, window, strides, dilation, dims):
     """For every offset of a window over dimensions ``dims`` of ``x`` (already padded): the
     strided slice of ``x`` that offset reads, all of the output's shape."""
     shape = core.get_aval(x).shape
-    spatial = [shape[d] for d in dims]
-    out = [(n - (w - 1) * r - 1) // s + 1 for n, w, s, r in zip(spatial, window, strides, dilation)]
-    if any(o <= 0 for o in out):
-        fail(f"the window {tuple(window)} (dilated by {tuple(dilation)}) does not fit the "
-             f"padded input of spatial shape {tuple(spatial)}", ValueError)
+    out = _out_sizes([shape[d] for d in dims], window, strides, dilation)
     taps = []
     for offset in np.ndindex(*window):
         starts, limits, steps = [0] * len(shape), list(shape), [1] * len(shape)
         for d, k, r, o, s in zip(dims, offset, dilation, out, strides):
-            starts[d], limits[d], steps[d] = k * r, k * r + (o - 1) * s + 1, s
+            start = min(k * r, shape[d])
+            starts[d], limits[d], steps[d] = start, start + (o - 1) * s + 1 if o else start, s
         taps.append(sh.slice(x, starts, limits, steps))
     return taps, tuple(out)
 
@@ -130,6 +133,11 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
     if la.dtype != ra.dtype:
         fail(f"conv_general_dilated: lhs and rhs must have the same dtype, got {la.dtype} "
              f"and {ra.dtype}")
+    if preferred_element_type is not None:
+        # Products and sums in the preferred type (int8 convolutions accumulate in int32).
+        d = dt.canonicalize(preferred_element_type)
+        lhs, rhs = ew.convert_element_type(lhs, d), ew.convert_element_type(rhs, d)
+        la, ra = core.get_aval(lhs), core.get_aval(rhs)
     if batch_group_count != 1:
         fail("conv_general_dilated: batch_group_count > 1 is not supported", NotImplementedError)
     dn = conv_dimension_numbers(la.shape, ra.shape, dimension_numbers)
@@ -148,6 +156,10 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
     lhs_dil = _ints(name, "lhs_dilation", lhs_dilation, nsp)
     rhs_dil = _ints(name, "rhs_dilation", rhs_dilation, nsp)
     dilated_k = [(k - 1) * r + 1 for k, r in zip(k_sp, rhs_dil)]
+    if isinstance(padding, str) and any(d != 1 for d in lhs_dil):
+        fail("String padding is not implemented for transposed convolution using this op. "
+             "Please either exactly specify the required padding or use conv_transpose.",
+             ValueError)
     pads = _pads(name, padding, in_sp, dilated_k, strides)
     zero = asarray_operand(0, la.dtype)
     lhs = sh.pad(lhs, zero, [(0, 0, 0)] * 2 + [(lo, hi, d - 1) for (lo, hi), d in
@@ -158,11 +170,7 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
     # them through a select among the K taps per element).
     lhs = sh.transpose(lhs, (0,) + tuple(range(2, 2 + nsp)) + (1,))
     padded = core.get_aval(lhs).shape[1:1 + nsp]
-    out_sp = tuple((p - (kk - 1) * r - 1) // s + 1 for p, kk, s, r in
-                   zip(padded, k_sp, strides, rhs_dil))
-    if any(v <= 0 for v in out_sp):
-        fail(f"{name}: the kernel {tuple(k_sp)} (dilated by {rhs_dil}) does not fit the padded "
-             f"input of spatial shape {tuple(padded)}", ValueError)
+    out_sp = _out_sizes(padded, k_sp, strides, rhs_dil)
     k = math.prod(k_sp)
     rows = n * math.prod(out_sp)
     patches = _patches(lhs, out_sp, k_sp, strides, rhs_dil)
@@ -176,8 +184,6 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
         prod = ew.mul(sh.broadcast_in_dim(p, (rows, k, g, i, o // g), (0, 1, 2, 3, 4)), w)
         out = red.reduce_sum(prod, (1, 3))
     out = sh.reshape(out, (n,) + out_sp + (o,))
-    if preferred_element_type is not None:
-        out = ew.convert_element_type(out, dt.canonicalize(preferred_element_type))
     # [N, out..., O] to the output's layout (out_spec lists N, O, spatial... positions).
     canonical_of = [0, 1 + nsp] + list(range(1, 1 + nsp))
     perm = [0] * (nsp + 2)
@@ -253,7 +259,7 @@ def reduce_window(operand, init_value, computation, window_dimensions: Sequence[
                   window_strides: Sequence[int], padding, base_dilation=None,
                   window_dilation=None):
     """Reduces each window of ``operand`` with ``computation`` (add, max, min or mul),
-    starting from ``init_value``, which also fills the padding, as XLA's ReduceWindow."""
+    combined once with ``init_value``; padded cells do not count, as in JAX."""
     if isinstance(operand, (tuple, list)):
         fail("reduce_window: only single-operand reductions are supported", NotImplementedError)
     x = asarray_operand(operand)
@@ -267,8 +273,12 @@ def reduce_window(operand, init_value, computation, window_dimensions: Sequence[
     dilated_w = [(w - 1) * r + 1 for w, r in zip(window, wdil)]
     dilated_in = [(s - 1) * b + 1 for s, b in zip(a.shape, base)]
     pads = _pads(name, padding, dilated_in, dilated_w, strides)
-    x = sh.pad(x, init, [(lo, hi, b - 1) for (lo, hi), b in zip(pads, base)])
     combine = _combiner(computation)
+    # Padding (and base dilation's holes) read as the operation's identity, so that they
+    # do not count; the init value joins each window once (JAX's result).
+    identity = asarray_operand({ew.add: 0, ew.mul: 1, ew.max: dt.lowest(a.dtype),
+                                ew.min: dt.highest(a.dtype)}[combine], a.dtype)
+    x = sh.pad(x, identity, [(lo, hi, b - 1) for (lo, hi), b in zip(pads, base)])
     taps, _ = _taps(x, window, strides, wdil, range(a.ndim))
     # Pairwise, as a balanced tree; the init value joins once (XLA's identity for its ops).
     while len(taps) > 1:

@@ -138,9 +138,11 @@ def cholesky(a, *, upper: bool = False, symmetrize_input: bool = True):
     if symmetrize_input:
         a = ufuncs.multiply(ufuncs.add(a, shapes.swapaxes(a, -1, -2)), 0.5)
     low = _cholesky_lower(a)
-    # Not positive definite: nan below and on the diagonal, as JAX (LAPACK's potrf fails).
+    # Not positive definite (a pivot not > 0): nan below and on the diagonal, as JAX.
     rows, cols = _iotas(aval(a).shape[-1])
-    failed = reductions.any(ufuncs.isnan(_diagonal(low)), axis=-1, keepdims=True)
+    diag = _diagonal(low)
+    failed = reductions.any(ufuncs.logical_not(ufuncs.greater(diag, 0.0)), axis=-1,
+                            keepdims=True)
     failed = shapes.expand_dims(failed, -1)
     low = ufuncs.where(failed, ufuncs.where(ufuncs.greater_equal(rows, cols), np.nan, 0.0), low)
     return shapes.swapaxes(low, -1, -2) if upper else low
@@ -205,6 +207,8 @@ def _diagonal(m):
 def det(a):
     """The determinant, from the LU decomposition with partial pivoting."""
     a = _square("det", a)
+    if aval(a).shape[-1] == 0:
+        return lax.full(aval(a).shape[:-2], 1.0, aval(a).dtype)
     lu, _, sign = _lu(a)
     return ufuncs.multiply(sign, reductions.prod(_diagonal(lu), axis=-1))
 
@@ -217,6 +221,9 @@ class SlogdetResult(NamedTuple):
 def slogdet(a):
     """(sign, log|det|) of the determinant, without overflow."""
     a = _square("slogdet", a)
+    if aval(a).shape[-1] == 0:
+        batch, d = aval(a).shape[:-2], aval(a).dtype
+        return SlogdetResult(lax.full(batch, 1.0, d), lax.full(batch, 0.0, d))
     lu, _, sign = _lu(a)
     d = _diagonal(lu)
     sign = ufuncs.multiply(sign, reductions.prod(ufuncs.sign(d), axis=-1))
@@ -244,7 +251,7 @@ def solve(a, b):
     y = _triangular(lu, gather.take_along_axis(b, index, axis=-2), lower=True,
                     unit_diagonal=True)
     x = _triangular(lu, y, lower=False)
-    return lax.reshape(x, (n,)) if vector else x
+    return lax.reshape(x, batch + (n,)) if vector else x
 
 
 def inv(a):
@@ -280,8 +287,14 @@ def solve_triangular(a, b, trans=0, lower: bool = False, unit_diagonal: bool = F
 def matrix_power(a, n: int):
     """a to the integer power n (negative: of the inverse), by repeated squaring."""
     import operator
-    a = _square("matrix_power", a)
+    check_arraylike("matrix_power", a)
+    a = to_array(a)
+    shape = aval(a).shape
+    if len(shape) < 2 or shape[-1] != shape[-2]:
+        fail(f"matrix_power() needs square matrices (..., n, n), got shape {shape}", ValueError)
     n = operator.index(n)
+    if n < 0 and not dt.is_float(aval(a).dtype):
+        fail("matrix_power(): negative powers of integer matrices are not integers", TypeError)
     if n == 0:
         rows, cols = _iotas(aval(a).shape[-1])
         return shapes.broadcast_to(lax.convert_element_type(ufuncs.equal(rows, cols),
