@@ -245,6 +245,36 @@ def test_forks_while_another_thread_compiles_leave_the_child_able_to_compile():
         forks=20, timeout=120)
 
 
+def test_a_fork_during_another_threads_first_compilation_leaves_the_child_able_to_compile():
+    # The process's lazily made C++ state (the host's vector width, the JIT engine, the code
+    # cache, ...) was made by the first compilation. A fork while another thread was in the
+    # middle of making one left it "being initialised" in the child, which then waited
+    # forever at its first compile (8 of 20 processes hung, forking 0-2.5 ms after the
+    # thread's first jit call; in the suite: 1 run of test_forks_while_another_thread_
+    # compiles in about 30). The extension now makes all of it at import.
+    for delay in (0, 0.0005, 0.001, 0.0015, 0.002, 0.0025, 0.003, 0.005):
+        p = run_script(f"""
+            import os, sys, threading, time
+            import numpy as np, fusionjit
+            x = np.ones(8, np.float32)
+            t = threading.Thread(target=lambda: fusionjit.jit(lambda v: v * 2.0)(x))
+            t.start()
+            time.sleep({delay})
+            pid = os.fork()
+            if pid == 0:
+                os._exit(0 if float(fusionjit.jit(lambda v: v + 1.0)(x)[0]) == 2.0 else 3)
+            t.join()
+            for _ in range(200):
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    sys.exit(os.waitstatus_to_exitcode(status))
+                time.sleep(0.05)
+            os.kill(pid, 9)
+            sys.exit(9)
+        """, timeout=60)
+        assert p.returncode == 0, (delay, p.returncode, p.stderr[-2000:])
+
+
 def test_forks_while_another_thread_finds_a_compilation_leave_the_child_able_to_call():
     # Every jit of a function shares its compilations, behind Python locks that each jit
     # object's creation and first call take: a child forked while another thread held one

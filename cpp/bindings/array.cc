@@ -96,6 +96,8 @@ std::optional<DType> DTypeFromNumpy(const py::dtype& d) {
   return std::nullopt;
 }
 
+void InitializeDTypeTable() { DTypeFromNumpy(py::dtype::of<float>()); }
+
 py::array NumpyView(const PyArray& a) {
   std::vector<py::ssize_t> shape(a.shape.begin(), a.shape.end());
   std::vector<py::ssize_t> strides(shape.size());

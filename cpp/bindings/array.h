@@ -29,6 +29,8 @@ struct PyArray {
 py::dtype NumpyDType(DType t);
 // The dtype of `d`, whatever its byte order (see IsNativeByteOrder), or nullopt.
 std::optional<DType> DTypeFromNumpy(const py::dtype& d);
+// Builds DTypeFromNumpy's table now (the extension does at import; see module.cc).
+void InitializeDTypeTable();
 // Whether `d`'s elements are in the host's byte order (else they need a conversion).
 bool IsNativeByteOrder(const py::dtype& d);
 // The numpy type number of each dtype, for quick checks on the hot path.

@@ -9,6 +9,9 @@
 #include "bindings/jit_function.h"
 #include "bindings/pytree.h"
 #include "codegen/cpu/cpu_compiler.h"
+#include "compiler/code_cache.h"
+#include "runtime/buffer.h"
+#include "runtime/custom_calls.h"
 #include "runtime/thread_pool.h"
 #include "support/error.h"
 #include "support/flags.h"
@@ -50,6 +53,20 @@ PYBIND11_MODULE(_core, m) {
   fj::py_bindings::DefineJitFunction(m);
 
   fj::cpu::InstallLlvmErrorHandler();
+  // The process's lazily made state, made now, while the importing thread is the only one
+  // in fusionjit: a function-local static whose initialiser is running in one thread when
+  // another forks stays "being initialised" in the child, whose first use of it then waits
+  // forever (a child forked while another thread made its first compilation hung in
+  // HostVectorLanes). Each of these registers its fork handlers as it is made.
+  fj::GetDebugFlags();
+  fj::cpu::HostCpuDescription();  // the JIT engine and its target machine
+  fj::cpu::HostVectorLanes();
+  fj::cpu::HostConvertsHalf();
+  fj::CodeCache::Get();
+  fj::CustomCallTargets();
+  fj::Buffer::InitializeCache();
+  fj::ThreadPool::InstallForkHandlers();
+  fj::py_bindings::InitializeDTypeTable();
   m.def("_raise_llvm_fatal_error_for_testing", &fj::cpu::RaiseLlvmFatalErrorForTesting);
   m.def("host_cpu", &fj::cpu::HostCpuDescription);
   m.def("host_vector_lanes", &fj::cpu::HostVectorLanes);

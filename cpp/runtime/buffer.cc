@@ -69,6 +69,8 @@ size_t Rounded(int64_t bytes) {
 
 }  // namespace
 
+void Buffer::InitializeCache() { Cache(); }
+
 std::shared_ptr<Buffer> Buffer::Allocate(int64_t bytes) {
   if (bytes < 0) ThrowInvalidArgument("negative buffer size");
   size_t rounded = Rounded(bytes);

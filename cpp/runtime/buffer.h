@@ -24,6 +24,9 @@ class Buffer : public std::enable_shared_from_this<Buffer> {
   // Host memory someone else owns (a DLPack import: zero copy); `release` runs when the
   // buffer is destroyed. `data` must be kAlignment-aligned, as the buffers Allocate makes.
   static std::shared_ptr<Buffer> Wrap(void* data, int64_t bytes, std::function<void()> release);
+  // Makes the process's cache of freed blocks (and its fork handlers) now: the extension
+  // calls it at import, so that no thread is making it when another forks.
+  static void InitializeCache();
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;

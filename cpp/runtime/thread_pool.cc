@@ -78,10 +78,14 @@ void AfterForkInChild() {
 
 }  // namespace
 
-ThreadPool& ThreadPool::Global() {
-  if (ThreadPool* pool = g_pool.load(std::memory_order_acquire)) return *pool;
+void ThreadPool::InstallForkHandlers() {
   static std::once_flag once;
   std::call_once(once, [] { pthread_atfork(&BeforeFork, &AfterForkInParent, &AfterForkInChild); });
+}
+
+ThreadPool& ThreadPool::Global() {
+  if (ThreadPool* pool = g_pool.load(std::memory_order_acquire)) return *pool;
+  InstallForkHandlers();
   std::lock_guard<std::mutex> lock(g_pool_mu);
   if (ThreadPool* pool = g_pool.load()) return *pool;
   // Never destroyed: worker threads must not be joined during interpreter teardown.

@@ -33,6 +33,9 @@ class ThreadPool {
   // The process-wide pool: FUSIONJIT_NUM_THREADS threads, else one per core. A process
   // forked from one that used it gets a pool of its own.
   static ThreadPool& Global();
+  // Registers the fork handlers (idempotent; Global() calls it too). The extension calls it
+  // at import, so that no thread is inside its one-time registration when another forks.
+  static void InstallForkHandlers();
   // Fork handlers: no parallel loop runs across a fork.
   void LockForFork() { job_mu_.lock(); }
   void UnlockAfterFork() { job_mu_.unlock(); }
