@@ -4,6 +4,7 @@ the float functions between (tan, pow, log, erf)."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -239,7 +240,7 @@ def _gamma(name: str, key, a, shape, dtype, log_space: bool):
     a = shapes.broadcast_to(_param(a, d), shape)
     if int(np.prod(shape, dtype=np.int64)) == 0:
         return a
-    return _gamma_jitted()(key, a, log_space=log_space)
+    return _jitted(_gamma_draws, "log_space")(key, a, log_space=log_space)
 
 
 def _gamma_draws(key, a, log_space: bool):
@@ -251,16 +252,12 @@ def _gamma_draws(key, a, log_space: bool):
     return lax.reshape(flat, aval(a).shape)
 
 
-_gamma_cache: list = []
-
-
-def _gamma_jitted():
-    """The draws as one jitted function (as JAX's random functions are): called eagerly,
-    its loops compile once per shape and dtype instead of once per call."""
-    if not _gamma_cache:
-        from fusionjit._src.api import jit
-        _gamma_cache.append(jit(_gamma_draws, static_argnames=("log_space",)))
-    return _gamma_cache[0]
+@functools.lru_cache(maxsize=None)
+def _jitted(fn, *static_argnames):
+    """``fn`` as one jitted function (as JAX's random functions are): called eagerly, its
+    loops compile once per shape and dtype instead of once per call."""
+    from fusionjit._src.api import jit
+    return jit(fn, static_argnames=static_argnames)
 
 
 def gamma(key, a, shape=None, dtype=None):
@@ -452,9 +449,6 @@ def _poisson_draws(key, lam, dtype_name: str):
     return ufuncs.where(ufuncs.equal(lam, 0.0), to_array(0, d, False), out)
 
 
-_poisson_cache: list = []
-
-
 def poisson(key, lam, shape=None, dtype=None):
     """Poisson(lam) integers: Knuth's method below lam = 10, Hörmann's transformed rejection
     above, both as JAX's loops (one key for the whole array). Below 10 these are JAX's
@@ -467,7 +461,4 @@ def poisson(key, lam, shape=None, dtype=None):
     shape = (tuple(np.shape(lam)) if not _is_value(lam) else aval(lam).shape) \
         if shape is None else shape_arg(shape, "poisson")
     lam = shapes.broadcast_to(_param(lam, np.dtype(np.float32)), shape)
-    if not _poisson_cache:
-        from fusionjit._src.api import jit
-        _poisson_cache.append(jit(_poisson_draws, static_argnames=("dtype_name",)))
-    return _poisson_cache[0](key, lam, dtype_name=d.name)
+    return _jitted(_poisson_draws, "dtype_name")(key, lam, dtype_name=d.name)
