@@ -1,7 +1,8 @@
 """Everyday programs side by side with JAX in one run: softmax and layer norm (long, short
 and batch-of-one rows), MLP layers (wide and RL-sized, with a narrow output head), a PPO
 loss, cross-entropies, a logsumexp and a policy's entropy over few actions, matrix
-products, attention.
+products in the layouts programs write them (x @ w over a batch of sequences, A^T B,
+two contracting dimensions, a value head, matrix-vector and vector-matrix), attention.
 Each is jitted by fusionjit (default profile) and by JAX (when installed) on the same
 inputs; the results are compared, and the table gives medians of several runs and JAX's
 time over fusionjit's (above 1: fusionjit is faster).
@@ -65,6 +66,14 @@ def matmul(np_, a, b):
     return a @ b
 
 
+def at_b(np_, a, b):
+    return a.T @ b
+
+
+def tensordot2(np_, a, b):
+    return np_.tensordot(a, b, axes=2)
+
+
 def attention(np_, q, k, v):
     s = np_.einsum("bqd,bkd->bqk", q, k) / np_.sqrt(np_.float32(q.shape[-1]))
     return np_.einsum("bqk,bkd->bqd", softmax(np_, s), v)
@@ -91,6 +100,13 @@ def cases(rng):
          (f32(65536, 6), rng.integers(0, 6, 65536).astype(np.int32))),
         ("matmul [1024, 1024] @ [1024, 1024]", matmul, (f32(1024, 1024), f32(1024, 1024))),
         ("matmul [128, 768] @ [768, 768]", matmul, (f32(128, 768), f32(768, 768))),
+        ("x @ w [32, 128, 256] @ [256, 256]", matmul, (f32(32, 128, 256), f32(256, 256))),
+        ("A^T B [512, 256]^T @ [512, 512]", at_b, (f32(512, 256), f32(512, 512))),
+        ("tensordot [256, 16, 32] . [16, 32, 512]", tensordot2,
+         (f32(256, 16, 32), f32(16, 32, 512))),
+        ("value head [65536, 64] @ [64, 1]", matmul, (f32(65536, 64), f32(64, 1))),
+        ("matvec [4096, 1024] @ [1024]", matmul, (f32(4096, 1024), f32(1024))),
+        ("vecmat [1024] @ [1024, 1024]", matmul, (f32(1024), f32(1024, 1024))),
         ("attention [8, 128, 64]", attention, (f32(8, 128, 64), f32(8, 128, 64), f32(8, 128, 64))),
     ]
 
@@ -99,10 +115,13 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--json", default=None)
+    parser.add_argument("--only", default="", help="the cases whose name contains this")
     args = parser.parse_args(argv)
     found = peers()
     rows = []
     for name, fn, inputs in cases(np.random.default_rng(0)):
+        if args.only not in name:
+            continue
         f = fusionjit.jit(lambda *a, fn=fn: fn(fnp, *a))
         got = np.asarray(f(*inputs))
         t = median_seconds(lambda: fusionjit.block_until_ready(f(*inputs)), repeats=args.repeats)
@@ -113,7 +132,9 @@ def main(argv=None):
             g = jax.jit(lambda *a, fn=fn: fn(jnp, *a))
             ja = [jnp.asarray(a) for a in inputs]
             want = np.asarray(g(*ja))
-            np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-5)
+            # Sums over long rows differ in the last bits of their largest terms.
+            scale = max(1.0, float(np.max(np.abs(want))))
+            np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-5 * scale)
             t_jax = median_seconds(lambda: g(*ja).block_until_ready(), repeats=args.repeats)
             row.update({"jax_us": t_jax * 1e6, "jax/fusionjit": t_jax / t})
         rows.append(row)

@@ -597,11 +597,12 @@ def _sequential_matmul(a, b):
 
 
 def _row_by_row(f, a, b, *rest):
-    """f(a, b, *rest) with a's rows one at a time: too few rows for a tile, so each row is
-    computed alone (one output vector at a time)."""
+    """f(a, b, *rest) with a's rows two at a time (each beside a copy of itself): too few
+    rows for a tile, so each row is computed alone (one output vector at a time). One row
+    alone is a vector-matrix product, which the compiler sums as a column reduction."""
     rows = a.reshape(-1, *a.shape[-2:])
     rhs = np.broadcast_to(b, a.shape[:-2] + b.shape[-2:]).reshape(-1, *b.shape[-2:])
-    out = [np.asarray(f(rows[i][r:r + 1], rhs[i], *rest))[0]
+    out = [np.asarray(f(rows[i][[r, r]], rhs[i], *rest))[0]
            for i in range(rows.shape[0]) for r in range(rows.shape[1])]
     return np.stack(out).reshape(a.shape[:-1] + b.shape[-1:])
 
@@ -611,9 +612,8 @@ def _row_by_row(f, a, b, *rest):
     (7, 33, 70),         # 1 tile row, 3 rows and 6 columns left over
     (3, 40, 64),         # too few rows for a tile: plain rows
     (2, 5, 17, 128),     # batched: the tiles' rows cross batch boundaries
-    (1, 16, 8),          # narrower than a tile
+    (2, 16, 8),          # narrower than a tile
     (21, 64, 6),         # 8-row tiles of 4-lane vectors, 5 rows and 2 columns left over
-    (9, 30, 1),          # one column: one lane
     (136, 1024, 40),     # blocks of 128 rows (AVX2: packed panels), 8 rows left over
     (40, 2500, 24),      # packed panels a block of k at a time, the sums kept between
 ])
@@ -623,7 +623,8 @@ def test_dot_kernels_sum_in_order_whatever_the_tiling(shape, dtype, request):
         request.getfixturevalue("x64")
     # The CPU computes a dot kernel's rows in tiles (4 rows x 4 vectors with AVX-512) in
     # blocks of rows, the rows and columns left over one vector at a time; all sum over k in
-    # order with fused multiply-adds.
+    # order with fused multiply-adds. (Products with one row or one column are reductions:
+    # test_dot_forms_*.)
     import fusionjit
     rng = np.random.default_rng(5)
     *batch, m, k, n = shape
@@ -673,6 +674,7 @@ def test_a_rhs_contracted_over_its_last_dimension_is_transposed_first():
     assert "rhs_contracting_dims={1}" in dot and " transpose(" in text, text
     want = _sequential_matmul(q, np.swapaxes(k, 1, 2))
     np.testing.assert_array_equal(np.asarray(f(q, k)), want)
+
 
 
 # --- reductions with where= (masked means are everyday RL losses) ---------------------

@@ -43,10 +43,12 @@ void AddFusionPasses(Pipeline& pipeline, const FusionProfile& profile, FusionLog
   tidy.AddPass<ConstantFoldingPass>();
   tidy.AddPass<CsePass>();
   tidy.AddPass<DcePass>();
+  // Dots in the layout the tiled product reads; matrix-vector products as row reductions
+  // (split by the next pass where long) and outer products as elementwise products.
+  pipeline.AddPass<DotLayoutPass>();
   // The target's work split for reductions with few outputs (block counts depend only on
   // shapes); not inside whole-loop kernels, which reduce per block of lanes themselves.
   pipeline.AddPass<TreeReductionPass>(target.tree);
-  pipeline.AddPass<DotLayoutPass>();
   if (profile.enabled) {
     // Repeated until nothing changes, as XLA's HloPassFix around its fusion passes.
     Pipeline& fix = pipeline.AddPass<Pipeline>("fusion-fixed-point");

@@ -2,37 +2,178 @@
 #include "passes/dot_layout.h"
 
 #include <algorithm>
+#include <map>
+#include <numeric>
 
 #include "ir/builder.h"
 
 namespace fj {
+namespace {
+
+std::vector<int64_t> FreeDims(int rank, const std::vector<int64_t>& batch, const std::vector<int64_t>& contracting) {
+  std::vector<int64_t> free;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (std::find(batch.begin(), batch.end(), d) == batch.end() &&
+        std::find(contracting.begin(), contracting.end(), d) == contracting.end()) {
+      free.push_back(d);
+    }
+  }
+  return free;
+}
+
+int64_t Product(const Shape& s, const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= s.dim(d);
+  return n;
+}
+
+bool IsIdentity(const std::vector<int64_t>& order) {
+  for (size_t d = 0; d < order.size(); ++d) {
+    if (order[d] != static_cast<int64_t>(d)) return false;
+  }
+  return true;
+}
+
+// Rewrites one dot; false where it is canonical already and a tiled product.
+class DotRewriter {
+ public:
+  DotRewriter(Module& module, Computation* c, Instruction* dot)
+      : module_(module), b_(c), dot_(dot), dd_(dot->attrs().dot) {}
+
+  bool Run(std::map<DType, Computation*>& combiners) {
+    const Shape& l = dot_->operand(0)->shape();
+    const Shape& r = dot_->operand(1)->shape();
+    batch_ = static_cast<int>(dd_.lhs_batch.size());
+    lfree_ = FreeDims(l.rank(), dd_.lhs_batch, dd_.lhs_contracting);
+    rfree_ = FreeDims(r.rank(), dd_.rhs_batch, dd_.rhs_contracting);
+    m_ = Product(l, lfree_);
+    n_ = Product(r, rfree_);
+    k_ = Product(l, dd_.lhs_contracting);
+    for (int64_t d : dd_.lhs_batch) batch_dims_.push_back(l.dim(d));
+    bool small = k_ == 1 || n_ == 1 || m_ == 1;
+    if (!small && IsCanonical(l, r)) return false;
+
+    // lhs as [batch..., M, K], rhs as [batch..., K, N]: contracting dimensions in the order
+    // they pair up, so that the flattened K walks both alike.
+    std::vector<int64_t> lorder = dd_.lhs_batch, rorder = dd_.rhs_batch;
+    lorder.insert(lorder.end(), lfree_.begin(), lfree_.end());
+    lorder.insert(lorder.end(), dd_.lhs_contracting.begin(), dd_.lhs_contracting.end());
+    rorder.insert(rorder.end(), dd_.rhs_contracting.begin(), dd_.rhs_contracting.end());
+    rorder.insert(rorder.end(), rfree_.begin(), rfree_.end());
+    Instruction* lhs = Canonical(dot_->operand(0), lorder, {m_, k_});
+    Instruction* rhs = Canonical(dot_->operand(1), rorder, {k_, n_});
+
+    Instruction* out;
+    DType t = dot_->dtype();
+    Opcode mul = IsPred(t) ? Opcode::kAnd : Opcode::kMultiply;
+    const int b = batch_;
+    if (k_ == 1) {
+      // An outer product: no sums, an elementwise product that fuses with its neighbours.
+      std::vector<int64_t> dims = With({m_, n_});
+      Instruction* lb = Tag(b_.Broadcast(Tag(b_.Reshape(lhs, With({m_}))), dims, Iota(b, {b})));
+      Instruction* rb = Tag(b_.Broadcast(Tag(b_.Reshape(rhs, With({n_}))), dims, Iota(b, {b + 1})));
+      out = Tag(b_.Binary(mul, lb, rb));
+    } else if (n_ == 1) {
+      // A matrix-vector product: each output sums one contiguous lhs row times the vector,
+      // as a row reduction (vectorised along the row; split across threads when long),
+      // where a tiled product would have one lane of work per row.
+      std::vector<int64_t> dims = With({m_, k_});
+      Instruction* rb = Tag(b_.Broadcast(Tag(b_.Reshape(rhs, With({k_}))), dims, Iota(b, {b + 1})));
+      out = Sum(Tag(b_.Binary(mul, lhs, rb)), b + 1, combiners);
+    } else if (m_ == 1) {
+      // A vector-matrix product: a column reduction of the rhs rows times the vector's
+      // elements, vectorised along the rhs rows and split across threads where long. A
+      // tiled product of one row packs all of the rhs first (5x as long for [1024] @
+      // [1024, 1024]), or unpacked, walks it a column strip at a time (4x).
+      std::vector<int64_t> dims = With({k_, n_});
+      Instruction* lb = Tag(b_.Broadcast(Tag(b_.Reshape(lhs, With({k_}))), dims, Iota(b, {b})));
+      out = Sum(Tag(b_.Binary(mul, lb, rhs)), b, combiners);
+    } else {
+      InstructionAttrs attrs;
+      for (int d = 0; d < b; ++d) {
+        attrs.dot.lhs_batch.push_back(d);
+        attrs.dot.rhs_batch.push_back(d);
+      }
+      attrs.dot.lhs_contracting = {b + 1};
+      attrs.dot.rhs_contracting = {b};
+      out = Tag(b_.Add(Opcode::kDot, {lhs, rhs}, attrs));
+    }
+    if (!out->shape().SameDims(dot_->shape())) out = Tag(b_.Reshape(out, dot_->shape().dims()));
+    dot_->ReplaceAllUsesWith(out);
+    b_.computation()->RemoveInstruction(dot_);
+    return true;
+  }
+
+ private:
+  // [batch..., M, K] x [batch..., K, N] with batch dimensions leading in order: the layout the
+  // CPU's tiled product reads (kernel_plan.cc, FindDotTile).
+  bool IsCanonical(const Shape& l, const Shape& r) const {
+    if (l.rank() != batch_ + 2 || r.rank() != batch_ + 2) return false;
+    for (int d = 0; d < batch_; ++d) {
+      if (dd_.lhs_batch[d] != d || dd_.rhs_batch[d] != d) return false;
+    }
+    return dd_.lhs_contracting == std::vector<int64_t>{batch_ + 1} &&
+           dd_.rhs_contracting == std::vector<int64_t>{batch_};
+  }
+
+  // The sum of `products` over `dim` (for pred: any).
+  Instruction* Sum(Instruction* products, int64_t dim, std::map<DType, Computation*>& combiners) {
+    DType t = products->dtype();
+    Computation*& add = combiners[t];
+    if (!add) add = MakeScalarCombiner(module_, IsPred(t) ? Opcode::kOr : Opcode::kAdd, t);
+    return Tag(b_.Reduce(products, Tag(b_.ScalarConstant(t, 0)), {dim}, add));
+  }
+
+  // The batch dimensions followed by `rest`.
+  std::vector<int64_t> With(std::vector<int64_t> rest) const {
+    std::vector<int64_t> dims = batch_dims_;
+    dims.insert(dims.end(), rest.begin(), rest.end());
+    return dims;
+  }
+
+  // 0 .. n-1 followed by `rest`: broadcast dimensions that keep the batch.
+  static std::vector<int64_t> Iota(int n, std::vector<int64_t> rest) {
+    std::vector<int64_t> dims(n);
+    std::iota(dims.begin(), dims.end(), 0);
+    dims.insert(dims.end(), rest.begin(), rest.end());
+    return dims;
+  }
+
+  // `x` transposed to `order` and reshaped to [batch..., rows, cols]. The transpose is a
+  // kernel of its own (one pass over the operand); the reshape only reinterprets it.
+  Instruction* Canonical(Instruction* x, const std::vector<int64_t>& order, std::vector<int64_t> two) {
+    if (!IsIdentity(order)) {
+      InstructionAttrs attrs;
+      attrs.dimensions = order;
+      x = Tag(b_.Add(Opcode::kTranspose, {x}, attrs));
+    }
+    std::vector<int64_t> dims = With(std::move(two));
+    return x->shape().dims() == dims ? x : Tag(b_.Reshape(x, dims));
+  }
+
+  Instruction* Tag(Instruction* i) {
+    i->set_metadata(dot_->metadata());
+    return i;
+  }
+
+  Module& module_;
+  Builder b_;
+  Instruction* dot_;
+  const DotDims dd_;
+  int batch_ = 0;
+  std::vector<int64_t> lfree_, rfree_, batch_dims_;
+  int64_t m_ = 1, n_ = 1, k_ = 1;
+};
+
+}  // namespace
 
 bool DotLayoutPass::Run(Module& module) {
   bool changed = false;
+  std::map<DType, Computation*> combiners;
   for (Computation* c : module.ControlFlowComputations()) {
     for (Instruction* dot : c->MakePostOrder()) {
-      if (dot->opcode() != Opcode::kDot) continue;
-      DotDims& dd = dot->mutable_attrs().dot;
-      Instruction* rhs = dot->operand(1);
-      int rank = rhs->shape().rank();
-      std::vector<int64_t> order = dd.rhs_batch;
-      order.insert(order.end(), dd.rhs_contracting.begin(), dd.rhs_contracting.end());
-      if (static_cast<int>(order.size()) == rank) continue;  // no free dimension: nothing to vectorise
-      for (int d = 0; d < rank; ++d) {
-        if (std::find(order.begin(), order.end(), d) == order.end()) order.push_back(d);
-      }
-      bool canonical = true;
-      for (int d = 0; d < rank; ++d) canonical = canonical && order[d] == d;
-      if (canonical) continue;
-      InstructionAttrs attrs;
-      attrs.dimensions = order;
-      Instruction* t = Builder(c).Add(Opcode::kTranspose, {rhs}, attrs);
-      t->set_metadata(dot->metadata());
-      int batch = static_cast<int>(dd.rhs_batch.size());
-      for (int k = 0; k < batch; ++k) dd.rhs_batch[k] = k;
-      for (size_t k = 0; k < dd.rhs_contracting.size(); ++k) dd.rhs_contracting[k] = batch + static_cast<int64_t>(k);
-      dot->ReplaceOperandWith(1, t);
-      changed = true;
+      if (dot->opcode() != Opcode::kDot || !dot->shape().IsArray()) continue;
+      changed = DotRewriter(module, c, dot).Run(combiners) || changed;
     }
   }
   return changed;

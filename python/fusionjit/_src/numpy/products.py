@@ -42,6 +42,13 @@ def matmul(a, b):
     if sa[-1] != sb[-2]:
         fail(f"matmul: input operand 1 has a mismatch in its core dimension 0 ({sb[-2]} is "
              f"different from {sa[-1]}); shapes {sa} and {sb}", ValueError)
+    if len(sb) == 2:
+        # x @ w with x [..., M, K]: one product over x's last dimension, as JAX writes it
+        # (broadcasting w to x's batch would copy it once per batch element).
+        out = lax.dot_general(a, b, (((len(sa) - 1,), (0,)), ((), ())))
+        if a_vec:
+            out = lax.squeeze(out, (len(sa) - 2,))
+        return lax.squeeze(out, (aval(out).ndim - 1,)) if b_vec else out
     batch = broadcast_shapes(sa[:-2], sb[:-2])
     a = broadcast_to_shape(a, batch + sa[-2:])
     b = broadcast_to_shape(b, batch + sb[-2:])
