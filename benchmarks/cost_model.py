@@ -1,6 +1,7 @@
 """The cost model's estimate against the measured time, program by program: softmax and
 layer norm over rows of several lengths (short rows in lanes, long rows one at a time),
-row sums, elementwise passes in and beyond the cache, matrix products and a dense layer,
+row sums, elementwise passes in and beyond the cache, matrix products (of several layouts)
+and a dense layer,
 and the paper's CartPole rollouts (2048 environments x 1000 steps) under XLA's rules and
 ours. The estimate is the plan's, as `explain` prints it; the time is a median of calls.
 Where the two disagree, the model is what needs fixing: the summary gives the spread of
@@ -50,6 +51,10 @@ def matmul(a, b):
     return a @ b
 
 
+def tensordot2(a, b):
+    return fnp.tensordot(a, b, axes=2)
+
+
 def dense_tanh(x, w, b):
     return fnp.tanh(x @ w + b)
 
@@ -68,6 +73,11 @@ def cases(rng):
     for m, k, n in ((64, 64, 64), (256, 512, 512), (1024, 1024, 1024)):
         yield matmul, f"[{m}, {k}] @ [{k}, {n}]", (f32(m, k), f32(k, n))
     yield dense_tanh, "[2048, 64] @ [64, 64]", (f32(2048, 64), f32(64, 64), f32(64))
+    # Dots of other layouts, as the dot-layout pass rewrites them (dot_layout.h).
+    yield matmul, "[32, 128, 256] @ [256, 256]", (f32(32, 128, 256), f32(256, 256))
+    yield matmul, "[65536, 64] @ [64, 1] (row reduction)", (f32(65536, 64), f32(64, 1))
+    yield matmul, "[1024] @ [1024, 1024] (column reduction)", (f32(1024), f32(1024, 1024))
+    yield tensordot2, "[256, 16, 32] . [16, 32, 512]", (f32(256, 16, 32), f32(16, 32, 512))
 
 
 def cartpole_cases(steps=1000):
