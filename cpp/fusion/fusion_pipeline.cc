@@ -45,7 +45,7 @@ void AddFusionPasses(Pipeline& pipeline, const FusionProfile& profile, FusionLog
   tidy.AddPass<DcePass>();
   // Dots in the layout the tiled product reads; matrix-vector products as row reductions
   // (split by the next pass where long) and outer products as elementwise products.
-  pipeline.AddPass<DotLayoutPass>();
+  pipeline.AddPass<DotLayoutPass>(target.is_gpu() ? 1 : target.vector_lanes);
   // The target's work split for reductions with few outputs (block counts depend only on
   // shapes); not inside whole-loop kernels, which reduce per block of lanes themselves.
   pipeline.AddPass<TreeReductionPass>(target.tree);
