@@ -132,6 +132,24 @@ FusionDecision InstructionFusionPass::ShouldFuse(const Instruction* producer,
       return FusionDecision::Yes("dot-epilogue", Describe(consumer) + " is computed in the kernel of " + Name(producer) +
                                                      " from the product's sums, at the product's own positions");
     }
+    if (profile_.cost_model && producer->user_count() == 1 && producer->opcode() == Opcode::kDot) {
+      // Which of the consumer's ops read the product (through a fusion's parameter).
+      bool sliced = consumer->opcode() == Opcode::kSlice;
+      if (consumer->opcode() == Opcode::kFusion) {
+        for (int i = 0; i < consumer->operand_count(); ++i) {
+          if (consumer->operand(i) != producer) continue;
+          for (const Instruction* u : consumer->fused_computation()->parameter(i)->users()) {
+            sliced = sliced || u->opcode() == Opcode::kSlice;
+          }
+        }
+      }
+      return FusionDecision::No("dot-kernel", "dot " + Name(producer) + " is computed by a kernel of its own, and " +
+                                                  Describe(consumer) + " reads the product at other positions than its own" +
+                                                  (sliced ? " (a slice: where the product's columns were padded to whole "
+                                                            "vectors, the slice takes them back)"
+                                                          : "") +
+                                                  ", which the dot's epilogue cannot compute");
+    }
     return FusionDecision::No("dot-kernel", "dot " + Name(producer) + " is computed by a kernel of its own (in XLA a library call)");
   }
   for (const Instruction* s : {producer, consumer}) {
