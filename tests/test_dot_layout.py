@@ -139,6 +139,9 @@ def test_a_product_with_a_partial_vector_of_columns_is_padded_to_whole_vectors(n
     assert padded > n and " pad(" in text and " slice(" in text, text
     assert padded & (padded - 1) == 0 or padded % 8 == 0, padded
     np.testing.assert_array_equal(np.asarray(f(x, w, b)), _sequential_matmul(x, w) + b)
+    # A small product (a loop step's) keeps its one kernel.
+    small = fusionjit.jit(lambda x, w, b: x @ w + b).lower(x[:4], w, b).compile()
+    assert small.num_kernels == 1, small.as_text()
     # explain says why the bias is not the dot's epilogue.
     why = str(fusionjit.explain(lambda x, w, b: x @ w + b)(x, w, b))
     assert "the product's columns were padded to whole vectors" in why, why

@@ -21,6 +21,9 @@ std::vector<int64_t> FreeDims(int rank, const std::vector<int64_t>& batch, const
   return free;
 }
 
+// Multiply-adds below which a product's columns are not padded to whole vectors.
+constexpr int64_t kMinPaddedWork = int64_t{1} << 15;
+
 int64_t Product(const Shape& s, const std::vector<int64_t>& dims) {
   int64_t n = 1;
   for (int64_t d : dims) n *= s.dim(d);
@@ -133,7 +136,11 @@ class DotRewriter {
   // The columns the tiled product computes: N, or on a CPU with vector lanes, N rounded up
   // to whole vectors (a power of two below the lanes; see dot_layout.h).
   int64_t PaddedN() const {
-    if (lanes_ <= 1 || n_ <= 1) return n_;
+    // A small product (a step of a loop over a few environments) is left as it is: its
+    // leftover columns cost less than the pad and slice kernels would.
+    int64_t work = m_ * n_ * k_;
+    for (int64_t d : batch_dims_) work *= d;
+    if (lanes_ <= 1 || n_ <= 1 || work < kMinPaddedWork) return n_;
     if (n_ < lanes_) {
       int64_t p = 1;
       while (p < n_) p *= 2;

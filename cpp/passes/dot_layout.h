@@ -14,7 +14,8 @@
 //   its result sliced back: the columns past the last whole vector were computed an
 //   element at a time (an RL policy's 6 logits from 64 features took 4.9x, 24 of them 5.7x
 //   as long as the padded product); and to a whole tile span where that wastes fewer
-//   columns than the span leaves over.
+//   columns than the span leaves over. Not a small product (under 2^15 multiply-adds, a
+//   step of a loop over a few environments), where the two more kernels cost more.
 // - A matrix-vector product (N = 1) is a row reduction of the lhs rows times the vector:
 //   vectorised along the contiguous row and split across threads where long (a value head
 //   [65536, 64] @ [64, 1] took 3.1 ms as a dot, one lane of work per row).
