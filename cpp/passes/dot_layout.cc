@@ -63,33 +63,34 @@ class DotRewriter {
     lorder.insert(lorder.end(), dd_.lhs_contracting.begin(), dd_.lhs_contracting.end());
     rorder.insert(rorder.end(), dd_.rhs_contracting.begin(), dd_.rhs_contracting.end());
     rorder.insert(rorder.end(), rfree_.begin(), rfree_.end());
-    Instruction* lhs = Canonical(dot_->operand(0), lorder, {m_, k_});
-    Instruction* rhs = Canonical(dot_->operand(1), rorder, {k_, n_});
+    // Which form (dot_layout.h); operands of one row or column become vectors.
+    const bool outer = k_ == 1, row = !outer && n_ == 1, column = !outer && !row && m_ == 1;
+    using Dims = std::vector<int64_t>;
+    Instruction* lhs = Canonical(dot_->operand(0), lorder, outer ? Dims{m_} : column ? Dims{k_} : Dims{m_, k_});
+    Instruction* rhs = Canonical(dot_->operand(1), rorder, outer ? Dims{n_} : row ? Dims{k_} : Dims{k_, n_});
 
     Instruction* out;
     DType t = dot_->dtype();
     Opcode mul = IsPred(t) ? Opcode::kAnd : Opcode::kMultiply;
     const int b = batch_;
-    if (k_ == 1) {
+    if (outer) {
       // An outer product: no sums, an elementwise product that fuses with its neighbours.
       std::vector<int64_t> dims = With({m_, n_});
-      Instruction* lb = Tag(b_.Broadcast(Tag(b_.Reshape(lhs, With({m_}))), dims, Iota(b, {b})));
-      Instruction* rb = Tag(b_.Broadcast(Tag(b_.Reshape(rhs, With({n_}))), dims, Iota(b, {b + 1})));
+      Instruction* lb = Tag(b_.Broadcast(lhs, dims, Iota(b, {b})));
+      Instruction* rb = Tag(b_.Broadcast(rhs, dims, Iota(b, {b + 1})));
       out = Tag(b_.Binary(mul, lb, rb));
-    } else if (n_ == 1) {
+    } else if (row) {
       // A matrix-vector product: each output sums one contiguous lhs row times the vector,
       // as a row reduction (vectorised along the row; split across threads when long),
       // where a tiled product would have one lane of work per row.
-      std::vector<int64_t> dims = With({m_, k_});
-      Instruction* rb = Tag(b_.Broadcast(Tag(b_.Reshape(rhs, With({k_}))), dims, Iota(b, {b + 1})));
+      Instruction* rb = Tag(b_.Broadcast(rhs, With({m_, k_}), Iota(b, {b + 1})));
       out = Sum(Tag(b_.Binary(mul, lhs, rb)), b + 1, combiners);
-    } else if (m_ == 1) {
+    } else if (column) {
       // A vector-matrix product: a column reduction of the rhs rows times the vector's
       // elements, vectorised along the rhs rows and split across threads where long. A
       // tiled product of one row packs all of the rhs first (5x as long for [1024] @
       // [1024, 1024]), or unpacked, walks it a column strip at a time (4x).
-      std::vector<int64_t> dims = With({k_, n_});
-      Instruction* lb = Tag(b_.Broadcast(Tag(b_.Reshape(lhs, With({k_}))), dims, Iota(b, {b})));
+      Instruction* lb = Tag(b_.Broadcast(lhs, With({k_, n_}), Iota(b, {b})));
       out = Sum(Tag(b_.Binary(mul, lb, rhs)), b, combiners);
     } else {
       InstructionAttrs attrs;
@@ -180,15 +181,15 @@ class DotRewriter {
     return dims;
   }
 
-  // `x` transposed to `order` and reshaped to [batch..., rows, cols]. The transpose is a
+  // `x` transposed to `order` and reshaped to [batch..., dims...]. The transpose is a
   // kernel of its own (one pass over the operand); the reshape only reinterprets it.
-  Instruction* Canonical(Instruction* x, const std::vector<int64_t>& order, std::vector<int64_t> two) {
+  Instruction* Canonical(Instruction* x, const std::vector<int64_t>& order, std::vector<int64_t> rest) {
     if (!IsIdentity(order)) {
       InstructionAttrs attrs;
       attrs.dimensions = order;
       x = Tag(b_.Add(Opcode::kTranspose, {x}, attrs));
     }
-    std::vector<int64_t> dims = With(std::move(two));
+    std::vector<int64_t> dims = With(std::move(rest));
     return x->shape().dims() == dims ? x : Tag(b_.Reshape(x, dims));
   }
 

@@ -9,6 +9,7 @@
 #include "passes/constant_folding.h"
 #include "passes/cse.h"
 #include "passes/dce.h"
+#include "passes/dot_layout.h"
 #include "passes/simplify.h"
 #include "passes/tree_reduction.h"
 #include "support/error.h"
@@ -682,6 +683,68 @@ ENTRY %main (x: s32[2,300,40,16]) -> s32[2,16] {
   EXPECT_NE(out.find("s32[2,10,16] reduce("), std::string::npos) << out;
   EXPECT_NE(out.find("ROOT %"), std::string::npos) << out;
   EXPECT_NE(out.find("s32[2,16] reduce("), std::string::npos) << out;
+}
+
+TEST(DotLayout, RewritesEveryDotIntoATiledProductAReductionOrAnElementwiseProduct) {
+  std::unique_ptr<Module> m = Parse(R"(
+module m
+
+ENTRY %main (x: f32[4,32,64], w: f32[64,10], a: f32[300,70], v: f32[70], p: f32[30], q: f32[40], l: f32[33,4,8], r: f32[8,4,40], s: f32[64,64]) -> (f32[4,32,10], f32[300], f32[30,40], f32[33,40], f32[64,64]) {
+  %x = f32[4,32,64] parameter(0)
+  %w = f32[64,10] parameter(1)
+  %a = f32[300,70] parameter(2)
+  %v = f32[70] parameter(3)
+  %p = f32[30] parameter(4)
+  %q = f32[40] parameter(5)
+  %l = f32[33,4,8] parameter(6)
+  %r = f32[8,4,40] parameter(7)
+  %s = f32[64,64] parameter(8)
+  %xw = f32[4,32,10] dot(%x, %w), lhs_batch_dims={}, lhs_contracting_dims={2}, rhs_batch_dims={}, rhs_contracting_dims={0}
+  %mv = f32[300] dot(%a, %v), lhs_batch_dims={}, lhs_contracting_dims={1}, rhs_batch_dims={}, rhs_contracting_dims={0}
+  %outer = f32[30,40] dot(%p, %q), lhs_batch_dims={}, lhs_contracting_dims={}, rhs_batch_dims={}, rhs_contracting_dims={}
+  %two = f32[33,40] dot(%l, %r), lhs_batch_dims={}, lhs_contracting_dims={1,2}, rhs_batch_dims={}, rhs_contracting_dims={1,0}
+  %plain = f32[64,64] dot(%s, %s), lhs_batch_dims={}, lhs_contracting_dims={1}, rhs_batch_dims={}, rhs_contracting_dims={0}
+  ROOT %t = (f32[4,32,10], f32[300], f32[30,40], f32[33,40], f32[64,64]) tuple(%xw, %mv, %outer, %two, %plain)
+}
+)");
+  DotLayoutPass pass(/*lanes=*/16);
+  EXPECT_TRUE(pass.Run(*m));
+  VerifyModule(*m);
+  std::string out = m->ToString();
+  auto has = [&](const std::string& s) { return out.find(s) != std::string::npos; };
+  // x @ w over x [4, 32, 64]: x flattened to rows (a reshape), w's 10 columns padded to 16
+  // (a power of two below the lanes), the product sliced and reshaped back.
+  EXPECT_TRUE(has("f32[128,64] reshape(%x)")) << out;
+  EXPECT_TRUE(has("f32[64,16] pad(%w, ")) << out;
+  EXPECT_TRUE(has("f32[128,16] dot(")) << out;
+  EXPECT_TRUE(has("f32[128,10] slice(")) << out;
+  EXPECT_TRUE(has("f32[4,32,10] reshape(")) << out;
+  // A matrix-vector product: a row reduction of the rows times the broadcast vector.
+  EXPECT_TRUE(has("f32[300,70] broadcast(%v)")) << out;
+  EXPECT_TRUE(has("f32[300] reduce(")) << out;
+  // An outer product: no sums.
+  EXPECT_TRUE(has("f32[30,40] multiply(")) << out;
+  EXPECT_TRUE(has("f32[30,40] broadcast(%p), dimensions={0}")) << out;
+  // Two contracting dimensions paired crosswise: r transposed so that they pair in order,
+  // both operands flattened to one contracting dimension of 32; 40 columns padded to 48
+  // (whole vectors; a whole span of 64 would pad more than it leaves over).
+  EXPECT_TRUE(has("f32[4,8,40] transpose(%r), dimensions={1,0,2}")) << out;
+  EXPECT_TRUE(has("f32[33,32] reshape(%l)")) << out;
+  EXPECT_TRUE(has("f32[33,48] dot(")) << out;
+  // Already the tiled layout, whole vectors: untouched.
+  EXPECT_TRUE(has("%plain = f32[64,64] dot(%s, %s)")) << out;
+  for (const char* gone : {"%xw = ", "%mv = ", "%outer = ", "%two = "}) EXPECT_FALSE(has(gone)) << gone << out;
+  // Without lanes (the GPU): no padding.
+  std::unique_ptr<Module> g = Parse(R"(
+module g
+
+ENTRY %main (x: f32[128,64], w: f32[64,10]) -> f32[128,10] {
+  %x = f32[128,64] parameter(0)
+  %w = f32[64,10] parameter(1)
+  ROOT %xw = f32[128,10] dot(%x, %w), lhs_batch_dims={}, lhs_contracting_dims={1}, rhs_batch_dims={}, rhs_contracting_dims={0}
+}
+)");
+  EXPECT_FALSE(DotLayoutPass(/*lanes=*/1).Run(*g));
 }
 
 }  // namespace
