@@ -283,6 +283,9 @@ def test_cond_picks_a_branch(pred):
     x = np.arange(3, dtype=np.float32)
     got = fusionjit.jit(lambda p, x: lax.cond(p, lambda a: a * 2, lambda a: a - 1, x))(pred, x)
     assert_close(got, x * 2 if pred else x - 1)
+    # Regression: outside jit, cond and switch passed their branches in the wrong place
+    # and failed on every call.
+    assert_close(lax.cond(pred, lambda a: a * 2, lambda a: a - 1, x), x * 2 if pred else x - 1)
 
 
 @pytest.mark.parametrize("index", [-3, 0, 1, 2, 9])
@@ -292,6 +295,7 @@ def test_switch_clamps_the_index(index):
     got = fusionjit.jit(lambda i, x: lax.switch(i, branches, x))(np.int32(index), x)
     want = [x * 2, x - 1, np.sin(x)][min(max(index, 0), 2)]
     assert_close(got, want, rtol=1e-6)
+    assert_close(lax.switch(index, branches, x), want, rtol=1e-6)
 
 
 def test_cond_inside_a_loop_and_a_loop_inside_cond():

@@ -394,7 +394,7 @@ def switch(index, branches: Sequence[Callable], *operands):
         if not callable(b):
             _fail(f"switch: branches must be callable, got {type(b).__name__}")
     if core.current_trace() is None:
-        return _run_compiled(switch, (branches,), {}, (index, *operands))
+        return _run_compiled(_switch_branches_first, (branches,), {}, (index, *operands))
     from fusionjit._src.lax.common import asarray_operand
     index = asarray_operand(index)
     ia = core.get_aval(index)
@@ -409,7 +409,7 @@ def cond(pred, true_fun: Callable, false_fun: Callable, *operands):
         if not callable(fn):
             _fail(f"cond: {name} must be callable, got {type(fn).__name__}")
     if core.current_trace() is None:
-        return _run_compiled(cond, (true_fun, false_fun), {}, (pred, *operands))
+        return _run_compiled(_cond_branches_first, (true_fun, false_fun), {}, (pred, *operands))
     from fusionjit._src.lax.common import asarray_operand
     pred = asarray_operand(pred)
     pa = core.get_aval(pred)
@@ -468,6 +468,17 @@ def _cond_lower(ctx, avals_in, avals_out, index, *operands, branches, nconsts):
         comps.append(lower_subcomputation(ctx, prog, f"branch_{k}"))
     out = ctx.op("conditional", [index] + tuples, called=comps)
     return [ctx.op("get-tuple-element", [out], index=i) for i in range(len(avals_out))]
+
+
+# The compiled programs of an eager cond or switch take the branches first (_run_compiled
+# puts the functions before the arrays); regression: they called cond(true_fun, false_fun,
+# pred, ...) and failed on every eager call.
+def _cond_branches_first(true_fun, false_fun, pred, *operands):
+    return cond(pred, true_fun, false_fun, *operands)
+
+
+def _switch_branches_first(branches, index, *operands):
+    return switch(index, branches, *operands)
 
 
 def map(f: Callable, xs):  # noqa: A001 - jax.lax.map
