@@ -10,6 +10,8 @@ import math
 import numpy as np
 
 from fusionjit._src import nn, special
+from fusionjit._src.autodiff import custom_vjp
+from fusionjit._src.numpy.shapes import broadcast_arrays
 from fusionjit._src.numpy import ufuncs
 from fusionjit._src.numpy.util import promote_args_inexact
 
@@ -64,20 +66,29 @@ def betaln(a, b):
                            special.lgamma(ufuncs.add(a, b)))
 
 
-def _x_log(name: str, log_fn):
-    def fn(x, y):
-        x, y = promote_args_inexact(name, x, y)
+def _x_log(name: str, log_fn, dlog):
+    def value(x, y):
         ok = ufuncs.not_equal(x, 0.0)
         safe_x = ufuncs.where(ok, x, 1.0)
         safe_y = ufuncs.where(ok, y, 1.0)
         return ufuncs.where(ok, ufuncs.multiply(safe_x, log_fn(safe_y)), 0.0)
+
+    # The gradient as JAX's (d/dx = log(y) also where x is 0), not the where's.
+    custom = custom_vjp(value)
+    custom.defvjp(lambda x, y: (value(x, y), (x, y)),
+                  lambda r, g: (ufuncs.multiply(g, log_fn(r[1])),
+                                ufuncs.multiply(g, ufuncs.multiply(r[0], dlog(r[1])))))
+
+    def fn(x, y):
+        x, y = promote_args_inexact(name, x, y)
+        return custom(*broadcast_arrays(x, y))
     fn.__name__ = name
     return fn
 
 
-xlogy = _x_log("xlogy", ufuncs.log)
+xlogy = _x_log("xlogy", ufuncs.log, ufuncs.reciprocal)
 xlogy.__doc__ = "x * log(y), 0 where x is 0 (whatever y is)."
-xlog1py = _x_log("xlog1py", ufuncs.log1p)
+xlog1py = _x_log("xlog1py", ufuncs.log1p, lambda y: ufuncs.reciprocal(ufuncs.add(y, 1.0)))
 xlog1py.__doc__ = "x * log1p(y), 0 where x is 0 (whatever y is)."
 
 

@@ -25,7 +25,8 @@ import math
 import numpy as np
 
 from fusionjit._src import dtypes as dt
-from fusionjit._src import special_coeffs
+from fusionjit._src import errors, special_coeffs
+from fusionjit._src.autodiff import custom_vjp
 from fusionjit._src.lax import lax
 from fusionjit._src.numpy import shapes, ufuncs
 from fusionjit._src.numpy.util import aval, fail, to_array
@@ -56,6 +57,18 @@ def in_working_precision(fn):
     wrapped.__name__ = fn.__name__
     wrapped.__doc__ = fn.__doc__
     return wrapped
+
+
+def _with_derivative(value, derivative):
+    """``value(x)`` whose fusionjit.grad is ``g * derivative(x, value(x))``: a custom backward
+    pass, where differentiating the pieces (their unused branches) would give NaN."""
+    f = custom_vjp(value)
+
+    def fwd(x):
+        y = value(x)
+        return y, (x, y)
+    f.defvjp(fwd, lambda r, g: (ufuncs.multiply(g, derivative(*r)),))
+    return f
 
 
 def _coeffs(x):
@@ -182,11 +195,20 @@ def _erf_inv_pieces(x, w):
 
 @in_working_precision
 def erf_inv(x):
-    """erf^-1 on [-1, 1] (+-inf at +-1, nan outside)."""
+    """erf^-1 on [-1, 1] (+-inf at +-1, nan outside); its gradient sqrt(pi)/2 exp(y^2)
+    (a custom backward pass: the pieces' unused branches would give NaN)."""
+    return _erf_inv(x)
+
+
+def _erf_inv_value(x):
     w = ufuncs.negative(ufuncs.log1p(ufuncs.negative(ufuncs.multiply(x, x))))
     d = aval(x).dtype
     return ufuncs.where(ufuncs.equal(ufuncs.abs(x), to_array(1.0, d, False)),
                         ufuncs.multiply(x, to_array(np.inf, d, False)), _erf_inv_pieces(x, w))
+
+
+_erf_inv = _with_derivative(_erf_inv_value, lambda x, y: ufuncs.multiply(
+    0.5 * math.sqrt(math.pi), ufuncs.exp(ufuncs.multiply(y, y))))
 
 
 @in_working_precision
@@ -194,7 +216,12 @@ def ndtri(p):
     """The standard normal quantile: sqrt(2) erf^-1(2p - 1), with erf^-1's w = -log(4p(1-p))
     formed from p itself, so that small p keep their precision. Below the range of Giles'
     polynomials (p < 1e-7 in float32, 1e-15 in float64) the tail is solved from
-    log_ndtr(x) = log(p) by Newton's method from the asymptotic guess."""
+    log_ndtr(x) = log(p) by Newton's method from the asymptotic guess. Its gradient is
+    sqrt(2 pi) exp(x^2 / 2)."""
+    return _ndtri(p)
+
+
+def _ndtri_value(p):
     d = aval(p).dtype
     x = ufuncs.subtract(ufuncs.multiply(p, 2.0), 1.0)
     w = ufuncs.negative(ufuncs.log(ufuncs.multiply(ufuncs.multiply(p, 4.0),
@@ -255,7 +282,13 @@ def _reduced(x):
 
 @in_working_precision
 def lgamma(x):
-    """log|Gamma(x)|."""
+    """log|Gamma(x)|; its gradient is digamma (fusionjit.grad: a custom backward pass, as
+    differentiating the Lanczos sum and the reflection's unused branch gives NaN at the
+    integers)."""
+    return _lgamma(x)
+
+
+def _lgamma_terms(x):
     z = _lanczos_z(x)
     a = lax.full(aval(z).shape, LANCZOS_BASE, aval(z).dtype)
     for i, c in enumerate(LANCZOS):
@@ -275,9 +308,22 @@ def lgamma(x):
     return ufuncs.where(ufuncs.isinf(x), ufuncs.abs(x), out)
 
 
+
+
 @in_working_precision
 def digamma(x):
-    """d/dx log Gamma(x); nan at the poles (0, -1, -2, ...), as JAX."""
+    """d/dx log Gamma(x); nan at the poles (0, -1, -2, ...), as JAX. (No gradient yet: it
+    would be the trigamma function.)"""
+    return _digamma(x)
+
+
+def _no_trigamma(x, y):
+    raise NotImplementedError(errors.located(
+        "fusionjit.grad of digamma (the trigamma function) is not implemented yet",
+        errors.user_location()))
+
+
+def _digamma_value(x):
     z = _lanczos_z(x)
     num = lax.full(aval(z).shape, 0.0, aval(z).dtype)
     den = lax.full(aval(z).shape, LANCZOS_BASE, aval(z).dtype)
@@ -312,5 +358,10 @@ def _lax(name: str, fn):
 lax_erf = _lax("erf", erf)
 lax_erfc = _lax("erfc", erfc)
 lax_erf_inv = _lax("erf_inv", erf_inv)
+_lgamma = _with_derivative(_lgamma_terms, lambda x, y: digamma(x))
+_ndtri = _with_derivative(_ndtri_value, lambda p, x: ufuncs.multiply(
+    math.sqrt(2 * math.pi), ufuncs.exp(ufuncs.multiply(ufuncs.multiply(x, x), 0.5))))
+_digamma = _with_derivative(_digamma_value, _no_trigamma)
+
 lax_lgamma = _lax("lgamma", lgamma)
 lax_digamma = _lax("digamma", digamma)

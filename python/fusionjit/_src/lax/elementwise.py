@@ -387,8 +387,27 @@ def reciprocal(x):
     return div(asarray_operand(np.array(1, core.get_aval(x).dtype)), x)
 
 
+stop_gradient_p = Primitive("stop_gradient")
+
+
+@stop_gradient_p.def_abstract_eval
+def _stop_gradient_abstract_eval(x):
+    return x
+
+
+@register(stop_gradient_p)
+def _stop_gradient_lower(ctx, avals_in, avals_out, x):
+    return x  # the value itself: only fusionjit.grad sees the primitive
+
+
 def stop_gradient(x):
-    """``x`` (a pytree) with its leaves as arrays. fusionjit has no automatic
-    differentiation, so there is no gradient to stop: JAX code that calls it runs as is."""
+    """``x`` (a pytree) with its leaves as arrays, through which ``fusionjit.grad`` passes
+    no gradient (as ``jax.lax.stop_gradient``); compiled, it is the value itself."""
     from fusionjit._src import tree_util
-    return tree_util.tree_map(asarray_operand, x)
+
+    def stop(leaf):
+        leaf = asarray_operand(leaf)
+        if not dt.is_float(core.get_aval(leaf).dtype) or not isinstance(leaf, core.Tracer):
+            return leaf
+        return stop_gradient_p.bind(leaf)
+    return tree_util.tree_map(stop, x)

@@ -1,0 +1,324 @@
+"""Reverse-mode automatic differentiation: ``grad``, ``value_and_grad`` and ``vjp`` with
+JAX's API. The function is traced into a Program; the program is evaluated forward (each
+primitive bound again, so it runs eagerly or records into an enclosing ``jit`` trace), and
+its cotangents are then propagated backward by a rule per primitive (the rules are written
+with ``lax``, so the backward pass fuses and compiles like any other code under ``jit``).
+``scan`` and ``cond``/``switch`` are differentiated by scans and switches of the body's
+backward pass; ``while_loop`` (whose trip count is not known ahead) and sorting have no
+rule: a gradient through them raises an error that names the user's line."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from fusionjit._src import core, errors, lowering, tracing, tree_util
+from fusionjit._src import dtypes as dt
+from fusionjit._src.lax import elementwise as ew
+from fusionjit._src.lax import reductions as red
+
+Rule = Callable[..., Sequence[Any]]
+_VJP: dict[core.Primitive, Rule] = {}
+
+
+def _fail(message: str, exc_type=TypeError):
+    raise exc_type(errors.located(message, errors.user_location()))
+
+
+def defvjp(*prims: core.Primitive):
+    """Registers ``rule(ct, invals, out, **params) -> cotangents`` for the primitives:
+    ``ct`` is the output's cotangent (a list for primitives with several results), the
+    result one cotangent (or None: zero) per operand."""
+    def register(rule: Rule) -> Rule:
+        for p in prims:
+            _VJP[p] = rule
+        return rule
+    return register
+
+
+# --- the transformation ---------------------------------------------------------------
+
+def _is_float(aval) -> bool:
+    return dt.is_float(aval.dtype)
+
+
+def _zeros(aval):
+    return red.full(aval.shape, 0, aval.dtype)
+
+
+def _read(env, v):
+    if isinstance(v, core.Literal):
+        return np.asarray(v.value, v.aval.dtype)
+    return env[id(v)]
+
+
+def _forward(program: core.Program, args) -> dict:
+    env: dict = {}
+    for var, val in zip(program.constvars, program.consts):
+        env[id(var)] = val
+    for var, val in zip(program.invars, args):
+        env[id(var)] = val
+    for eqn in program.eqns:
+        outs = eqn.prim.bind(*(_read(env, v) for v in eqn.invars), **eqn.params)
+        for var, val in zip(eqn.outvars, outs if eqn.prim.multiple_results else [outs]):
+            env[id(var)] = val
+    return env
+
+
+def eval_program(program: core.Program, args) -> list:
+    """The outputs of a (closed) program applied to ``args``, each primitive bound again."""
+    env = _forward(program, args)
+    return [_read(env, v) for v in program.outvars]
+
+
+def _backward(program: core.Program, env: dict, out_cts) -> list:
+    cts: dict = {}
+
+    def add(var, ct):
+        if ct is None or isinstance(var, core.Literal) or not _is_float(var.aval):
+            return
+        ct = _as_aval(ct, var.aval)
+        cts[id(var)] = ct if id(var) not in cts else ew.add(cts[id(var)], ct)
+
+    for var, ct in zip(program.outvars, out_cts):
+        add(var, ct)
+    for eqn in reversed(program.eqns):
+        outs = [cts.pop(id(v), None) for v in eqn.outvars]
+        if all(ct is None for ct in outs) or not any(
+                isinstance(v, core.Var) and _is_float(v.aval) for v in eqn.invars):
+            continue  # nothing to pass back to (an iota, random bits)
+        rule = _VJP.get(eqn.prim)
+        if rule is None:
+            raise NotImplementedError(
+                f"{eqn.source}: fusionjit.grad has no rule for '{eqn.prim.name}' yet "
+                f"(while loops and sorting are not differentiable in this version); wrap "
+                f"what does not need a gradient in lax.stop_gradient")
+        if eqn.prim.multiple_results:
+            ct = [c if c is not None else _zeros(v.aval) for c, v in zip(outs, eqn.outvars)]
+            out = [_read(env, v) for v in eqn.outvars]
+        else:
+            ct, out = outs[0], _read(env, eqn.outvars[0])
+        invals = [_read(env, v) for v in eqn.invars]
+        for var, c in zip(eqn.invars, rule(ct, invals, out, **eqn.params)):
+            add(var, c)
+    return [cts.get(id(v)) for v in program.invars]
+
+
+def _as_aval(ct, aval):
+    """A cotangent in its variable's dtype (a weakly typed scalar may differ)."""
+    ct = ew.asarray_operand(ct) if not isinstance(ct, core.Tracer) else ct
+    if core.get_aval(ct).dtype != aval.dtype:
+        ct = ew.convert_element_type(ct, aval.dtype)
+    return ct
+
+
+def _trace(fun: Callable, primals, name: str):
+    leaves, in_tree = tree_util.tree_flatten(primals)
+    leaves = [ew.asarray_operand(x) for x in leaves]
+    out_tree: list = []
+
+    def flat(*xs):
+        out = fun(*tree_util.tree_unflatten(in_tree, xs))
+        out_leaves, tree = tree_util.tree_flatten(out)
+        out_tree.append(tree)
+        return out_leaves
+
+    program = tracing.trace_to_program(flat, [core.get_aval(x) for x in leaves], name)
+    return program, leaves, in_tree, out_tree[0]
+
+
+def vjp(fun: Callable, *primals, has_aux: bool = False):
+    """``(fun(*primals), vjp_fn)`` as ``jax.vjp``: ``vjp_fn(cotangent)`` gives the
+    cotangents of the primals (a tuple, one per primal) for a cotangent of the output's
+    structure. With ``has_aux``, ``fun`` returns ``(out, aux)`` and so does this
+    (``(out, vjp_fn, aux)``)."""
+    name = getattr(fun, "__name__", "fun")
+    program, leaves, in_tree, out_tree = _trace(fun, primals, f"vjp({name})")
+    env = _forward(program, leaves)
+    outs = [_read(env, v) for v in program.outvars]
+    out = tree_util.tree_unflatten(out_tree, outs)
+    aux = None
+    if has_aux:
+        if not isinstance(out, tuple) or len(out) != 2:
+            _fail(f"vjp(..., has_aux=True): {name} must return a pair (out, aux)",
+                        TypeError)
+        out, aux = out
+        outs = tree_util.tree_leaves(out)
+    out_avals = [core.get_aval(o) for o in outs]
+
+    def vjp_fn(cotangent):
+        ct_leaves, ct_tree = tree_util.tree_flatten(cotangent)
+        want = tree_util.tree_structure(out)
+        if ct_tree != want:
+            _fail(f"vjp: the cotangent's structure {ct_tree} differs from the "
+                        f"output's {want}", TypeError)
+        for c, a in zip(ct_leaves, out_avals):
+            if tuple(np.shape(c)) != a.shape:
+                _fail(f"vjp: a cotangent of shape {tuple(np.shape(c))} for an output "
+                            f"of shape {a.shape}", ValueError)
+        full = list(ct_leaves) + [None] * (len(program.outvars) - len(ct_leaves))
+        cts = _backward(program, env, full)
+        cts = [c if c is not None else _zeros(core.get_aval(x)) for c, x in zip(cts, leaves)]
+        return tuple(tree_util.tree_unflatten(in_tree, cts))
+
+    return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
+
+
+def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False):
+    """``fun``'s value and its gradient with respect to the arguments ``argnums``, as
+    ``jax.value_and_grad``: ``fun`` returns a float scalar (or ``(scalar, aux)`` with
+    ``has_aux``); the gradient has the structure of the argument (a tuple of them for a
+    tuple of argnums)."""
+    many = not isinstance(argnums, int)
+    nums = tuple(argnums) if many else (argnums,)
+
+    @functools.wraps(fun)
+    def wrapped(*args, **kwargs):
+        for n in nums:
+            if not -len(args) <= n < len(args):
+                _fail(f"grad: argnums {argnums} for {len(args)} positional arguments",
+                            ValueError)
+        nums_ = tuple(n % len(args) for n in nums)
+        for n in nums_:
+            for leaf in tree_util.tree_leaves(args[n]):
+                d = core.get_aval(leaf).dtype
+                if not dt.is_float(d):
+                    _fail(f"grad requires real-valued (floating-point) inputs, but "
+                                f"argument {n} has a leaf of {d}", TypeError)
+
+        def part(*diff):
+            full = list(args)
+            for n, v in zip(nums_, diff):
+                full[n] = v
+            return fun(*full, **kwargs)
+
+        out = vjp(part, *(args[n] for n in nums_), has_aux=has_aux)
+        value, pullback = out[0], out[1]
+        leaves = tree_util.tree_leaves(value)
+        aval = core.get_aval(leaves[0]) if len(leaves) == 1 else None
+        if aval is None or aval.shape != () or not dt.is_float(aval.dtype):
+            what = "several values" if len(leaves) != 1 else aval.str_short()
+            _fail(f"grad requires a scalar floating-point output of "
+                        f"{getattr(fun, '__name__', 'fun')}, got {what}", TypeError)
+        g = pullback(red.full((), 1, aval.dtype))
+        g = g if many else g[0]
+        return ((value, out[2]), g) if has_aux else (value, g)
+
+    return wrapped
+
+
+def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False):
+    """The gradient of ``fun`` (a float scalar) with respect to ``argnums``, as
+    ``jax.grad``; with ``has_aux``, ``(gradient, aux)``."""
+    vg = value_and_grad(fun, argnums, has_aux)
+
+    @functools.wraps(fun)
+    def wrapped(*args, **kwargs):
+        value, g = vg(*args, **kwargs)
+        return (g, value[1]) if has_aux else g
+
+    return wrapped
+
+
+# --- custom gradients -----------------------------------------------------------------
+
+class _CustomVjpCall(core.Primitive):
+    """``fun``'s program with a user-given backward pass. Compiled, the program itself;
+    outside any trace it runs as it is (each primitive eagerly)."""
+
+    def bind(self, *args, **params):
+        if core.find_trace(args) is None:
+            return eval_program(params["program"], list(args))
+        return super().bind(*args, **params)
+
+
+custom_vjp_call_p = _CustomVjpCall("custom_vjp_call", multiple_results=True)
+
+
+@custom_vjp_call_p.def_abstract_eval
+def _custom_vjp_call_abstract_eval(*avals, program, custom, nconsts):
+    return program.out_avals
+
+
+@lowering.register(custom_vjp_call_p)
+def _custom_vjp_call_lower(ctx, avals_in, avals_out, *args, program, custom, nconsts):
+    return lowering.lower_eqns(ctx, program, list(args))
+
+
+class custom_vjp:
+    """A function with its own backward pass, as ``jax.custom_vjp``::
+
+        @fusionjit.custom_vjp
+        def f(x): ...
+        def f_fwd(x): return f(x), residuals
+        def f_bwd(residuals, g): return (gx,)   # one cotangent per argument
+        f.defvjp(f_fwd, f_bwd)
+
+    ``fusionjit.grad`` calls ``f_fwd`` and ``f_bwd`` instead of differentiating ``f``'s
+    operations; everywhere else ``f`` runs as written. Arguments in ``nondiff_argnums``
+    are passed to ``f_bwd`` first and get no cotangent."""
+
+    def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = ()):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.nondiff_argnums = tuple(nondiff_argnums)
+        self.fwd: Callable | None = None
+        self.bwd: Callable | None = None
+
+    def defvjp(self, fwd: Callable, bwd: Callable) -> None:
+        self.fwd, self.bwd = fwd, bwd
+
+    def __call__(self, *args):
+        if self.fwd is None:
+            _fail(f"custom_vjp {getattr(self.fun, '__name__', 'function')} is called before "
+                  f"defvjp(fwd, bwd) gave it a backward pass", AttributeError)
+        nondiff = {i % len(args) for i in self.nondiff_argnums}
+        static = {i: args[i] for i in nondiff}
+        diff = [a for i, a in enumerate(args) if i not in nondiff]
+
+        def with_static(parts):
+            it = iter(parts)
+            return [static[i] if i in nondiff else next(it) for i in range(len(args))]
+
+        program, leaves, in_tree, out_tree = _trace(
+            lambda *d: self.fun(*with_static(d)), tuple(diff),
+            f"custom_vjp({getattr(self.fun, '__name__', 'fun')})")
+        closed = core.Program(program.constvars + program.invars, [], [], program.eqns,
+                              program.outvars, program.name)
+        custom = _Custom(self, with_static, in_tree, out_tree, len(diff))
+        outs = custom_vjp_call_p.bind(*program.consts, *leaves, program=closed, custom=custom,
+                                      nconsts=len(program.consts))
+        return tree_util.tree_unflatten(out_tree, outs)
+
+
+class _Custom:
+    """What the backward rule of a custom_vjp call needs (hashable by identity)."""
+
+    def __init__(self, f: custom_vjp, with_static, in_tree, out_tree, ndiff: int):
+        self.f, self.with_static = f, with_static
+        self.in_tree, self.out_tree, self.ndiff = in_tree, out_tree, ndiff
+
+
+@defvjp(custom_vjp_call_p)
+def _custom_vjp_call_vjp(ct, invals, out, *, program, custom, nconsts):
+    f = custom.f
+    diff = tree_util.tree_unflatten(custom.in_tree, invals[nconsts:])
+    _, residuals = f.fwd(*custom.with_static(diff))
+    g = tree_util.tree_unflatten(custom.out_tree, ct)
+    args = custom.with_static(diff)
+    skip = {j % len(args) for j in f.nondiff_argnums}
+    cts = f.bwd(*(a for i, a in enumerate(args) if i in skip), residuals, g)
+    if not isinstance(cts, (tuple, list)) or len(cts) != custom.ndiff:
+        _fail(f"the custom_vjp backward pass of {getattr(f.fun, '__name__', 'fun')} must "
+              f"return a tuple of {custom.ndiff} cotangents (one per differentiated "
+              f"argument), got {type(cts).__name__}", TypeError)
+    leaves: list = []
+    for arg, c in zip(diff, cts):
+        n = len(tree_util.tree_leaves(arg))
+        leaves += [None] * n if c is None else tree_util.tree_leaves(c)
+    return [None] * nconsts + leaves
+
+
+from fusionjit._src import autodiff_rules  # noqa: E402,F401 (registers the rules)

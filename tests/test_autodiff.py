@@ -1,0 +1,346 @@
+"""fusionjit.grad, value_and_grad and vjp: gradients of real programs (losses, layers,
+indexing) against central finite differences in float64, and against jax.grad where JAX
+is installed (also where the derivative has a convention: ties of max, clamp bounds);
+eagerly and under jit; the error paths."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fusionjit
+import fusionjit.numpy as fnp
+from fusionjit import lax
+
+
+def _rng(seed=0):
+    return np.random.default_rng(seed)
+
+
+def _softmax(np_, x):
+    e = np_.exp(x - np_.max(x, axis=-1, keepdims=True))
+    return e / np_.sum(e, axis=-1, keepdims=True)
+
+
+def _mlp_loss(np_, w1, b1, w2, x, y):
+    h = np_.tanh(x @ w1 + b1)
+    logits = h @ w2
+    logp = logits - np_.log(np_.sum(np_.exp(logits), axis=-1, keepdims=True))
+    return -np_.mean(np_.sum(logp * y, axis=-1))
+
+
+def _ppo_loss(np_, logp, old, adv):
+    ratio = np_.exp(logp - old)
+    return -np_.mean(np_.minimum(ratio * adv, np_.clip(ratio, 0.8, 1.2) * adv))
+
+
+def _layer_norm(np_, x, g):
+    mu = x.mean(-1, keepdims=True)
+    v = ((x - mu) ** 2).mean(-1, keepdims=True)
+    return np_.sum(((x - mu) / np_.sqrt(v + 1e-5) * g) ** 2)
+
+
+# (name, f(np_, *args) -> scalar, args): np_ is fusionjit.numpy or jax.numpy. Smooth at the
+# inputs (no ties, no kinks), so finite differences apply.
+r = _rng(1)
+_SMOOTH = [
+    ("exp log sin cos",
+     lambda np_, x: np_.sum(np_.exp(x) * np_.log(x + 3) + np_.sin(x) * np_.cos(x)),
+     (r.uniform(-1, 1, (3, 4)),)),
+    ("tan tanh sqrt rsqrt", lambda np_, x: np_.sum(np_.tan(x) + np_.tanh(x) + np_.sqrt(x + 2)
+                                                   + 1 / np_.sqrt(x + 2)),
+     (r.uniform(-1, 1, 7),)),
+    ("expm1 log1p abs", lambda np_, x: np_.sum(np_.expm1(x) * np_.log1p(np_.abs(x))),
+     (r.uniform(0.1, 1, 5) * np.array([1, -1, 1, -1, 1]),)),
+    ("pow integer_pow", lambda np_, x, y: np_.sum(x ** y + x ** 3 + x ** -2 + x ** 0),
+     (r.uniform(0.5, 2, 6), r.uniform(-1, 2, 6))),
+    ("div atan2 rem",
+     lambda np_, x, y: np_.sum(x / y + np_.arctan2(x, y) + np_.remainder(x * 5, y)),
+     (r.uniform(0.3, 2, 6), r.uniform(0.5, 2, 6))),
+    ("broadcast and reduce", lambda np_, x, b: np_.sum(np_.mean(x[:, None, :] * b[None, :, None],
+                                                                axis=(0, 2)) ** 2),
+     (r.normal(size=(3, 5)), r.normal(size=4))),
+    ("prod", lambda np_, x: np_.sum(np_.prod(x, axis=1)), (r.uniform(0.5, 1.5, (3, 4)),)),
+    ("softmax", lambda np_, x: np_.sum(_softmax(np_, x) * np_.arange(6.0)),
+     (r.normal(size=(4, 6)),)),
+    ("logsumexp var std", lambda np_, x: np_.sum(np_.log(np_.sum(np_.exp(x), -1))) + np_.var(x)
+     + np_.std(x, axis=0).sum(), (r.normal(size=(5, 3)),)),
+    ("mlp cross-entropy", lambda np_, w1, b1, w2, x, y: _mlp_loss(np_, w1, b1, w2, x, y),
+     (r.normal(size=(4, 8)) * 0.5, r.normal(size=8), r.normal(size=(8, 3)) * 0.5,
+      r.normal(size=(5, 4)), np.eye(3)[[0, 2, 1, 1, 0]])),
+    ("layer norm", lambda np_, x, g: _layer_norm(np_, x, g),
+     (r.normal(size=(3, 8)), r.normal(size=8))),
+    ("matmul batched and transposed",
+     lambda np_, a, b: np_.sum(np_.matmul(a, b.transpose(0, 2, 1)) ** 2),
+     (r.normal(size=(2, 3, 4)), r.normal(size=(2, 5, 4)))),
+    ("einsum two contractions", lambda np_, a, b: np_.sum(np_.einsum("ijk,kjl->il", a, b) ** 2),
+     (r.normal(size=(3, 4, 5)), r.normal(size=(5, 4, 2)))),
+    ("matvec and outer", lambda np_, a, v: np_.sum((a @ v) ** 2) + np_.sum(np_.outer(v, v) * 0.5),
+     (r.normal(size=(4, 3)), r.normal(size=3))),
+    ("slices, strides, reverse",
+     lambda np_, x: np_.sum(x[1:, ::2] ** 2) + np_.sum(x[::-1, 1] * x[0, :2].sum()),
+     (r.normal(size=(4, 5)),)),
+    ("concatenate stack reshape transpose", lambda np_, x, y: np_.sum(
+        np_.concatenate([x, y.T], axis=0).reshape(-1, 2).T ** 3)
+     + np_.sum(np_.stack([x, x * 2]) ** 2),
+     (r.normal(size=(2, 3)), r.normal(size=(3, 4)))),
+    ("pad", lambda np_, x: np_.sum(np_.pad(x, ((1, 2), (0, 1))) ** 2 * np_.arange(1.0, 7.0)),
+     (r.normal(size=(3, 5)),)),
+    ("integer indexing and take_along_axis", lambda np_, x: np_.sum(x[np_.array([0, 2, 2])] ** 2)
+     + np_.sum(np_.take_along_axis(x, np_.array([[1], [0], [3]]), axis=1) ** 3),
+     (r.normal(size=(3, 4)),)),
+    ("at add and set", lambda np_, x, u: np_.sum(x.at[np_.array([1, 1, 3])].add(u ** 2) ** 2)
+     + np_.sum(x.at[np_.array([0, 2])].set(u[:2] * 3) ** 2),
+     (r.normal(size=5), r.normal(size=3))),
+    ("dynamic slice in a fori-free form", lambda np_, x: np_.sum(
+        lax.dynamic_slice(x, (1, 2), (2, 2)) ** 2) if np_ is fnp else np_.sum(x[1:3, 2:4] ** 2),
+     (r.normal(size=(4, 5)),)),
+    ("ppo loss", lambda np_, lp, old, adv: _ppo_loss(np_, lp, old, adv),
+     (r.normal(size=16) * 0.1, r.normal(size=16) * 0.1, r.normal(size=16))),
+]
+
+
+def _numeric_grad(f, args, h=1e-6):
+    out = []
+    for i, a in enumerate(args):
+        g = np.zeros_like(a)
+        for j in np.ndindex(a.shape):
+            up = [b.copy() for b in args]
+            dn = [b.copy() for b in args]
+            up[i][j] += h
+            dn[i][j] -= h
+            g[j] = (float(f(*up)) - float(f(*dn))) / (2 * h)
+        out.append(g)
+    return out
+
+
+@pytest.mark.parametrize("name, fn, args", _SMOOTH, ids=[c[0] for c in _SMOOTH])
+def test_grad_matches_finite_differences_in_float64(name, fn, args, x64):
+    args = tuple(np.asarray(a, np.float64) for a in args)
+    nums = tuple(range(len(args)))
+    f = lambda *a: fn(fnp, *a)  # noqa: E731
+    got = fusionjit.jit(fusionjit.grad(f, argnums=nums))(*args)
+    ref = fusionjit.jit(f)
+    want = _numeric_grad(lambda *a: np.asarray(ref(*a)), args)
+    for g, w in zip(got, want):
+        assert np.asarray(g).dtype == np.float64
+        np.testing.assert_allclose(np.asarray(g), w, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("name, fn, args", _SMOOTH, ids=[c[0] for c in _SMOOTH])
+def test_grad_matches_jax_in_float32(name, fn, args):
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+    if name.startswith("dynamic slice"):
+        fn_jax = lambda np_, x: np_.sum(jax.lax.dynamic_slice(x, (1, 2), (2, 2)) ** 2)  # noqa: E731
+    else:
+        fn_jax = fn
+    args = tuple(np.asarray(a, np.float32) for a in args)
+    nums = tuple(range(len(args)))
+    value, got = fusionjit.value_and_grad(lambda *a: fn(fnp, *a), argnums=nums)(*args)
+    jvalue, want = jax.value_and_grad(lambda *a: fn_jax(jnp, *a), argnums=nums)(*args)
+    np.testing.assert_allclose(float(value), float(jvalue), rtol=1e-5, atol=1e-6)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=2e-4, atol=1e-5, err_msg=name)
+
+
+def _rnn(np_, lax_, w, x):
+    def body(c, xt):
+        c = np_.tanh(c * w + xt)
+        return c, c * 2
+    c, ys = lax_.scan(body, np_.zeros(3), x * w)
+    return np_.sum(c) + np_.sum(ys * w)
+
+
+def _discounted(np_, lax_, r, gamma):
+    # A return computed backward in time by a reverse scan (a differentiable critic target).
+    def body(g, rt):
+        g = rt + gamma * g
+        return g, g
+    return np_.sum(lax_.scan(body, np_.zeros(()), r, reverse=True)[1] ** 2)
+
+
+_FLOW = [
+    ("scan (an RNN over time)", _rnn, (r.normal(size=(3,)), r.normal(size=(5, 3)))),
+    ("reverse scan with a closed-over constant", _discounted,
+     (r.normal(size=6), np.array(0.9))),
+    ("cumsum", lambda np_, lax_, x: np_.sum(np_.cumsum(x * x) ** 2), (r.normal(size=7),)),
+    ("cond", lambda np_, lax_, w, x: lax_.cond(np_.sum(w) > 0, lambda a: np_.sum(np_.sin(a * w)),
+                                               lambda a: np_.sum(a * w * w), x),
+     (r.normal(size=4), r.normal(size=4))),
+    ("switch", lambda np_, lax_, w, x: lax_.switch(
+        1, [lambda a: np_.sum(a), lambda a: np_.sum(np_.exp(a * w)), lambda a: np_.sum(a ** 3)],
+        x), (r.normal(size=4), r.normal(size=4))),
+    ("special functions", lambda np_, lax_, x: np_.sum(
+        fusionjit.scipy.special.gammaln(x + 3) + fusionjit.scipy.special.erfinv(x / 3)
+        + fusionjit.scipy.special.ndtri(0.5 + x / 5) + fusionjit.scipy.special.xlogy(x, 2.0))
+     if np_ is fnp else np_.sum(_jax_special(x)), (np.array([-1.0, 0.0, 1.0, 2.0, 0.5]),)),
+]
+
+
+def _jax_special(x):
+    import jax.scipy.special as s
+    return s.gammaln(x + 3) + s.erfinv(x / 3) + s.ndtri(0.5 + x / 5) + s.xlogy(x, 2.0)
+
+
+@pytest.mark.parametrize("name, fn, args", _FLOW, ids=[c[0] for c in _FLOW])
+def test_grad_through_loops_branches_and_special_functions(name, fn, args):
+    args = tuple(np.asarray(a, np.float32) for a in args)
+    nums = tuple(range(len(args)))
+    f = lambda *a: fn(fnp, lax, *a)  # noqa: E731
+    got = fusionjit.jit(fusionjit.grad(f, argnums=nums))(*args)
+    eager = fusionjit.grad(f, argnums=nums)(*args)
+    for g, e in zip(got, eager):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=1e-5, atol=1e-6)
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError:  # float64 finite differences instead
+        wide = tuple(a.astype(np.float64) for a in args)
+        want = _numeric_grad(lambda *a: np.float64(fusionjit.jit(f)(*a)), wide, h=1e-3)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(np.asarray(g), w, rtol=2e-2, atol=2e-3, err_msg=name)
+        return
+    want = jax.grad(lambda *a: fn(jnp, jax.lax, *a), argnums=nums)(*args)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=2e-5, atol=2e-6,
+                                   err_msg=name)
+
+
+def test_custom_vjp_replaces_the_backward_pass():
+    # Gradient clipping as users write it with jax.custom_vjp, and nondiff_argnums.
+    clip = fusionjit.custom_vjp(lambda x, bound: x, nondiff_argnums=(1,))
+    clip.defvjp(lambda x, bound: (x, None), lambda bound, res, g: (fnp.clip(g, -bound, bound),))
+    x = np.array([1.0, -2.0, 3.0], np.float32)
+    f = lambda x: fnp.sum(clip(x, 0.5) * np.array([10.0, -0.1, -3.0], np.float32))  # noqa: E731
+    np.testing.assert_allclose(np.asarray(fusionjit.grad(f)(x)), [0.5, -0.1, -0.5])
+    np.testing.assert_allclose(np.asarray(fusionjit.jit(fusionjit.grad(f))(x)), [0.5, -0.1, -0.5])
+    # Outside grad it is the function itself, compiled or not.
+    assert float(f(x)) == pytest.approx(10 + 0.2 - 9)
+    assert float(fusionjit.jit(f)(x)) == pytest.approx(10 + 0.2 - 9)
+
+
+# Derivatives with a convention (JAX's): ties of max/min split evenly, clamp passes only
+# strictly inside its bounds, floor/round/sign are flat, a where picks its branch, abs has
+# slope +1 at 0.
+_CONVENTIONS = [
+    ("max min ties", lambda np_, x, y: np_.sum(np_.maximum(x, y) * 2 + np_.minimum(x, y) * 3),
+     (np.array([1.0, 2.0, 3.0, -1.0]), np.array([1.0, 1.0, 4.0, -1.0]))),
+    ("reduce max with ties", lambda np_, x: np_.sum(np_.max(x, axis=1) * np_.array([1.0, 2.0])),
+     (np.array([[1.0, 5.0, 5.0], [2.0, 0.0, -1.0]]),)),
+    ("clip at its bounds", lambda np_, x: np_.sum(np_.clip(x, -1.0, 1.0) * np_.arange(1.0, 6.0)),
+     (np.array([-2.0, -1.0, 0.0, 1.0, 3.0]),)),
+    ("floor round sign where", lambda np_, x: np_.sum(np_.floor(x) + np_.round(x) * x + np_.sign(x)
+                                                      + np_.where(x > 0, x ** 2, -x)),
+     (np.array([-1.5, -0.2, 0.7, 2.5]),)),
+    ("prod with zeros", lambda np_, x: np_.sum(np_.prod(x, axis=1)),
+     (np.array([[0.0, 2.0, 3.0], [0.0, 0.0, 4.0], [1.0, 2.0, 3.0]]),)),
+    ("abs at zero", lambda np_, x: np_.sum(np_.abs(x)), (np.array([-1.0, 0.0, 2.0]),)),
+    ("astype to int and back", lambda np_, x: np_.sum(x.astype(np_.int32).astype(np_.float32) * x),
+     (np.array([-1.5, 0.5, 2.7]),)),
+    ("relu and leaky", lambda np_, x: np_.sum(np_.maximum(x, 0.0) + np_.where(x > 0, x, 0.01 * x)),
+     (np.array([-1.0, 0.0, 2.0]),)),
+    ("at set with repeated indices", lambda np_, x, u: np_.sum(
+        x.at[np_.array([1, 3, 1])].set(u) ** 2), (np.arange(5.0), np.array([10.0, 20.0, 30.0]))),
+    ("indexing out of bounds (filled) and clipped", lambda np_, x: np_.sum(
+        x.at[np_.array([0, 7])].get(mode="fill", fill_value=0.0) ** 2)
+     + np_.sum(np_.take(x, np_.array([-9, 9]), mode="clip") * 3), (np.arange(1.0, 5.0),)),
+]
+
+
+@pytest.mark.parametrize("name, fn, args", _CONVENTIONS, ids=[c[0] for c in _CONVENTIONS])
+def test_grad_follows_jax_conventions(name, fn, args):
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+    args = tuple(np.asarray(a, np.float32) for a in args)
+    nums = tuple(range(len(args)))
+    got = fusionjit.jit(fusionjit.grad(lambda *a: fn(fnp, *a), argnums=nums))(*args)
+    want = jax.grad(lambda *a: fn(jnp, *a), argnums=nums)(*args)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6, atol=1e-7, err_msg=name)
+
+
+def test_grad_of_pytrees_argnums_and_aux_eager_and_jitted():
+    params = {"w": np.full((3, 2), 0.5, np.float32), "b": [np.ones(2, np.float32)]}
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+
+    def loss(p, x, scale):
+        y = x @ p["w"] + p["b"][0]
+        return scale * fnp.sum(y ** 2), {"y": y}
+
+    for wrap in (lambda f: f, fusionjit.jit):
+        g, aux = wrap(fusionjit.grad(loss, has_aux=True))(params, x, 2.0)
+        assert set(g) == {"w", "b"} and isinstance(g["b"], list)
+        y = x @ params["w"] + params["b"][0]
+        np.testing.assert_allclose(np.asarray(g["w"]), 2.0 * 2 * x.T @ y, rtol=1e-6)
+        np.testing.assert_allclose(np.asarray(g["b"][0]), 2.0 * 2 * y.sum(0), rtol=1e-6)
+        np.testing.assert_allclose(np.asarray(aux["y"]), y, rtol=1e-6)
+        (v, aux2), (gp, gx) = wrap(fusionjit.value_and_grad(loss, argnums=(0, 1), has_aux=True))(
+            params, x, 2.0)
+        np.testing.assert_allclose(float(v), 2.0 * (y ** 2).sum(), rtol=1e-6)
+        np.testing.assert_allclose(np.asarray(gx), 2.0 * 2 * y @ params["w"].T, rtol=1e-6)
+
+
+def test_vjp_pulls_back_a_cotangent_of_the_outputs_structure():
+    x = np.array([1.0, 2.0, 3.0], np.float32)
+    (a, b), pullback = fusionjit.vjp(lambda x: (fnp.sin(x), fnp.sum(x ** 2)), x)
+    (gx,) = pullback((np.ones(3, np.float32), np.float32(2.0)))
+    np.testing.assert_allclose(np.asarray(gx), np.cos(x) + 2.0 * 2 * x, rtol=1e-6)
+    with pytest.raises(ValueError, match="cotangent of shape"):
+        pullback((np.ones(2, np.float32), np.float32(2.0)))
+
+
+def test_stop_gradient_stops_it_and_computes_the_value():
+    x = np.array([1.0, 2.0], np.float32)
+    f = lambda x: fnp.sum(x * lax.stop_gradient(x))  # noqa: E731
+    np.testing.assert_allclose(np.asarray(fusionjit.grad(f)(x)), x)
+    np.testing.assert_allclose(np.asarray(fusionjit.jit(fusionjit.grad(f))(x)), x)
+    assert float(fusionjit.jit(f)(x)) == 5.0
+    # A target network's values: no gradient flows into them.
+    g = fusionjit.grad(lambda w, t: fnp.mean((w * 2 - lax.stop_gradient(t * w)) ** 2),
+                       argnums=(0, 1))
+    gw, gt = g(np.float32(1.5), np.float32(3.0))
+    assert float(gt) == 0.0 and float(gw) == pytest.approx(2 * (1.5 * 2 - 4.5) * 2)
+
+
+def test_a_training_step_under_jit_lowers_the_loss():
+    # SGD on a small regression problem: the loss falls, and the step is one program.
+    rng = _rng(3)
+    x = rng.normal(size=(64, 4)).astype(np.float32)
+    y = (x @ np.array([1.0, -2.0, 0.5, 3.0], np.float32))[:, None]
+    params = (np.zeros((4, 16), np.float32) + 0.1 * rng.normal(size=(4, 16)).astype(np.float32),
+              np.zeros((16, 1), np.float32) + 0.1 * rng.normal(size=(16, 1)).astype(np.float32))
+
+    def loss(p):
+        w1, w2 = p
+        return fnp.mean((fnp.tanh(x @ w1) @ w2 - y) ** 2)
+
+    @fusionjit.jit
+    def step(p):
+        v, g = fusionjit.value_and_grad(loss)(p)
+        return v, fusionjit.tree_util.tree_map(lambda a, b: a - 0.05 * b, p, g)
+
+    first, _ = step(params)
+    for _ in range(200):
+        v, params = step(params)
+    assert float(v) < 0.1 * float(first)
+
+
+def test_grad_errors_name_the_users_line():
+    x = np.ones(3, np.float32)
+    with pytest.raises(TypeError, match="scalar floating-point output"):
+        fusionjit.grad(lambda x: x * 2)(x)
+    with pytest.raises(TypeError, match="real-valued"):
+        fusionjit.grad(lambda x: fnp.sum(x * 1.0))(np.ones(3, np.int32))
+    with pytest.raises(NotImplementedError, match="test_autodiff.py.*no rule for 'while'"):
+        fusionjit.grad(lambda x: fnp.sum(lax.while_loop(lambda c: c[0] < 3,
+                                                        lambda c: (c[0] + 1, c[1] * 2),
+                                                        (0, x))[1]))(x)
+    with pytest.raises(NotImplementedError, match="test_autodiff.py.*trigamma"):
+        fusionjit.grad(lambda x: fnp.sum(fusionjit.scipy.special.digamma(x)))(x)
+    with pytest.raises(TypeError, match="tuple of 1 cotangents"):
+        bad = fusionjit.custom_vjp(lambda x: x * 2)
+        bad.defvjp(lambda x: (x * 2, None), lambda r, g: g)
+        fusionjit.grad(lambda x: fnp.sum(bad(x)))(x)
+    with pytest.raises(ValueError, match="argnums"):
+        fusionjit.grad(lambda x: fnp.sum(x), argnums=2)(x)
