@@ -178,6 +178,16 @@ _FLOW = [
 ]
 
 
+def _cnn(np_, lax_, w, x):
+    y = lax_.conv_general_dilated(x, w, (2, 2), "SAME")
+    y = lax_.reduce_window(y, -np.inf, lax_.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID")
+    return np_.sum(np_.tanh(y) ** 2)
+
+
+_FLOW.append(("convolution and max pooling", _cnn,
+              (r.normal(size=(4, 3, 3, 3)), r.normal(size=(2, 3, 9, 9)))))
+
+
 def _jax_special(x):
     import jax.scipy.special as s
     return s.gammaln(x + 3) + s.erfinv(x / 3) + s.ndtri(0.5 + x / 5) + s.xlogy(x, 2.0)

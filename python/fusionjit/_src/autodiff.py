@@ -107,9 +107,14 @@ def _backward(program: core.Program, env: dict, out_cts) -> list:
 
 
 def _as_aval(ct, aval):
-    """A cotangent in its variable's dtype (a weakly typed scalar may differ)."""
+    """A cotangent in its variable's dtype (a weakly typed scalar may differ); a rule that
+    gives another shape is a bug in the rule, caught here rather than broadcast."""
     ct = ew.asarray_operand(ct) if not isinstance(ct, core.Tracer) else ct
-    if core.get_aval(ct).dtype != aval.dtype:
+    got = core.get_aval(ct)
+    if got.shape != aval.shape:
+        raise AssertionError(f"fusionjit.grad: a cotangent of shape {got.shape} for a value "
+                             f"of shape {aval.shape} (a bug in a differentiation rule)")
+    if got.dtype != aval.dtype:
         ct = ew.convert_element_type(ct, aval.dtype)
     return ct
 
