@@ -213,7 +213,9 @@ def test_grad_through_loops_branches_and_special_functions(name, fn, args):
         return
     want = jax.grad(lambda *a: fn(jnp, jax.lax, *a), argnums=nums)(*args)
     for g, w in zip(got, want):
-        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=2e-5, atol=2e-6,
+        # float32 sums in another order: absolute error relative to the largest gradient.
+        scale = max(1.0, float(np.max(np.abs(np.asarray(w)))))
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=2e-5, atol=1e-5 * scale,
                                    err_msg=name)
 
 
