@@ -356,3 +356,36 @@ def test_grad_errors_name_the_users_line():
         fusionjit.grad(lambda x: fnp.sum(bad(x)))(x)
     with pytest.raises(ValueError, match="argnums"):
         fusionjit.grad(lambda x: fnp.sum(x), argnums=2)(x)
+
+
+@pytest.mark.parametrize("name, fn, args", _SMOOTH[:12], ids=[c[0] for c in _SMOOTH[:12]])
+def test_jvp_is_the_derivative_applied_to_the_tangents(name, fn, args, x64):
+    # jvp as the reverse pass of the reverse pass, against float64 finite differences
+    # along the tangent.
+    args = tuple(np.asarray(a, np.float64) for a in args)
+    tangents = tuple(_rng(7).normal(size=np.shape(a)) for a in args)
+    f = lambda *a: fn(fnp, *a)  # noqa: E731
+    out, t = fusionjit.jit(lambda a, t: fusionjit.jvp(f, a, t))(args, tangents)
+    h = 1e-6
+    up = f(*(a + h * v for a, v in zip(args, tangents)))
+    dn = f(*(a - h * v for a, v in zip(args, tangents)))
+    np.testing.assert_allclose(float(out), float(f(*args)), rtol=1e-12)
+    np.testing.assert_allclose(float(t), (float(up) - float(dn)) / (2 * h), rtol=1e-5, atol=1e-6,
+                               err_msg=name)
+
+
+def test_jacobians_and_hessian_against_jax():
+    jax = pytest.importorskip("jax")
+    x = np.array([0.3, -1.2, 2.0, 0.5], np.float32)
+    f = lambda np_, x: np_.sin(x) * x[::-1] ** 2 + np_.cumsum(x)[:4]  # noqa: E731
+    s = lambda np_, x: np_.sum(np_.tanh(x) ** 3 * x[0]) + np_.prod(x[:2])  # noqa: E731
+    pairs = [(fusionjit.jacrev(lambda x: f(fnp, x))(x), jax.jacrev(lambda x: f(jax.numpy, x))(x)),
+             (fusionjit.jit(fusionjit.jacfwd(lambda x: f(fnp, x)))(x),
+              jax.jacfwd(lambda x: f(jax.numpy, x))(x)),
+             (fusionjit.jit(fusionjit.hessian(lambda x: s(fnp, x)))(x),
+              jax.hessian(lambda x: s(jax.numpy, x))(x))]
+    for got, want in pairs:
+        assert np.shape(got) == np.shape(want)
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-6)
+    with pytest.raises(TypeError, match="same structure"):
+        fusionjit.jvp(lambda x: x, (x,), (x, x))

@@ -25,7 +25,8 @@ from fusionjit._src.api_util import (checkpoint, default_backend, device_count, 
                                      local_device_count, named_scope, process_count,
                                      process_index, remat)
 from fusionjit._src.array import Array
-from fusionjit._src.autodiff import custom_vjp, grad, value_and_grad, vjp
+from fusionjit._src.autodiff import (custom_vjp, grad, hessian, jacfwd, jacrev, jvp,
+                                     value_and_grad, vjp)
 from fusionjit._src.errors import (ConcretizationTypeError, TracerArrayConversionError,
                                    TracerBoolConversionError, TracerIntegerConversionError,
                                    UnexpectedTracerError)
@@ -84,7 +85,7 @@ __all__ = [
     "UnexpectedTracerError", "DeviceError", "block_until_ready", "checkpoint", "clear_caches",
     "config", "custom_vjp", "default_backend", "device_count", "device_get", "device_put",
     "devices", "disable_jit", "dlpack", "eval_shape", "explain", "gpu_unavailable_reason", "grad",
-    "jit", "lax",
+    "hessian", "jacfwd", "jacrev", "jit", "jvp", "lax",
     "local_device_count", "make_ir", "named_scope", "nn", "numpy", "process_count",
     "process_index", "random", "remat", "scipy", "testing", "tree", "tree_util",
     "value_and_grad", "vjp",
