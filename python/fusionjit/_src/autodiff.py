@@ -181,17 +181,7 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
 
     @functools.wraps(fun)
     def wrapped(*args, **kwargs):
-        for n in nums:
-            if not -len(args) <= n < len(args):
-                _fail(f"grad: argnums {argnums} for {len(args)} positional arguments",
-                            ValueError)
-        nums_ = tuple(n % len(args) for n in nums)
-        for n in nums_:
-            for leaf in tree_util.tree_leaves(args[n]):
-                d = core.get_aval(leaf).dtype
-                if not dt.is_float(d):
-                    _fail(f"grad requires real-valued (floating-point) inputs, but "
-                                f"argument {n} has a leaf of {d}", TypeError)
+        nums_ = _check_diff_args("grad", args, nums)
 
         def part(*diff):
             full = list(args)
@@ -252,14 +242,25 @@ def _basis(aval):
     return [eye[i].reshape(aval.shape) for i in range(n)]
 
 
-def _check_jacobian_args(what: str, args, nums):
+def _check_diff_args(what: str, args, nums) -> tuple:
+    """``nums`` as non-negative positions, checked: in range, floating-point leaves."""
     for n in nums:
         if not -len(args) <= n < len(args):
             _fail(f"{what}: argnums {n} for {len(args)} positional arguments", ValueError)
+    nums = tuple(n % len(args) for n in nums)
+    for n in nums:
         for leaf in tree_util.tree_leaves(args[n]):
-            if not dt.is_float(core.get_aval(leaf).dtype):
-                _fail(f"{what} requires floating-point inputs, but argument {n} has a leaf of "
-                      f"{core.get_aval(leaf).dtype}", TypeError)
+            d = core.get_aval(leaf).dtype
+            if not dt.is_float(d):
+                _fail(f"{what} requires real-valued (floating-point) inputs, but argument {n} "
+                      f"has a leaf of {d}", TypeError)
+    return nums
+
+
+def _one_argument(what: str, fun: Callable, args, argnums: int):
+    """``x`` (argument ``argnums``) and ``fun`` as a function of it alone."""
+    (n,) = _check_diff_args(what, args, (argnums,))
+    return ew.asarray_operand(args[n]), lambda x: fun(*args[:n], x, *args[n + 1:])
 
 
 def jacrev(fun: Callable, argnums: int = 0):
@@ -268,13 +269,9 @@ def jacrev(fun: Callable, argnums: int = 0):
     ``out.shape + x.shape``, as ``jax.jacrev``."""
     @functools.wraps(fun)
     def wrapped(*args):
-        _check_jacobian_args("jacrev", args, (argnums,))
-        n = argnums % len(args)
-
-        def part(x):
-            return fun(*args[:n], x, *args[n + 1:])
-        out, pullback = vjp(part, args[n])
-        x_aval = core.get_aval(ew.asarray_operand(args[n]))
+        x, part = _one_argument("jacrev", fun, args, argnums)
+        out, pullback = vjp(part, x)
+        x_aval = core.get_aval(x)
         rows = [pullback(e)[0] for e in _basis(core.get_aval(out))]
         if not rows:
             return red.full(core.get_aval(out).shape + x_aval.shape, 0, x_aval.dtype)
@@ -289,18 +286,14 @@ def jacfwd(fun: Callable, argnums: int = 0):
     small inputs); shape ``out.shape + x.shape``, as ``jax.jacfwd``."""
     @functools.wraps(fun)
     def wrapped(*args):
-        _check_jacobian_args("jacfwd", args, (argnums,))
-        n = argnums % len(args)
-
-        def part(x):
-            return fun(*args[:n], x, *args[n + 1:])
-        x = ew.asarray_operand(args[n])
+        x, part = _one_argument("jacfwd", fun, args, argnums)
         x_aval = core.get_aval(x)
         cols = [jvp(part, (x,), (e,))[1] for e in _basis(x_aval)]
-        out_shape = core.get_aval(part(x)).shape
         from fusionjit._src.lax import shapes as sh
-        if not cols:
+        if not cols:  # an empty x: only the output's shape is needed
+            out_shape = core.get_aval(part(x)).shape
             return red.full(out_shape + x_aval.shape, 0, x_aval.dtype)
+        out_shape = core.get_aval(cols[0]).shape
         stacked = sh.concatenate([sh.reshape(c, out_shape + (1,)) for c in cols],
                                  len(out_shape))
         return sh.reshape(stacked, out_shape + x_aval.shape)
