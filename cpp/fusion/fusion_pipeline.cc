@@ -46,6 +46,11 @@ void AddFusionPasses(Pipeline& pipeline, const FusionProfile& profile, FusionLog
   // Dots in the layout the tiled product reads; matrix-vector products as row reductions
   // (split by the next pass where long) and outer products as elementwise products.
   pipeline.AddPass<DotLayoutPass>(target.is_gpu() ? 1 : target.vector_lanes);
+  // The reshapes that put a dot back in its shape meet the program's own (a matrix-vector
+  // product of vmap, a 1-D matmul): folded, so that nothing stands between the dot and
+  // the elementwise work an output fusion takes into the dot's kernel.
+  pipeline.AddPass<SimplifyPass>();
+  pipeline.AddPass<DcePass>();
   // The target's work split for reductions with few outputs (block counts depend only on
   // shapes); not inside whole-loop kernels, which reduce per block of lanes themselves.
   pipeline.AddPass<TreeReductionPass>(target.tree);

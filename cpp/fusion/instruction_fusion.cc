@@ -195,6 +195,20 @@ FusionDecision InstructionFusionPass::ShouldFuse(const Instruction* producer,
     for (const Instruction* i : consumer->fused_computation()->MakePostOrder()) {
       if (i->opcode() == Opcode::kDot) dot = i;
     }
+    // A value only the epilogue reads (a bias broadcast along the rows) is computed there,
+    // at the product's positions, as it is when it joined the epilogue before the dot did:
+    // the kernels then do not depend on the order the passes met the two.
+    bool feeds_dot = false;
+    for (int i = 0; i < consumer->operand_count(); ++i) {
+      if (consumer->operand(i) != producer) continue;
+      const Instruction* p = consumer->fused_computation()->parameter(i);
+      feeds_dot = feeds_dot || !dot || dot->operand(0) == p || dot->operand(1) == p;
+    }
+    if (profile_.cost_model && !feeds_dot && producer->user_count() == 1 && !producer_is_reduction &&
+        producer->opcode() != Opcode::kParameter) {
+      return FusionDecision::Yes("dot-epilogue", Describe(producer) + " is read only by the epilogue of dot %" + dot->name() +
+                                                     ", which computes it at the product's positions");
+    }
     return FusionDecision::No("dot-kernel", "the kernel of dot " + (dot ? "%" + dot->name() : Name(consumer)) +
                                                 " reads its operands from memory");
   }

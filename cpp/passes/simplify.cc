@@ -117,7 +117,10 @@ Instruction* Simplify(Instruction* instr) {
       return same_shape(x);
     case Opcode::kReshape:
       if (x->shape() == shape) return x;
-      if (x->opcode() == Opcode::kReshape) return b.Reshape(x->operand(0), shape.dims());
+      if (x->opcode() == Opcode::kReshape) {
+        Instruction* inner = x->operand(0);
+        return inner->shape() == shape ? inner : b.Reshape(inner, shape.dims());
+      }
       return nullptr;
     case Opcode::kTranspose: {
       if (IsIdentityPermutation(instr->dimensions())) return x;

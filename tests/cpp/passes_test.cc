@@ -166,6 +166,29 @@ ENTRY %main (x: f32[4], p: pred[4]) -> (f32[4], f32[4], pred[4], pred[4], f32[4]
   for (int i = 0; i < 5; ++i) EXPECT_EQ(root->operand(i)->opcode(), Opcode::kParameter) << m->ToString();
 }
 
+TEST(Simplify, AReshapeBackToItsOperandsShapeIsTheOperand) {
+  // reshape(reshape(x)) of x's own shape (the dot-layout pass's reshape back meeting the
+  // program's, as vmap makes them) is x in one pass: nothing left between a dot and its
+  // epilogue.
+  std::unique_ptr<Module> m = Parse(R"(
+module m
+ENTRY %main (x: f32[5,4]) -> (f32[5,4], f32[20]) {
+  %x = f32[5,4] parameter(0)
+  %r1 = f32[5,1,4] reshape(%x)
+  %r2 = f32[5,4] reshape(%r1)
+  %r3 = f32[20] reshape(%r1)
+  ROOT %t = (f32[5,4], f32[20]) tuple(%r2, %r3)
+}
+)");
+  SimplifyPass().Run(*m);
+  DcePass().Run(*m);
+  VerifyModule(*m);
+  const Instruction* root = m->entry()->root();
+  EXPECT_EQ(root->operand(0)->name(), "x");
+  EXPECT_EQ(root->operand(1)->opcode(), Opcode::kReshape);
+  EXPECT_EQ(root->operand(1)->operand(0)->name(), "x");
+}
+
 TEST(Simplify, KeepsFloatMultiplyByZero) {
   // x * 0 is not 0 for NaN or infinity.
   bool changed = true;
