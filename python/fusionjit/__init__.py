@@ -27,6 +27,7 @@ from fusionjit._src.api_util import (checkpoint, default_backend, device_count, 
 from fusionjit._src.array import Array
 from fusionjit._src.autodiff import (custom_vjp, grad, hessian, jacfwd, jacrev, jvp,
                                      value_and_grad, vjp)
+from fusionjit._src.batching import vmap
 from fusionjit._src.errors import (ConcretizationTypeError, TracerArrayConversionError,
                                    TracerBoolConversionError, TracerIntegerConversionError,
                                    UnexpectedTracerError)
@@ -88,5 +89,5 @@ __all__ = [
     "hessian", "jacfwd", "jacrev", "jit", "jvp", "lax",
     "local_device_count", "make_ir", "named_scope", "nn", "numpy", "process_count",
     "process_index", "random", "remat", "scipy", "testing", "tree", "tree_util",
-    "value_and_grad", "vjp",
+    "value_and_grad", "vjp", "vmap",
 ]
