@@ -236,10 +236,10 @@ def jvp(fun: Callable, primals, tangents):
 
 
 def _basis(aval):
-    """The unit arrays of ``aval``'s shape, one per element, in row-major order."""
+    """The unit arrays of ``aval``'s shape stacked: [n, *shape], one per element, in
+    row-major order."""
     n = int(np.prod(aval.shape, dtype=np.int64))
-    eye = np.eye(n, dtype=aval.dtype)
-    return [eye[i].reshape(aval.shape) for i in range(n)]
+    return np.eye(n, dtype=aval.dtype).reshape((n,) + tuple(aval.shape))
 
 
 def _check_diff_args(what: str, args, nums) -> tuple:
@@ -264,39 +264,40 @@ def _one_argument(what: str, fun: Callable, args, argnums: int):
 
 
 def jacrev(fun: Callable, argnums: int = 0):
-    """The Jacobian of ``fun`` (array in, array out) with respect to argument ``argnums``, by
-    one reverse pass per output element (no vmap yet: meant for small outputs); shape
+    """The Jacobian of ``fun`` (array in, array out) with respect to argument ``argnums``:
+    the reverse pass applied to every unit cotangent at once (vmapped); shape
     ``out.shape + x.shape``, as ``jax.jacrev``."""
     @functools.wraps(fun)
     def wrapped(*args):
+        from fusionjit._src.batching import vmap
+        from fusionjit._src.lax import shapes as sh
         x, part = _one_argument("jacrev", fun, args, argnums)
         out, pullback = vjp(part, x)
-        x_aval = core.get_aval(x)
-        rows = [pullback(e)[0] for e in _basis(core.get_aval(out))]
-        if not rows:
-            return red.full(core.get_aval(out).shape + x_aval.shape, 0, x_aval.dtype)
-        from fusionjit._src.lax import shapes as sh
-        stacked = sh.concatenate([sh.reshape(r, (1,) + x_aval.shape) for r in rows], 0)
-        return sh.reshape(stacked, core.get_aval(out).shape + x_aval.shape)
+        x_aval, out_shape = core.get_aval(x), tuple(core.get_aval(out).shape)
+        basis = _basis(core.get_aval(out))
+        if not len(basis) or not x_aval.size:
+            return red.full(out_shape + x_aval.shape, 0, x_aval.dtype)
+        rows = vmap(lambda e: pullback(e)[0])(basis)
+        return sh.reshape(rows, out_shape + x_aval.shape)
     return wrapped
 
 
 def jacfwd(fun: Callable, argnums: int = 0):
-    """The Jacobian of ``fun`` by one forward pass (``jvp``) per input element (meant for
-    small inputs); shape ``out.shape + x.shape``, as ``jax.jacfwd``."""
+    """The Jacobian of ``fun`` by ``jvp`` applied to every unit tangent at once (vmapped);
+    shape ``out.shape + x.shape``, as ``jax.jacfwd``."""
     @functools.wraps(fun)
     def wrapped(*args):
+        from fusionjit._src.batching import vmap
+        from fusionjit._src.lax import shapes as sh
         x, part = _one_argument("jacfwd", fun, args, argnums)
         x_aval = core.get_aval(x)
-        cols = [jvp(part, (x,), (e,))[1] for e in _basis(x_aval)]
-        from fusionjit._src.lax import shapes as sh
-        if not cols:  # an empty x: only the output's shape is needed
+        basis = _basis(x_aval)
+        if not len(basis):  # an empty x: only the output's shape is needed
             out_shape = core.get_aval(part(x)).shape
             return red.full(out_shape + x_aval.shape, 0, x_aval.dtype)
-        out_shape = core.get_aval(cols[0]).shape
-        stacked = sh.concatenate([sh.reshape(c, out_shape + (1,)) for c in cols],
-                                 len(out_shape))
-        return sh.reshape(stacked, out_shape + x_aval.shape)
+        cols = vmap(lambda e: jvp(part, (x,), (e,))[1], out_axes=-1)(basis)
+        out_shape = core.get_aval(cols).shape[:-1]
+        return sh.reshape(cols, out_shape + x_aval.shape)
     return wrapped
 
 

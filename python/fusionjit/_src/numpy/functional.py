@@ -1,13 +1,8 @@
 """Applying Python functions over arrays, as ``jax.numpy`` does: vectorize (with gufunc
 signatures), apply_along_axis, apply_over_axes and fromfunction, and the gufunc-shaped
-products matvec and vecmat.
-
-fusionjit has no ``vmap``. Where JAX batches a function with vmap, these run it in a
-``lax.map`` loop over the flattened batch: one compiled loop whose body is the function on
-one element (or one core-shaped slice). That is right for any function JAX's vmap accepts,
-including ones that are not elementwise (``lambda v: v / v.sum()``), but the batch is
-walked in sequence rather than vectorised; an elementwise function is faster called on the
-arrays directly."""
+products matvec and vecmat. As in JAX, the function is batched with ``vmap`` over the
+flattened batch: it is written for one element (or one core-shaped slice) and runs
+vectorised across the batch, whatever it does (``lambda v: v / v.sum()`` included)."""
 
 from __future__ import annotations
 
@@ -16,7 +11,6 @@ import math
 import re
 
 from fusionjit._src import dtypes as dt
-from fusionjit._src.lax import control_flow
 from fusionjit._src.numpy import products, shapes
 from fusionjit._src.numpy.util import (aval, broadcast_shapes, canonical_axis,
                                        check_arraylike, fail, shape_arg, to_array)
@@ -77,8 +71,8 @@ def _as_output(out):
 
 def _map_over_batch(func, args, core_ndims, batch):
     """``func`` applied to each batch element of ``args`` (each ``batch + core`` shaped or
-    broadcastable to it): a ``lax.map`` over the flattened batch, or a single call where
-    no argument varies over it. Returns the outputs with ``batch`` in front."""
+    broadcastable to it): vmapped over the flattened batch, or a single call where no
+    argument varies over it. Returns the outputs with ``batch`` in front."""
     count = math.prod(batch)
     fixed, mapped = {}, []
     for i, (a, k) in enumerate(zip(args, core_ndims)):
@@ -96,7 +90,8 @@ def _map_over_batch(func, args, core_ndims, batch):
         return _as_output(func(*(full[i] for i in range(len(args)))))
 
     if mapped:
-        out = control_flow.map(one, tuple(m for _, m in mapped))
+        from fusionjit._src.batching import vmap
+        out = vmap(one)(tuple(m for _, m in mapped))
         def unflatten(o):
             return shapes.reshape(o, batch + aval(o).shape[1:])
     else:
@@ -111,11 +106,8 @@ def vectorize(pyfunc, *, excluded=frozenset(), signature=None):
     a ``signature`` it sees one element of each (broadcast) argument at a time; with a
     gufunc ``signature`` such as ``'(n),(n)->()'`` it sees the trailing core dimensions
     whole. ``excluded`` names positional indices or keywords passed through unchanged;
-    other keyword arguments are passed through unchanged too (JAX drops them).
-
-    fusionjit has no vmap: the function runs in a ``lax.map`` loop over the broadcast batch
-    (one compiled loop, in sequence), which is exact for any function but not vectorised
-    across the batch. Elementwise functions are faster called on whole arrays."""
+    other keyword arguments are passed through unchanged too (JAX drops them). The function
+    is vmapped over the broadcast batch."""
     if any(not isinstance(e, (str, int)) for e in excluded):
         fail(f"vectorize can only exclude integer or string arguments, got {excluded!r}")
     if any(isinstance(e, int) and e < 0 for e in excluded):
@@ -170,7 +162,7 @@ def vectorize(pyfunc, *, excluded=frozenset(), signature=None):
 
 def apply_along_axis(func1d, axis: int, arr, *args, **kwargs):
     """``func1d(row, *args, **kwargs)`` for each 1-D slice of ``arr`` along ``axis``; the
-    result's dimensions take ``axis``'s place (a ``lax.map`` over the other dimensions)."""
+    result's dimensions take ``axis``'s place (vmapped over the other dimensions)."""
     check_arraylike("apply_along_axis", arr)
     arr = to_array(arr)
     ndim = aval(arr).ndim
@@ -208,8 +200,8 @@ def apply_over_axes(func, a, axes):
 
 def fromfunction(function, shape, *, dtype=float, **kwargs):
     """``function`` evaluated at each index of an array of ``shape``: it is called with one
-    index per dimension (scalars of ``dtype``, as JAX's vmap gives them, here in a
-    ``lax.map`` loop; see ``vectorize``). ``kwargs`` are passed to it unchanged."""
+    index per dimension (scalars of ``dtype``, vmapped as in JAX; see ``vectorize``).
+    ``kwargs`` are passed to it unchanged."""
     shape = shape_arg(shape, "fromfunction")
     d = dt.canonicalize(dtype)
     grids = []
