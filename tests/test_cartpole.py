@@ -28,7 +28,7 @@ except ImportError:  # pragma: no cover - Gymnasium is an optional peer
 requires_gymnasium = pytest.mark.skipif(not HAVE_GYMNASIUM, reason="Gymnasium is not installed")
 PROFILES = ("xla", "xla+concat", "fusionjit")
 LOWERINGS = ("custom_call", "fused")
-SAME_WORKLOAD = ("baseline", "pool", "no_concat", "unroll")
+SAME_WORKLOAD = ("baseline", "pool", "no_concat", "unroll", "vmapped")
 
 
 @pytest.fixture

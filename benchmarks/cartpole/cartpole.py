@@ -12,7 +12,9 @@ Liang 2023, Sec. IV-V), each a builder `variant(lib, steps)` returning a rollout
 - `pool`: the same step with its random numbers drawn before the loop (the paper's 1.87x);
 - `no_concat`: `pool` with the four state arrays carried separately (3.41x);
 - `unroll`: `no_concat` with `scan(..., unroll=10)` (10.56x);
-- `policy`: `no_concat` with actions from a small MLP policy (4-64-2, tanh, argmax).
+- `policy`: `no_concat` with actions from a small MLP policy (4-64-2, tanh, argmax);
+- `vmapped`: `no_concat` written for one environment and vectorised with `vmap` over the
+  environments, as gymnax writes its environments (not one of the paper's variants).
 
 Every rollout returns (final state [4, N], resets per step [T] int32) first. The pools come
 from `random_pool`, which replays the baseline's key schedule: with as many reset rows as
@@ -42,14 +44,15 @@ HIDDEN = 64
 
 @dataclass(frozen=True)
 class Lib:
-    """An array library with JAX's API: numpy, lax, random and jit (None where a library
-    has no random numbers or compiler: the NumPy and PyTorch peers)."""
+    """An array library with JAX's API: numpy, lax, random, jit and vmap (None where a
+    library has no random numbers, compiler or vmap: the NumPy and PyTorch peers)."""
 
     name: str
     np: Any
     lax: Any
     random: Any
     jit: Any = None
+    vmap: Any = None
 
 
 def fusionjit_lib() -> Lib:
@@ -57,13 +60,14 @@ def fusionjit_lib() -> Lib:
     import fusionjit.numpy
     import fusionjit.random
     from fusionjit import lax
-    return Lib("fusionjit", fusionjit.numpy, lax, fusionjit.random, fusionjit.jit)
+    return Lib("fusionjit", fusionjit.numpy, lax, fusionjit.random, fusionjit.jit,
+               fusionjit.vmap)
 
 
 def jax_lib() -> Lib:
     import jax
     import jax.numpy
-    return Lib("jax", jax.numpy, jax.lax, jax.random, jax.jit)
+    return Lib("jax", jax.numpy, jax.lax, jax.random, jax.jit, jax.vmap)
 
 
 def physics(np, x, x_dot, theta, theta_dot, action):
@@ -188,15 +192,37 @@ def policy(lib: Lib, steps: int):
     return rollout
 
 
+def vmapped(lib: Lib, steps: int):
+    """`no_concat` for one environment (its state four scalars, its actions [T], its reset
+    rows [R, 4]), vectorised over the environments with vmap. The same trajectories and, once
+    compiled, the same kernels as `no_concat`."""
+    np, lax = lib.np, lib.lax
+
+    def one_environment(state, actions, resets):
+        def step(carry, action):
+            *s, t = carry
+            return step_separate(np, s, action, resets[t % resets.shape[0]], t)
+
+        (*final, _), done = lax.scan(step, (state[0], state[1], state[2], state[3], 0),
+                                     actions)
+        return np.stack(final), done
+
+    def rollout(state, actions, resets):
+        final, done = lib.vmap(one_environment, in_axes=(1, 1, 2), out_axes=1)(
+            state, actions, resets)
+        return final, done.sum(1)
+    return rollout
+
+
 VARIANTS = {"baseline": baseline, "pool": pool, "no_concat": no_concat, "unroll": unroll,
-            "policy": policy}
+            "policy": policy, "vmapped": vmapped}
 # The inputs each variant's rollout takes, by name (see `Inputs`).
 ARGS = {"baseline": ("state", "key"), "pool": ("state", "actions", "resets"),
         "no_concat": ("state", "actions", "resets"), "unroll": ("state", "actions", "resets"),
-        "policy": ("state", "resets", "params")}
+        "policy": ("state", "resets", "params"), "vmapped": ("state", "actions", "resets")}
 # Whether the variant draws random numbers inside its loop (the threefry lowering matters).
 DRAWS_IN_LOOP = {"baseline": True, "pool": False, "no_concat": False, "unroll": False,
-                 "policy": False}
+                 "policy": False, "vmapped": False}
 
 
 # --- inputs ---------------------------------------------------------------------------------

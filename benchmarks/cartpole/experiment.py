@@ -31,7 +31,7 @@ REFERENCE = ("fusionjit", "baseline", "xla", "custom_call")
 # numbers precomputed (our `pool`) under XLA's rules.
 FIG5_REFERENCE = ("fusionjit", "pool", "xla", "-")
 # Variants that compute the same thing (random actions, reset states); `policy` differs.
-SAME_WORKLOAD = ("baseline", "pool", "no_concat", "unroll")
+SAME_WORKLOAD = ("baseline", "pool", "no_concat", "unroll", "vmapped")
 SWEEP = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536)
 SWEEP_LINES = (("fusionjit", "no_concat", DEFAULT_PROFILE), ("fusionjit", "baseline",
                DEFAULT_PROFILE), ("jax", "no_concat", "-"), ("c++ hand", "no_concat", "-"))

@@ -133,7 +133,7 @@ def fig5(results: Results, path: str) -> str:
     profiles and the peers side by side, the paper's bars as markers."""
     plt = _pyplot()
     rows = [r for r in results.rows if r.x_fig5 is not None]
-    variants = [v for v in ("baseline", "pool", "no_concat", "unroll", "policy")
+    variants = [v for v in ("baseline", "pool", "no_concat", "unroll", "vmapped", "policy")
                 if any(r.variant == v for r in rows)]
     series = [("fusionjit", "xla", "custom_call", "xla rules (the paper's XLA)", "#9e9e9e"),
               ("fusionjit", "xla+concat", "custom_call", "xla+concat (patched XLA)", "#bdbdbd"),

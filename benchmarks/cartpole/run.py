@@ -1,5 +1,5 @@
 """The paper's CartPole study (Snider & Liang 2023, Sec. IV-V), measured in one run: every
-variant (baseline, pool, no_concat, unroll, policy) under every fusion profile (xla,
+variant (baseline, pool, no_concat, unroll, policy, vmapped) under every fusion profile (xla,
 xla+concat, fusionjit) and threefry lowering (custom_call, fused), beside JAX, NumPy,
 PyTorch, the hand-written C++ loop and Gymnasium on the same inputs; the trajectories
 compared; a sweep over the number of environments. Prints the table and the goals; writes
