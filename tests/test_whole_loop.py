@@ -524,3 +524,53 @@ def test_a_one_element_carry_that_reads_the_loop_index(shape):
 
     got = fusionjit.jit(f, fusion="fusionjit")(np.ones(shape, np.float32))
     np.testing.assert_array_equal(np.asarray(got), np.full(shape, 4.0, np.float32))
+
+
+@pytest.mark.parametrize("reduce", ["sum", "max", "any"])
+def test_stacked_outputs_only_reduced_after_the_loop_are_reduced_in_it(reduce):
+    # A vmapped rollout's per-environment rewards [T, N], summed over environments after the
+    # scan: the loop reduces each step's row instead, and runs as one kernel writing [T].
+    n, t = 2048, 50
+    x = RNG.uniform(-1, 1, n).astype(np.float32)
+
+    def f(x):
+        def step(c, _):
+            c = c * 0.9 + fnp.sin(c)
+            return c, (c * c, c > 0.5, c * 2)
+        c, (sq, up, tw) = lax.scan(step, x, None, length=t)
+        rows = {"sum": sq.sum(1), "max": sq.max(1), "any": up.any(1)}[reduce]
+        return c, rows, tw[:, :3].sum(1)    # tw is read otherwise: it stays stacked
+
+    want = [np.asarray(o) for o in fusionjit.jit(f, fusion="xla")(x)]
+    compiled = fusionjit.jit(f).lower(x).compile()
+    got = [np.asarray(o) for o in compiled(x)]
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-5)
+    np.testing.assert_allclose(got[2], want[2], rtol=1e-6)
+    loop = [k for k in compiled.kernels if k["kind"] == "kWholeLoop"]
+    assert len(loop) == 1
+    # tw's rows ([t, n] floats) are written for the slice; the reduced rows are not.
+    assert t * n * 4 <= loop[0]["bytes_written"] < t * n * 4 + t * n
+
+
+def test_vmapped_cartpole_writes_no_per_environment_rows():
+    import fusionjit.random as fr
+    state, key = RNG.uniform(-0.05, 0.05, (4, 512)).astype(np.float32), fr.PRNGKey(0)
+
+    def one(s, k):
+        def step(c, k):
+            s = physics(fnp, *c, fr.bernoulli(k))
+            done = done_of(s[0], s[2])
+            return tuple(fnp.where(done, 0.0, v) for v in s), done.astype(np.int32)
+        return lax.scan(step, tuple(s), fr.split(k, 100))
+
+    def rollout(s, k):
+        final, done = fusionjit.vmap(one, in_axes=(1, None), out_axes=(0, 1))(s, k)
+        return final, done.sum(1)
+
+    compiled = fusionjit.jit(rollout).lower(state, key).compile()
+    (loop,) = [k for k in compiled.kernels if k["kind"] == "kWholeLoop"]
+    assert loop["bytes_written"] < 100 * 512 * 4       # not the [100, 512] done flags
+    got = compiled(state, key)
+    want = fusionjit.jit(rollout, fusion="xla")(state, key)
+    np.testing.assert_array_equal(np.asarray(got[1]), np.asarray(want[1]))

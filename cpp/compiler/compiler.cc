@@ -18,6 +18,7 @@
 #include "passes/custom_call_expansion.h"
 #include "passes/cse.h"
 #include "passes/dce.h"
+#include "passes/loop_output_reduction.h"
 #include "passes/low_precision.h"
 #include "passes/simplify.h"
 #include "passes/while_loop.h"
@@ -111,6 +112,8 @@ std::unique_ptr<Compilation> Compile(const Module& traced, const CompileOptions&
     unrepaired = module->Clone();  // what XLA's rules would see, for the plan selection
     Pipeline repair("frontend-repair");
     repair.AddPass<LoopCarrySplitPass>();
+    repair.AddPass<LoopOutputReductionPass>();
+    repair.AddPass<WhileLoopSimplifyPass>();
     repair.AddPass<SliceOfConcatForwardingPass>();
     repair.AddPass<SliceSinkingPass>();
     repair.AddPass<SimplifyPass>();

@@ -5,6 +5,8 @@
 
 #include "passes/carry_split.h"
 #include "passes/dce.h"
+#include "passes/loop_output_reduction.h"
+#include "passes/simplify.h"
 #include "passes/while_loop.h"
 #include "test_util.h"
 
@@ -184,6 +186,74 @@ ENTRY %main (x: f32[2,4]) -> (f32[2,4], s32[]) {
   ASSERT_NE(loop, nullptr);
   EXPECT_EQ(loop->shape().tuple_shapes().size(), 3u);  // the counter and two rows
   EXPECT_EQ(m->entry()->root()->operand(0)->opcode(), Opcode::kConcatenate);  // packed again
+}
+
+TEST(LoopOutputReduction, ReducesEachRowInTheLoopInsteadOfTheStackedRowsAfterIt) {
+  // ys = scan(...)[1]; ys.sum(1): the loop writes a [5] of row sums, not the [5, 8] rows.
+  const std::string state = "(s32[], f32[8], f32[5,8])";
+  auto m = Parse(R"(
+module m
+
+%add_f32 (lhs: f32[], rhs: f32[]) -> f32[] {
+  %lhs = f32[] parameter(0)
+  %rhs = f32[] parameter(1)
+  ROOT %add = f32[] add(%lhs, %rhs)
+}
+
+%body (p: )" + state + R"() -> )" + state + R"( {
+  %p = )" + state + R"( parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %c = f32[8] get-tuple-element(%p), index=1
+  %ys = f32[5,8] get-tuple-element(%p), index=2
+  %y = f32[8] multiply(%c, %c)
+  %row = f32[1,8] reshape(%y)
+  %zero = s32[] constant(0)
+  %next_ys = f32[5,8] dynamic-update-slice(%ys, %row, %i, %zero)
+  %one = s32[] constant(1)
+  %next = s32[] add(%i, %one)
+  ROOT %t = )" + state + R"( tuple(%next, %y, %next_ys)
+}
+
+%cond (p: )" + state + R"() -> pred[] {
+  %p = )" + state + R"( parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %n = s32[] constant(5)
+  ROOT %lt = pred[] compare(%i, %n), direction=LT
+}
+
+ENTRY %main (x: f32[8]) -> (f32[8], f32[5]) {
+  %x = f32[8] parameter(0)
+  %zero = s32[] constant(0)
+  %fzero = f32[] constant(0)
+  %ys0 = f32[5,8] broadcast(%fzero), dimensions={}
+  %init = )" + state + R"( tuple(%zero, %x, %ys0)
+  %w = )" + state + R"( while(%init), condition=%cond, body=%body
+  %c = f32[8] get-tuple-element(%w), index=1
+  %ys = f32[5,8] get-tuple-element(%w), index=2
+  %sum = f32[5] reduce(%ys, %fzero), dimensions={1}, to_apply=%add_f32
+  ROOT %out = (f32[8], f32[5]) tuple(%c, %sum)
+}
+)");
+  EXPECT_TRUE(LoopOutputReductionPass().Run(*m));
+  for (int i = 0; i < 2; ++i) {  // as in the repair pipeline: the old rows are then dead
+    SimplifyPass().Run(*m);
+    DcePass().Run(*m);
+    WhileLoopSimplifyPass().Run(*m);
+  }
+  m->ReleaseRemoved();
+  VerifyModule(*m);
+  const Instruction* loop = TheLoop(*m);
+  ASSERT_NE(loop, nullptr);
+  for (const Shape& s : loop->shape().tuple_shapes()) EXPECT_NE(s.dims(), (std::vector<int64_t>{5, 8}));
+  const Instruction* sums = m->entry()->root()->operand(1);
+  EXPECT_EQ(sums->opcode(), Opcode::kGetTupleElement);
+  EXPECT_EQ(sums->operand(0), loop);
+  // Each step reduces its row whole into the new element.
+  const Instruction* write = loop->while_body()->root()->operand(static_cast<int>(sums->tuple_index()));
+  ASSERT_EQ(write->opcode(), Opcode::kDynamicUpdateSlice);
+  EXPECT_EQ(write->operand(1)->operand(0)->opcode(), Opcode::kReduce);
+  // A stacked output read otherwise than by one row reduction stays.
+  EXPECT_FALSE(LoopOutputReductionPass().Run(*m));
 }
 
 }  // namespace
