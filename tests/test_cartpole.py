@@ -241,6 +241,24 @@ def test_fusionjit_runs_the_policy_and_the_physics_in_one_kernel_for_the_whole_l
     assert _launches_per_step("policy", "xla", inputs)[0] >= 4   # dot, tanh, dot, physics
 
 
+def test_the_vmapped_variant_compiles_to_the_kernels_of_no_concat():
+    # Written for one environment and vmapped: the per-environment step counts are summed
+    # in the loop (not written [T, N] and summed after it), and the reset pool is read in
+    # its own layout (not transposed by vmap and gathered lane by lane).
+    inputs = cp.inputs(256, 40)
+    kernels = {}
+    for v in ("no_concat", "vmapped"):
+        compiled = fusionjit.jit(cp.VARIANTS[v](FJ, inputs.steps)).lower(
+            *inputs.args(v)).compile()
+        kernels[v] = [(k["kind"], k["bytes_read"], k["bytes_written"])
+                      for k in compiled.kernels if k["kind"] == "kWholeLoop"]
+        assert compiled.num_kernels <= 4, compiled.kernels
+    assert kernels["vmapped"] == kernels["no_concat"]
+    text = fusionjit.jit(cp.vmapped(FJ, inputs.steps)).lower(*inputs.args("vmapped")).as_text(
+        "llvm")
+    assert "masked.gather" not in text
+
+
 def test_kernels_per_step_follow_the_papers_order_under_xla(lowering):
     lowering("custom_call")
     inputs = cp.inputs(64, 20)

@@ -18,6 +18,7 @@
 #include "passes/custom_call_expansion.h"
 #include "passes/cse.h"
 #include "passes/dce.h"
+#include "passes/loop_invariant_layout.h"
 #include "passes/loop_output_reduction.h"
 #include "passes/low_precision.h"
 #include "passes/simplify.h"
@@ -113,6 +114,7 @@ std::unique_ptr<Compilation> Compile(const Module& traced, const CompileOptions&
     Pipeline repair("frontend-repair");
     repair.AddPass<LoopCarrySplitPass>();
     repair.AddPass<LoopOutputReductionPass>();
+    repair.AddPass<LoopInvariantLayoutPass>();
     repair.AddPass<WhileLoopSimplifyPass>();
     repair.AddPass<SliceOfConcatForwardingPass>();
     repair.AddPass<SliceSinkingPass>();

@@ -83,6 +83,19 @@ bool IsIdentityPermutation(const std::vector<int64_t>& p) {
   return true;
 }
 
+// Whether transpose `t` keeps the order of its operand's dimensions larger than one: then
+// it only renames dimensions (moves ones) and the element order is unchanged, a reshape.
+bool MovesOnlyUnitDims(const Instruction* t) {
+  const Shape& in = t->operand(0)->shape();
+  int64_t last = -1;
+  for (int64_t d : t->dimensions()) {
+    if (in.dim(static_cast<int>(d)) == 1) continue;
+    if (d < last) return false;
+    last = d;
+  }
+  return true;
+}
+
 // Returns the value `instr` can be replaced with, or null. May add new instructions.
 Instruction* Simplify(Instruction* instr) {
   Computation* c = instr->parent();
@@ -124,6 +137,7 @@ Instruction* Simplify(Instruction* instr) {
       return nullptr;
     case Opcode::kTranspose: {
       if (IsIdentityPermutation(instr->dimensions())) return x;
+      if (MovesOnlyUnitDims(instr)) return b.Reshape(x, shape.dims());
       if (x->opcode() == Opcode::kTranspose) {
         std::vector<int64_t> perm;
         for (int64_t d : instr->dimensions()) perm.push_back(x->dimensions()[d]);
@@ -144,6 +158,23 @@ Instruction* Simplify(Instruction* instr) {
     }
     case Opcode::kSlice: {
       if (x->opcode() == Opcode::kDynamicUpdateSlice) return SliceOfUpdate(instr, b);
+      if (x->opcode() == Opcode::kTranspose) {
+        // The slice of the transposed array is the transposed slice of the array.
+        const std::vector<int64_t>& perm = x->dimensions();
+        const SliceConfig& s = instr->attrs().slice;
+        InstructionAttrs a;
+        a.slice.starts.resize(perm.size());
+        a.slice.limits.resize(perm.size());
+        a.slice.strides.resize(perm.size());
+        for (size_t d = 0; d < perm.size(); ++d) {
+          a.slice.starts[perm[d]] = s.starts[d];
+          a.slice.limits[perm[d]] = s.limits[d];
+          a.slice.strides[perm[d]] = s.strides[d];
+        }
+        InstructionAttrs t;
+        t.dimensions = perm;
+        return b.Add(Opcode::kTranspose, {b.Add(Opcode::kSlice, {x->operand(0)}, a)}, t);
+      }
       const SliceConfig& s = instr->attrs().slice;
       for (int i = 0; i < x->shape().rank(); ++i) {
         if (s.starts[i] != 0 || s.limits[i] != x->shape().dim(i) || s.strides[i] != 1) return nullptr;
@@ -151,6 +182,22 @@ Instruction* Simplify(Instruction* instr) {
       return x;
     }
     case Opcode::kDynamicSlice: {
+      if (x->opcode() == Opcode::kTranspose) {
+        // As a slice: the array's own dynamic slice, transposed (each start and size goes
+        // to the dimension it indexes; the clamping is per dimension either way).
+        const std::vector<int64_t>& perm = x->dimensions();
+        std::vector<Instruction*> operands(perm.size() + 1);
+        operands[0] = x->operand(0);
+        InstructionAttrs a;
+        a.dimensions.resize(perm.size());
+        for (size_t d = 0; d < perm.size(); ++d) {
+          operands[perm[d] + 1] = instr->operand(static_cast<int>(d) + 1);
+          a.dimensions[perm[d]] = shape.dim(static_cast<int>(d));
+        }
+        InstructionAttrs t;
+        t.dimensions = perm;
+        return b.Add(Opcode::kTranspose, {b.Add(Opcode::kDynamicSlice, operands, a)}, t);
+      }
       // At constant starts (an unrolled loop's counter), a static slice.
       std::vector<int64_t> starts = ConstantStarts(instr, 1, shape.dims());
       if (starts.empty()) return nullptr;

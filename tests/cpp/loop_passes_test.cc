@@ -5,6 +5,7 @@
 
 #include "passes/carry_split.h"
 #include "passes/dce.h"
+#include "passes/loop_invariant_layout.h"
 #include "passes/loop_output_reduction.h"
 #include "passes/simplify.h"
 #include "passes/while_loop.h"
@@ -254,6 +255,58 @@ ENTRY %main (x: f32[8]) -> (f32[8], f32[5]) {
   EXPECT_EQ(write->operand(1)->operand(0)->opcode(), Opcode::kReduce);
   // A stacked output read otherwise than by one row reduction stays.
   EXPECT_FALSE(LoopOutputReductionPass().Run(*m));
+}
+
+TEST(LoopInvariantLayout, CarriesATransposedInvariantAsItWasAndSlicesItThere) {
+  const std::string state = "(s32[], f32[8], f32[8,3])";
+  auto m = Parse(R"(
+module m
+
+%body (p: )" + state + R"() -> )" + state + R"( {
+  %p = )" + state + R"( parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %c = f32[8] get-tuple-element(%p), index=1
+  %pool = f32[8,3] get-tuple-element(%p), index=2
+  %zero = s32[] constant(0)
+  %row = f32[8,1] dynamic-slice(%pool, %zero, %i), dynamic_slice_sizes={8,1}
+  %r = f32[8] reshape(%row)
+  %y = f32[8] add(%c, %r)
+  %one = s32[] constant(1)
+  %next = s32[] add(%i, %one)
+  ROOT %t = )" + state + R"( tuple(%next, %y, %pool)
+}
+
+%cond (p: )" + state + R"() -> pred[] {
+  %p = )" + state + R"( parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %n = s32[] constant(3)
+  ROOT %lt = pred[] compare(%i, %n), direction=LT
+}
+
+ENTRY %main (x: f32[8], q: f32[3,8]) -> f32[8] {
+  %x = f32[8] parameter(0)
+  %q = f32[3,8] parameter(1)
+  %tq = f32[8,3] transpose(%q), dimensions={1,0}
+  %zero = s32[] constant(0)
+  %init = )" + state + R"( tuple(%zero, %x, %tq)
+  %w = )" + state + R"( while(%init), condition=%cond, body=%body
+  ROOT %c = f32[8] get-tuple-element(%w), index=1
+}
+)");
+  EXPECT_TRUE(LoopInvariantLayoutPass().Run(*m));
+  for (int i = 0; i < 2; ++i) {
+    SimplifyPass().Run(*m);
+    DcePass().Run(*m);
+  }
+  m->ReleaseRemoved();
+  VerifyModule(*m);
+  const Instruction* loop = TheLoop(*m);
+  ASSERT_NE(loop, nullptr);
+  EXPECT_EQ(loop->operand(0)->operand(2)->name(), "q");   // carried untransposed
+  for (const Instruction* i : loop->while_body()->MakePostOrder()) {
+    EXPECT_NE(i->opcode(), Opcode::kTranspose) << loop->while_body()->ToString();
+    if (i->opcode() == Opcode::kDynamicSlice) EXPECT_EQ(i->shape().dims(), (std::vector<int64_t>{1, 8}));
+  }
 }
 
 }  // namespace

@@ -189,6 +189,41 @@ ENTRY %main (x: f32[5,4]) -> (f32[5,4], f32[20]) {
   EXPECT_EQ(root->operand(1)->operand(0)->name(), "x");
 }
 
+TEST(Simplify, SlicesOfATransposeSliceTheArrayAndTransposeTheSlice) {
+  // vmap's [N, R, 4] of an [R, 4, N] pool, sliced for one state value of every lane: the
+  // pool's own contiguous [1, 1, N] row, whose transpose only moves ones (a reshape).
+  std::unique_ptr<Module> m = Parse(R"(
+module m
+ENTRY %main (x: f32[3,4,8], t: s32[]) -> (f32[8,1,1], f32[8,2,1]) {
+  %x = f32[3,4,8] parameter(0)
+  %t = s32[] parameter(1)
+  %zero = s32[] constant(0)
+  %one = s32[] constant(1)
+  %tr = f32[8,3,4] transpose(%x), dimensions={2,0,1}
+  %ds = f32[8,1,1] dynamic-slice(%tr, %zero, %t, %one), dynamic_slice_sizes={8,1,1}
+  %s = f32[8,2,1] slice(%tr), slice={[0:8:1], [1:3:1], [2:3:1]}
+  ROOT %out = (f32[8,1,1], f32[8,2,1]) tuple(%ds, %s)
+}
+)");
+  for (int i = 0; i < 2; ++i) {
+    SimplifyPass().Run(*m);
+    DcePass().Run(*m);
+  }
+  VerifyModule(*m);
+  const Instruction* root = m->entry()->root();
+  const Instruction* ds = root->operand(0);
+  ASSERT_EQ(ds->opcode(), Opcode::kReshape) << m->ToString();
+  ASSERT_EQ(ds->operand(0)->opcode(), Opcode::kDynamicSlice);
+  EXPECT_EQ(ds->operand(0)->operand(0)->name(), "x");
+  EXPECT_EQ(ds->operand(0)->operand(1)->name(), "t");   // R's start, now first
+  EXPECT_EQ(ds->operand(0)->shape().dims(), (std::vector<int64_t>{1, 1, 8}));
+  const Instruction* s = root->operand(1);
+  ASSERT_EQ(s->opcode(), Opcode::kTranspose);   // [2, 1, 8] -> [8, 2, 1] is not a renaming
+  ASSERT_EQ(s->operand(0)->opcode(), Opcode::kSlice);
+  EXPECT_EQ(s->operand(0)->shape().dims(), (std::vector<int64_t>{2, 1, 8}));
+  EXPECT_EQ(s->operand(0)->attrs().slice.starts, (std::vector<int64_t>{1, 2, 0}));
+}
+
 TEST(Simplify, KeepsFloatMultiplyByZero) {
   // x * 0 is not 0 for NaN or infinity.
   bool changed = true;
