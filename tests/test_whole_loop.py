@@ -574,3 +574,30 @@ def test_vmapped_cartpole_writes_no_per_environment_rows():
     got = compiled(state, key)
     want = fusionjit.jit(rollout, fusion="xla")(state, key)
     np.testing.assert_array_equal(np.asarray(got[1]), np.asarray(want[1]))
+
+
+def test_a_vmapped_step_that_stacks_its_state_runs_as_one_kernel():
+    # gymnax style: one environment's state is a [4] array, stacked again each step; vmapped
+    # it is [N, 4], split into its columns (the carry split along the last axis) so that
+    # the loop runs as one kernel, as the hand-batched [4, N] state does.
+    n, t = 512, 30
+    state = RNG.uniform(-0.05, 0.05, (n, 4)).astype(np.float32)
+    state[:, 0] *= 40
+    actions = RNG.random((n, t)) < 0.5
+
+    def one(s, acts):
+        def step(s, a):
+            new = fnp.stack(physics(fnp, s[0], s[1], s[2], s[3], a))
+            done = done_of(new[0], new[2])
+            return fnp.where(done, fnp.zeros(4), new), done
+        return lax.scan(step, s, acts)
+
+    batched = fusionjit.jit(fusionjit.vmap(one))
+    compiled = batched.lower(state, actions).compile()
+    assert [k["kind"] for k in compiled.kernels].count("kWholeLoop") == 1, compiled.kernels
+    got = [np.asarray(o) for o in compiled(state, actions)]
+    want = [np.asarray(o) for o in fusionjit.jit(fusionjit.vmap(one), fusion="xla")(
+        state, actions)]
+    np.testing.assert_array_equal(got[1], want[1])
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-6, atol=1e-7)
+    assert got[1].any()

@@ -11,22 +11,29 @@
 namespace fj {
 namespace {
 
-std::vector<int64_t> Rest(const Shape& s) { return {s.dims().begin() + 1, s.dims().end()}; }
+// The dimensions of `s` but `axis`.
+std::vector<int64_t> Rest(const Shape& s, int axis) {
+  std::vector<int64_t> dims = s.dims();
+  dims.erase(dims.begin() + axis);
+  return dims;
+}
 
-// A slice of exactly one row of the leading dimension (full in the others, stride 1).
-bool IsRowSlice(const Instruction* i) {
+// A slice of exactly one row along `axis` (full in the others, stride 1).
+bool IsRowSlice(const Instruction* i, int axis) {
   if (i->opcode() != Opcode::kSlice) return false;
   const SliceConfig& s = i->attrs().slice;
   const Shape& in = i->operand(0)->shape();
-  if (s.limits[0] - s.starts[0] != 1 || s.strides[0] != 1) return false;
-  for (int d = 1; d < in.rank(); ++d) {
+  if (s.limits[axis] - s.starts[axis] != 1 || s.strides[axis] != 1) return false;
+  for (int d = 0; d < in.rank(); ++d) {
+    if (d == axis) continue;
     if (s.starts[d] != 0 || s.limits[d] != in.dim(d) || s.strides[d] != 1) return false;
   }
   return true;
 }
 
-// Whether every read of state element k in `c` (a loop condition or body) is a row slice.
-bool ReadOnlyByRows(const Computation& c, int64_t k) {
+// Whether every read of state element k in `c` (a loop condition or body) is a row slice
+// along `axis`.
+bool ReadOnlyByRows(const Computation& c, int64_t k, int axis) {
   for (const Instruction* i : c.MakePostOrder()) {
     if (i->opcode() == Opcode::kParameter) {
       for (const Instruction* u : i->users()) {
@@ -38,48 +45,54 @@ bool ReadOnlyByRows(const Computation& c, int64_t k) {
       continue;
     }
     for (const Instruction* u : i->users()) {
-      if (!IsRowSlice(u)) return false;
+      if (!IsRowSlice(u, axis)) return false;
     }
   }
   return true;
 }
 
-Instruction* Row(Builder& b, Instruction* x, int64_t j) {
+Instruction* Row(Builder& b, Instruction* x, int64_t j, int axis) {
   const Shape& s = x->shape();
   InstructionAttrs a;
   a.slice.starts.assign(s.rank(), 0);
   a.slice.limits = s.dims();
   a.slice.strides.assign(s.rank(), 1);
-  a.slice.starts[0] = j;
-  a.slice.limits[0] = j + 1;
+  a.slice.starts[axis] = j;
+  a.slice.limits[axis] = j + 1;
   Instruction* slice = b.Add(Opcode::kSlice, {x}, a);
   slice->set_metadata(x->metadata());
-  Instruction* row = b.Reshape(slice, Rest(s));
+  Instruction* row = b.Reshape(slice, Rest(s, axis));
   row->set_metadata(x->metadata());
   return row;
 }
 
-Instruction* Pack(Builder& b, const std::vector<Instruction*>& rows) {
+Instruction* Pack(Builder& b, const std::vector<Instruction*>& rows, int axis) {
   std::vector<Instruction*> pieces;
   for (Instruction* r : rows) {
-    std::vector<int64_t> dims = {1};
-    dims.insert(dims.end(), r->shape().dims().begin(), r->shape().dims().end());
+    std::vector<int64_t> dims = r->shape().dims();
+    dims.insert(dims.begin() + axis, 1);
     pieces.push_back(b.Reshape(r, dims));
   }
   InstructionAttrs a;
-  a.dimensions = {0};
+  a.dimensions = {axis};
   return b.Add(Opcode::kConcatenate, pieces, a);
 }
 
+// How a state element is split: into `rows` rows along `axis` (rows 0: not split).
+struct Split1 {
+  int64_t rows = 0;
+  int axis = 0;
+};
+
 // A copy of loop computation `c` taking the split state; the old state is rebuilt from it
 // (split elements packed again, for the slices that read them to forward).
-Computation* Split(const Computation& c, const std::vector<int64_t>& rows, bool split_root) {
+Computation* Split(const Computation& c, const std::vector<Split1>& rows, bool split_root) {
   const Instruction* param = c.parameter(0);
   std::vector<Shape> shapes;
   for (size_t k = 0; k < rows.size(); ++k) {
     const Shape& s = param->shape().tuple_shape(static_cast<int>(k));
-    for (int64_t j = 0; j < rows[k]; ++j) shapes.push_back(Shape(s.dtype(), Rest(s)));
-    if (rows[k] == 0) shapes.push_back(s);
+    for (int64_t j = 0; j < rows[k].rows; ++j) shapes.push_back(Shape(s.dtype(), Rest(s, rows[k].axis)));
+    if (rows[k].rows == 0) shapes.push_back(s);
   }
   Computation* out = c.parent()->AddComputation(c.name());
   Builder b(out);
@@ -87,23 +100,23 @@ Computation* Split(const Computation& c, const std::vector<int64_t>& rows, bool 
   std::vector<Instruction*> old;
   int64_t next = 0;
   for (size_t k = 0; k < rows.size(); ++k) {
-    if (rows[k] == 0) {
+    if (rows[k].rows == 0) {
       old.push_back(b.GetTupleElement(p, next++));
       continue;
     }
     std::vector<Instruction*> parts;
-    for (int64_t j = 0; j < rows[k]; ++j) parts.push_back(b.GetTupleElement(p, next++));
-    old.push_back(Pack(b, parts));
+    for (int64_t j = 0; j < rows[k].rows; ++j) parts.push_back(b.GetTupleElement(p, next++));
+    old.push_back(Pack(b, parts, rows[k].axis));
   }
   Instruction* root = InlineComputation(c, out, {b.Tuple(old)});
   if (split_root) {
     std::vector<Instruction*> elems;
     for (size_t k = 0; k < rows.size(); ++k) {
       Instruction* v = root->operand(static_cast<int>(k));
-      if (rows[k] == 0) {
+      if (rows[k].rows == 0) {
         elems.push_back(v);
       } else {
-        for (int64_t j = 0; j < rows[k]; ++j) elems.push_back(Row(b, v, j));
+        for (int64_t j = 0; j < rows[k].rows; ++j) elems.push_back(Row(b, v, j, rows[k].axis));
       }
     }
     root = b.Tuple(elems);
@@ -121,16 +134,22 @@ bool SplitLoop(Instruction* loop) {
     if (u->opcode() != Opcode::kGetTupleElement) return false;
   }
   int n = init->operand_count();
-  std::vector<int64_t> rows(n, 0);
+  std::vector<Split1> rows(n);
   bool any = false;
   for (int k = 0; k < n; ++k) {
     const Shape& s = init->operand(k)->shape();
-    if (s.rank() < 1 || s.dim(0) < 2 || s.dim(0) > LoopCarrySplitPass::kMaxRows) continue;
     const Instruction* r = root->operand(k);
     bool passed_on = r->opcode() == Opcode::kGetTupleElement && r->tuple_index() == k;
-    if (passed_on || !ReadOnlyByRows(*body, k) || !ReadOnlyByRows(*loop->while_condition(), k)) continue;
-    rows[k] = s.dim(0);
-    any = true;
+    if (s.rank() < 1 || passed_on) continue;
+    // The leading axis ([4, N]: the paper's np.array state), else the last ([N, 4]: the
+    // same state of one environment, stacked and vmapped).
+    for (int axis : {0, s.rank() - 1}) {
+      if (s.dim(axis) < 2 || s.dim(axis) > LoopCarrySplitPass::kMaxRows) continue;
+      if (!ReadOnlyByRows(*body, k, axis) || !ReadOnlyByRows(*loop->while_condition(), k, axis)) continue;
+      rows[k] = {s.dim(axis), axis};
+      any = true;
+      break;
+    }
   }
   if (!any) return false;
   Computation* parent = loop->parent();
@@ -138,10 +157,10 @@ bool SplitLoop(Instruction* loop) {
   std::vector<Instruction*> state;
   for (int k = 0; k < n; ++k) {
     Instruction* v = init->operand(k);
-    if (rows[k] == 0) {
+    if (rows[k].rows == 0) {
       state.push_back(v);
     } else {
-      for (int64_t j = 0; j < rows[k]; ++j) state.push_back(Row(b, v, j));
+      for (int64_t j = 0; j < rows[k].rows; ++j) state.push_back(Row(b, v, j, rows[k].axis));
     }
   }
   Computation* cond = Split(*loop->while_condition(), rows, false);
@@ -152,18 +171,18 @@ bool SplitLoop(Instruction* loop) {
   std::vector<int64_t> first(n);
   for (int k = 0, next = 0; k < n; ++k) {
     first[k] = next;
-    next += rows[k] == 0 ? 1 : rows[k];
+    next += rows[k].rows == 0 ? 1 : rows[k].rows;
   }
   std::vector<Instruction*> users = loop->users();
   for (Instruction* u : users) {
     int64_t k = u->tuple_index();
     Instruction* value;
-    if (rows[k] == 0) {
+    if (rows[k].rows == 0) {
       value = b.GetTupleElement(split, first[k]);
     } else {
       std::vector<Instruction*> parts;
-      for (int64_t j = 0; j < rows[k]; ++j) parts.push_back(b.GetTupleElement(split, first[k] + j));
-      value = Pack(b, parts);
+      for (int64_t j = 0; j < rows[k].rows; ++j) parts.push_back(b.GetTupleElement(split, first[k] + j));
+      value = Pack(b, parts, rows[k].axis);
     }
     value->set_metadata(u->metadata());
     u->ReplaceAllUsesWith(value);

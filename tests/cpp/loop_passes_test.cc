@@ -189,6 +189,52 @@ ENTRY %main (x: f32[2,4]) -> (f32[2,4], s32[]) {
   EXPECT_EQ(m->entry()->root()->operand(0)->opcode(), Opcode::kConcatenate);  // packed again
 }
 
+TEST(LoopCarrySplit, SplitsAStateReadByColumnsAlongItsLastAxis) {
+  // The same state stacked per environment and vmapped: [N, 2], read s[:, 0] and s[:, 1].
+  const std::string state = "(s32[], f32[4,2])";
+  auto m = Parse(R"(
+module m
+
+%body (p: )" + state + R"() -> )" + state + R"( {
+  %p = )" + state + R"( parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %x = f32[4,2] get-tuple-element(%p), index=1
+  %a = f32[4,1] slice(%x), slice={[0:4:1], [0:1:1]}
+  %b = f32[4,1] slice(%x), slice={[0:4:1], [1:2:1]}
+  %s = f32[4,1] add(%a, %b)
+  %y = f32[4,2] concatenate(%s, %a), dimensions={1}
+  %one = s32[] constant(1)
+  %next = s32[] add(%i, %one)
+  ROOT %t = )" + state + R"( tuple(%next, %y)
+}
+
+%cond (p: )" + state + R"() -> pred[] {
+  %p = )" + state + R"( parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %n = s32[] constant(5)
+  ROOT %lt = pred[] compare(%i, %n), direction=LT
+}
+
+ENTRY %main (x: f32[4,2]) -> f32[4,2] {
+  %x = f32[4,2] parameter(0)
+  %zero = s32[] constant(0)
+  %init = )" + state + R"( tuple(%zero, %x)
+  %w = )" + state + R"( while(%init), condition=%cond, body=%body
+  ROOT %r = f32[4,2] get-tuple-element(%w), index=1
+}
+)");
+  EXPECT_TRUE(LoopCarrySplitPass().Run(*m));
+  m->ReleaseRemoved();
+  VerifyModule(*m);
+  const Instruction* loop = TheLoop(*m);
+  ASSERT_NE(loop, nullptr);
+  ASSERT_EQ(loop->shape().tuple_shapes().size(), 3u);  // the counter and two columns
+  EXPECT_EQ(loop->shape().tuple_shapes()[1].dims(), (std::vector<int64_t>{4}));
+  const Instruction* packed = m->entry()->root();
+  ASSERT_EQ(packed->opcode(), Opcode::kConcatenate);
+  EXPECT_EQ(packed->dimensions(), (std::vector<int64_t>{1}));
+}
+
 TEST(LoopOutputReduction, ReducesEachRowInTheLoopInsteadOfTheStackedRowsAfterIt) {
   // ys = scan(...)[1]; ys.sum(1): the loop writes a [5] of row sums, not the [5, 8] rows.
   const std::string state = "(s32[], f32[8], f32[5,8])";
