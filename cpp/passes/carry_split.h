@@ -13,10 +13,9 @@ namespace fj {
 
 // Splits such carries (leading dimension of at most kMaxRows rows; or, read by columns, the
 // last dimension: the same state written for one environment and vmapped, [N, 4]): the
-// loop's state holds
-// the rows; the body reads them where it read slices of the array (slices of the
-// concatenate that rebuilds it are forwarded by simplification) and returns the rows of
-// what it computed; the loop's result is packed again after it.
+// loop's state holds the rows; the body reads them where it read slices of the array
+// (slices of the concatenate that rebuilds it are forwarded by simplification) and returns
+// the rows of what it computed; the loop's result is packed again after it.
 class LoopCarrySplitPass : public Pass {
  public:
   static constexpr int64_t kMaxRows = 16;
