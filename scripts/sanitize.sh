@@ -47,5 +47,5 @@ LD_PRELOAD="$ASAN_LIB $UBSAN_LIB" PYTHONPATH="$PWD/../$PKG" FJ_STRESS_SECONDS=${
   test_array_api.py::test_from_dlpack_copies_what_it_cannot_share \
   test_small_dtypes.py::test_constant_folding_gives_the_compiled_bits \
   test_small_dtypes.py::test_reductions_and_dot_accumulate_in_float32 test_gather.py \
-  test_dot_layout.py \
+  test_dot_layout.py test_vmap.py \
   -k "not memory_is_flat and not compiles_in_seconds and not forks_while_another_thread and not a_fork_during_another_threads_first" "$@"

@@ -139,7 +139,6 @@ def gpu_missing() -> str | None:
 
 def fusionjit_runner(variant, inputs, backend, profile, lowering, kernel_counts=True):
     import fusionjit
-    gc.collect()   # see _guarded: no collection of old executables inside this compile
     fusionjit.config.update("fusionjit_threefry_lowering",
                             DEFAULT_LOWERING if lowering == "-" else lowering)
     rollout = cp.VARIANTS[variant](cp.fusionjit_lib(), inputs.steps)
@@ -266,10 +265,8 @@ def run(s: Settings) -> Results:
 
 def _guarded(results: Results, name: str, measure_fn, *args):
     """`measure_fn(*args)`, or None with the error recorded: one failing measurement does not
-    end the run. Collects garbage first: fusionjit can fail to compile when Python's
-    collector frees an earlier jitted function's executable in the middle of a compilation
-    (see the report of issue 11), and a collection between measurements keeps it from
-    happening inside one."""
+    end the run. Collects garbage first, so that one measurement's arrays and executables are
+    freed before the next is timed."""
     gc.collect()
     try:
         return measure_fn(*args)
