@@ -5,7 +5,7 @@
 #include <map>
 
 #include "ir/builder.h"
-#include "ir/clone.h"
+#include "passes/loop_rewrite.h"
 #include "support/error.h"
 
 namespace fj {
@@ -84,44 +84,36 @@ struct Split1 {
   int axis = 0;
 };
 
-// A copy of loop computation `c` taking the split state; the old state is rebuilt from it
-// (split elements packed again, for the slices that read them to forward).
-Computation* Split(const Computation& c, const std::vector<Split1>& rows, bool split_root) {
-  const Instruction* param = c.parameter(0);
-  std::vector<Shape> shapes;
-  for (size_t k = 0; k < rows.size(); ++k) {
-    const Shape& s = param->shape().tuple_shape(static_cast<int>(k));
-    for (int64_t j = 0; j < rows[k].rows; ++j) shapes.push_back(Shape(s.dtype(), Rest(s, rows[k].axis)));
-    if (rows[k].rows == 0) shapes.push_back(s);
-  }
-  Computation* out = c.parent()->AddComputation(c.name());
-  Builder b(out);
-  Instruction* p = b.Parameter(0, Shape::Tuple(shapes), "p");
+// The old state's elements from the split state `p` (split elements packed again, for the
+// slices that read them to forward).
+std::vector<Instruction*> Packed(Builder& b, const std::vector<Split1>& rows,
+                                 const std::function<Instruction*(int64_t)>& element) {
   std::vector<Instruction*> old;
   int64_t next = 0;
-  for (size_t k = 0; k < rows.size(); ++k) {
-    if (rows[k].rows == 0) {
-      old.push_back(b.GetTupleElement(p, next++));
+  for (const Split1& r : rows) {
+    if (r.rows == 0) {
+      old.push_back(element(next++));
       continue;
     }
     std::vector<Instruction*> parts;
-    for (int64_t j = 0; j < rows[k].rows; ++j) parts.push_back(b.GetTupleElement(p, next++));
-    old.push_back(Pack(b, parts, rows[k].axis));
+    for (int64_t j = 0; j < r.rows; ++j) parts.push_back(element(next++));
+    old.push_back(Pack(b, parts, r.axis));
   }
-  Instruction* root = InlineComputation(c, out, {b.Tuple(old)});
-  if (split_root) {
-    std::vector<Instruction*> elems;
-    for (size_t k = 0; k < rows.size(); ++k) {
-      Instruction* v = root->operand(static_cast<int>(k));
-      if (rows[k].rows == 0) {
-        elems.push_back(v);
-      } else {
-        for (int64_t j = 0; j < rows[k].rows; ++j) elems.push_back(Row(b, v, j, rows[k].axis));
-      }
+  return old;
+}
+
+// The split state from the old state's elements.
+std::vector<Instruction*> Rows(Builder& b, const std::vector<Split1>& rows,
+                               const std::function<Instruction*(int64_t)>& element) {
+  std::vector<Instruction*> out;
+  for (size_t k = 0; k < rows.size(); ++k) {
+    Instruction* v = element(static_cast<int64_t>(k));
+    if (rows[k].rows == 0) {
+      out.push_back(v);
+    } else {
+      for (int64_t j = 0; j < rows[k].rows; ++j) out.push_back(Row(b, v, j, rows[k].axis));
     }
-    root = b.Tuple(elems);
   }
-  out->set_root(root);
   return out;
 }
 
@@ -152,43 +144,27 @@ bool SplitLoop(Instruction* loop) {
     }
   }
   if (!any) return false;
-  Computation* parent = loop->parent();
-  Builder b(parent);
-  std::vector<Instruction*> state;
-  for (int k = 0; k < n; ++k) {
-    Instruction* v = init->operand(k);
-    if (rows[k].rows == 0) {
-      state.push_back(v);
-    } else {
-      for (int64_t j = 0; j < rows[k].rows; ++j) state.push_back(Row(b, v, j, rows[k].axis));
-    }
-  }
-  Computation* cond = Split(*loop->while_condition(), rows, false);
-  Computation* new_body = Split(*body, rows, true);
-  Instruction* split = b.Add(Opcode::kWhile, {b.Tuple(state)}, loop->attrs(), {cond, new_body});
-  split->set_metadata(loop->metadata());
+  Builder b(loop->parent());
+  Instruction* state = b.Tuple(Rows(b, rows, [&](int64_t k) { return init->operand(static_cast<int>(k)); }));
+  Unpack unpack = [&](Builder& nb, Instruction* p) {
+    return Packed(nb, rows, [&](int64_t j) { return nb.GetTupleElement(p, j); });
+  };
+  Repack repack = [&](Builder& nb, Instruction*, Instruction* root) {
+    return nb.Tuple(Rows(nb, rows, [&](int64_t k) { return root->operand(static_cast<int>(k)); }));
+  };
+  Instruction* split = RebuildLoop(loop, state, unpack, repack);
   // The loop's result, packed again where it is read.
   std::vector<int64_t> first(n);
   for (int k = 0, next = 0; k < n; ++k) {
     first[k] = next;
     next += rows[k].rows == 0 ? 1 : rows[k].rows;
   }
-  std::vector<Instruction*> users = loop->users();
-  for (Instruction* u : users) {
-    int64_t k = u->tuple_index();
-    Instruction* value;
-    if (rows[k].rows == 0) {
-      value = b.GetTupleElement(split, first[k]);
-    } else {
-      std::vector<Instruction*> parts;
-      for (int64_t j = 0; j < rows[k].rows; ++j) parts.push_back(b.GetTupleElement(split, first[k] + j));
-      value = Pack(b, parts, rows[k].axis);
-    }
-    value->set_metadata(u->metadata());
-    u->ReplaceAllUsesWith(value);
-    parent->RemoveInstruction(u);
-  }
-  parent->RemoveInstruction(loop);
+  ReplaceLoop(loop, [&](Builder& pb, int64_t k) {
+    if (rows[k].rows == 0) return pb.GetTupleElement(split, first[k]);
+    std::vector<Instruction*> parts;
+    for (int64_t j = 0; j < rows[k].rows; ++j) parts.push_back(pb.GetTupleElement(split, first[k] + j));
+    return Pack(pb, parts, rows[k].axis);
+  });
   return true;
 }
 
@@ -289,18 +265,7 @@ Instruction* Sink(Instruction* slice) {
 
 }  // namespace
 
-bool LoopCarrySplitPass::Run(Module& module) {
-  bool changed = false;
-  for (Computation* c : module.ControlFlowComputations()) {
-    // The loops first: splitting one removes the instructions that read its result.
-    std::vector<Instruction*> loops;
-    for (Instruction* i : c->MakePostOrder()) {
-      if (i->opcode() == Opcode::kWhile) loops.push_back(i);
-    }
-    for (Instruction* loop : loops) changed = SplitLoop(loop) || changed;
-  }
-  return changed;
-}
+bool LoopCarrySplitPass::Run(Module& module) { return RewriteLoops(module, SplitLoop); }
 
 bool SliceSinkingPass::Run(Module& module) {
   bool changed = false;

@@ -1,8 +1,7 @@
 // Loop-invariant arrays carried untransposed (see loop_invariant_layout.h).
 #include "passes/loop_invariant_layout.h"
 
-#include "ir/builder.h"
-#include "ir/clone.h"
+#include "passes/loop_rewrite.h"
 
 namespace fj {
 namespace {
@@ -31,35 +30,6 @@ bool OnlySliced(const Computation& c, int64_t k) {
   return true;
 }
 
-// A copy of `c` whose state element k holds `y` (the untransposed array): the old element is
-// `y` transposed by `perm`, which the slices that read it then take apart (simplification).
-Computation* Untransposed(const Computation& c, const Shape& state, int64_t k,
-                          const std::vector<int64_t>& perm, bool body) {
-  Computation* out = c.parent()->AddComputation(c.name());
-  Builder b(out);
-  Instruction* p = b.Parameter(0, state, "p");
-  std::vector<Instruction*> old;
-  const int n = static_cast<int>(state.tuple_shapes().size());
-  for (int j = 0; j < n; ++j) {
-    Instruction* e = b.GetTupleElement(p, j);
-    if (j == k) {
-      InstructionAttrs a;
-      a.dimensions = perm;
-      e = b.Add(Opcode::kTranspose, {e}, a);
-    }
-    old.push_back(e);
-  }
-  Instruction* root = InlineComputation(c, out, {b.Tuple(old)});
-  if (body) {
-    // The element is passed on unchanged: as the untransposed array.
-    std::vector<Instruction*> elems(root->operands().begin(), root->operands().end());
-    elems[k] = b.GetTupleElement(p, k);
-    root = b.Tuple(elems);
-  }
-  out->set_root(root);
-  return out;
-}
-
 bool Untranspose(Instruction* loop) {
   Instruction* init = loop->operand(0);
   const Computation& body = *loop->while_body();
@@ -68,7 +38,8 @@ bool Untranspose(Instruction* loop) {
   for (const Instruction* u : loop->users()) {
     if (u->opcode() != Opcode::kGetTupleElement) return false;
   }
-  for (int k = 0; k < init->operand_count(); ++k) {
+  const int n = init->operand_count();
+  for (int k = 0; k < n; ++k) {
     Instruction* t = init->operand(k);
     const Instruction* r = root->operand(k);
     bool invariant = r->opcode() == Opcode::kGetTupleElement && r->tuple_index() == k &&
@@ -77,27 +48,36 @@ bool Untranspose(Instruction* loop) {
         !OnlySliced(*loop->while_condition(), k)) {
       continue;
     }
-    Computation* parent = loop->parent();
-    Builder b(parent);
+    Builder b(loop->parent());
+    const std::vector<int64_t> perm = t->dimensions();
+    auto transposed = [&](Builder& nb, Instruction* x) {
+      InstructionAttrs a;
+      a.dimensions = perm;
+      return nb.Add(Opcode::kTranspose, {x}, a);
+    };
     std::vector<Instruction*> elems(init->operands().begin(), init->operands().end());
     elems[k] = t->operand(0);
     Instruction* state = b.Tuple(elems);
-    const std::vector<int64_t> perm = t->dimensions();
-    Computation* cond = Untransposed(*loop->while_condition(), state->shape(), k, perm, false);
-    Computation* new_body = Untransposed(body, state->shape(), k, perm, true);
-    Instruction* rewritten = b.Add(Opcode::kWhile, {state}, loop->attrs(), {cond, new_body});
-    rewritten->set_metadata(loop->metadata());
-    for (Instruction* u : std::vector<Instruction*>(loop->users())) {
-      Instruction* g = b.GetTupleElement(rewritten, u->tuple_index());
-      if (u->tuple_index() == k) {
-        InstructionAttrs a;
-        a.dimensions = perm;
-        g = b.Add(Opcode::kTranspose, {g}, a);
+    // The old element is the carried array transposed, which the slices that read it take
+    // apart (simplification); the body passes the array on as it is.
+    Unpack unpack = [&](Builder& nb, Instruction* p) {
+      std::vector<Instruction*> old;
+      for (int j = 0; j < n; ++j) {
+        Instruction* e = nb.GetTupleElement(p, j);
+        old.push_back(j == k ? transposed(nb, e) : e);
       }
-      u->ReplaceAllUsesWith(g);
-      parent->RemoveInstruction(u);
-    }
-    parent->RemoveInstruction(loop);
+      return old;
+    };
+    Repack repack = [&](Builder& nb, Instruction* p, Instruction* old_root) {
+      std::vector<Instruction*> next(old_root->operands().begin(), old_root->operands().end());
+      next[k] = nb.GetTupleElement(p, k);
+      return nb.Tuple(next);
+    };
+    Instruction* rewritten = RebuildLoop(loop, state, unpack, repack);
+    ReplaceLoop(loop, [&](Builder& pb, int64_t j) {
+      Instruction* g = pb.GetTupleElement(rewritten, j);
+      return j == k ? transposed(pb, g) : g;
+    });
     return true;
   }
   return false;
@@ -106,17 +86,9 @@ bool Untranspose(Instruction* loop) {
 }  // namespace
 
 bool LoopInvariantLayoutPass::Run(Module& module) {
-  bool changed = false;
-  for (Computation* c : module.ControlFlowComputations()) {
-    std::vector<Instruction*> loops;
-    for (Instruction* i : c->MakePostOrder()) {
-      if (i->opcode() == Opcode::kWhile) loops.push_back(i);
-    }
-    // One element of each loop per run (the loop is rebuilt); the pipeline runs to a fixed
-    // point.
-    for (Instruction* loop : loops) changed = Untranspose(loop) || changed;
-  }
-  return changed;
+  // One element of each loop per run (the loop is rebuilt); the pipeline runs to a fixed
+  // point.
+  return RewriteLoops(module, Untranspose);
 }
 
 }  // namespace fj

@@ -2,8 +2,7 @@
 #include "passes/loop_output_reduction.h"
 
 #include "analysis/loop_analysis.h"
-#include "ir/builder.h"
-#include "ir/clone.h"
+#include "passes/loop_rewrite.h"
 
 namespace fj {
 namespace {
@@ -45,67 +44,46 @@ const Instruction* RowWrite(const Computation& body, int64_t k) {
   return r;
 }
 
-// A copy of `c` (a loop's body or condition) whose state has one more element; with
-// `write` (the body), the new element takes each step's row written to element k, reduced
-// like `reduce` reduces the rows after the loop.
-Computation* WithReducedRows(const Computation& c, const Shape& state, int64_t k,
-                             const Instruction* reduce, bool write) {
-  Computation* out = c.parent()->AddComputation(c.name());
-  Builder b(out);
-  Instruction* p = b.Parameter(0, state, "p");
-  const int n = static_cast<int>(state.tuple_shapes().size()) - 1;
-  std::vector<Instruction*> old;
-  for (int j = 0; j < n; ++j) old.push_back(b.GetTupleElement(p, j));
-  Instruction* root = InlineComputation(c, out, {b.Tuple(old)});
-  if (write) {
-    Instruction* dus = root->operand(static_cast<int>(k));
-    Instruction* update = dus->operand(1);
-    std::vector<int64_t> all(update->shape().rank());
-    for (size_t d = 0; d < all.size(); ++d) all[d] = static_cast<int64_t>(d);
-    Instruction* init = b.Constant(reduce->operand(1)->literal());
-    Instruction* row = b.Reduce(update, init, all, reduce->to_apply());
-    row->set_metadata(reduce->metadata());
-    Instruction* next = b.Add(Opcode::kDynamicUpdateSlice,
-                              {b.GetTupleElement(p, n), b.Reshape(row, {1}), dus->operand(2)});
-    std::vector<Instruction*> elems(root->operands().begin(), root->operands().end());
-    elems.push_back(next);
-    root = b.Tuple(elems);
-  }
-  out->set_root(root);
-  return out;
-}
-
 bool ReduceRowsInLoop(Instruction* loop) {
   Instruction* init = loop->operand(0);
   const Computation& body = *loop->while_body();
   if (init->opcode() != Opcode::kTuple || body.root()->opcode() != Opcode::kTuple) return false;
-  for (int64_t k = 0; k < init->operand_count(); ++k) {
+  const int n = init->operand_count();
+  for (int k = 0; k < n; ++k) {
     Instruction* reduce = RowReduction(loop, k);
     if (!reduce || !RowWrite(body, k)) continue;
-    Computation* parent = loop->parent();
-    Builder b(parent);
+    Builder b(loop->parent());
     // Rows the loop does not write keep the initial value's rows, reduced the same way.
-    Instruction* first = b.Add(Opcode::kReduce, {init->operand(static_cast<int>(k)), reduce->operand(1)},
-                               reduce->attrs(), reduce->called_computations());
+    Instruction* first = b.Add(Opcode::kReduce, {init->operand(k), reduce->operand(1)}, reduce->attrs(),
+                               reduce->called_computations());
     std::vector<Instruction*> elems(init->operands().begin(), init->operands().end());
     elems.push_back(first);
     Instruction* state = b.Tuple(elems);
-    Computation* cond = WithReducedRows(*loop->while_condition(), state->shape(), k, reduce, false);
-    Computation* new_body = WithReducedRows(body, state->shape(), k, reduce, true);
-    Instruction* rewritten = b.Add(Opcode::kWhile, {state}, loop->attrs(), {cond, new_body});
-    rewritten->set_metadata(loop->metadata());
-    for (Instruction* u : std::vector<Instruction*>(loop->users())) {
-      Instruction* g = b.GetTupleElement(rewritten, u->tuple_index());
-      u->ReplaceAllUsesWith(g);
-      parent->RemoveInstruction(u);
-    }
-    Instruction* sums = b.GetTupleElement(rewritten, init->operand_count());
-    // `reduce` read the old element k through a get-tuple-element, now of the new loop.
+    // The old state is the new one's first n elements; each step also reduces the row it
+    // writes to element k whole, into the new element (the old one is then dead).
+    Unpack unpack = [&](Builder& nb, Instruction* p) {
+      std::vector<Instruction*> old;
+      for (int j = 0; j < n; ++j) old.push_back(nb.GetTupleElement(p, j));
+      return old;
+    };
+    Repack repack = [&](Builder& nb, Instruction* p, Instruction* root) {
+      Instruction* write = root->operand(k);
+      Instruction* update = write->operand(1);
+      std::vector<int64_t> all(update->shape().rank());
+      for (size_t d = 0; d < all.size(); ++d) all[d] = static_cast<int64_t>(d);
+      Instruction* row = nb.Reduce(update, nb.Constant(reduce->operand(1)->literal()), all, reduce->to_apply());
+      row->set_metadata(reduce->metadata());
+      std::vector<Instruction*> next(root->operands().begin(), root->operands().end());
+      next.push_back(nb.Add(Opcode::kDynamicUpdateSlice, {nb.GetTupleElement(p, n), nb.Reshape(row, {1}), write->operand(2)}));
+      return nb.Tuple(next);
+    };
+    Instruction* rewritten = RebuildLoop(loop, state, unpack, repack);
+    ReplaceLoop(loop, [&](Builder& pb, int64_t j) { return pb.GetTupleElement(rewritten, j); });
+    // `reduce` read the old rows (now through a get-tuple-element of the new loop).
     Instruction* old_rows = reduce->operand(0);
-    reduce->ReplaceAllUsesWith(sums);
-    parent->RemoveInstruction(reduce);
-    parent->RemoveInstruction(old_rows);
-    parent->RemoveInstruction(loop);
+    reduce->ReplaceAllUsesWith(b.GetTupleElement(rewritten, n));
+    reduce->parent()->RemoveInstruction(reduce);
+    old_rows->parent()->RemoveInstruction(old_rows);
     return true;
   }
   return false;
@@ -114,17 +92,8 @@ bool ReduceRowsInLoop(Instruction* loop) {
 }  // namespace
 
 bool LoopOutputReductionPass::Run(Module& module) {
-  bool changed = false;
-  for (Computation* c : module.ControlFlowComputations()) {
-    std::vector<Instruction*> loops;
-    for (Instruction* i : c->MakePostOrder()) {
-      if (i->opcode() == Opcode::kWhile) loops.push_back(i);
-    }
-    // One output of each loop per run (the loop is rebuilt); the pipeline runs to a fixed
-    // point.
-    for (Instruction* loop : loops) changed = ReduceRowsInLoop(loop) || changed;
-  }
-  return changed;
+  // One output of each loop per run (the loop is rebuilt); the pipeline runs to a fixed point.
+  return RewriteLoops(module, ReduceRowsInLoop);
 }
 
 }  // namespace fj

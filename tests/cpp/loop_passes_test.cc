@@ -351,7 +351,9 @@ ENTRY %main (x: f32[8], q: f32[3,8]) -> f32[8] {
   EXPECT_EQ(loop->operand(0)->operand(2)->name(), "q");   // carried untransposed
   for (const Instruction* i : loop->while_body()->MakePostOrder()) {
     EXPECT_NE(i->opcode(), Opcode::kTranspose) << loop->while_body()->ToString();
-    if (i->opcode() == Opcode::kDynamicSlice) EXPECT_EQ(i->shape().dims(), (std::vector<int64_t>{1, 8}));
+    if (i->opcode() == Opcode::kDynamicSlice) {
+      EXPECT_EQ(i->shape().dims(), (std::vector<int64_t>{1, 8}));
+    }
   }
 }
 
