@@ -19,15 +19,17 @@ constexpr int kGroupLanes = 64;
 // Machine vectors per vector of a group's members: every op of the step then works on
 // several independent vectors at once, so a step's inner loops (a policy's products, one
 // chain of fused multiply-adds per hidden unit) carry several chains instead of waiting on
-// one. A long step keeps more values live than the registers hold for 4 (the baseline's
-// threefry rounds: 8% slower with 4, 3% faster with 2). 2048 CartPole environments on
-// AVX2: the policy 2.4e7 -> 4.1e7 env-steps/s, no_concat 7.0e8 -> 8.2e8.
-int WideFactor(const Computation& step) {
+// one. 2048 CartPole environments on AVX2: the policy 2.4e7 -> 4.1e7 env-steps/s, no_concat
+// 7.0e8 -> 8.2e8. A long step keeps more values live than AVX2's 16 vector registers hold
+// for 4 (the baseline's threefry rounds: 8% slower with 4, 3% faster with 2); AVX-512's 32
+// (16 lanes of 32 bits) hold them: the baseline 10% faster with 4 (Zen 4, medians of 15,
+// three runs each), the policy and no_concat unchanged.
+int WideFactor(const Computation& step, int width) {
   int ops = 0;
   for (const Instruction* i : step.MakePostOrder()) {
     ops += i->opcode() != Opcode::kParameter && i->opcode() != Opcode::kConstant ? 1 : 0;
   }
-  return ops > 256 ? 2 : 4;
+  return ops > 256 && width < 16 ? 2 : 4;
 }
 
 }  // namespace
@@ -46,7 +48,7 @@ WholeLoopVectors PlanWholeLoopVectors(const Instruction* fusion, int width) {
   WholeLoopVectors v;
   v.narrow = lanes_n >= width ? width : 1;
   v.wide = v.narrow;
-  for (int k = WideFactor(step); k > 1 && v.wide == v.narrow; k /= 2) {
+  for (int k = WideFactor(step, width); k > 1 && v.wide == v.narrow; k /= 2) {
     if (v.narrow > 1 && lanes_n >= v.narrow * k && (l.reductions == 0 || l.block_lanes % (v.narrow * k) == 0)) {
       v.wide = v.narrow * k;
     }
