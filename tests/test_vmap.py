@@ -88,7 +88,9 @@ CASES = [
      lambda x, i: lax.dynamic_update_slice(x, fnp.ones((2, 2)), (i, i)), (X, IDX), 0),
     ("dynamic_update_slice unmapped start",
      lambda x, u: lax.dynamic_update_slice(x, u, (1, 2)), (X, V[:, :2].reshape(B, 1, 2)), 0),
-    ("gather mapped index", lambda v, i: v[i], (V[0], IDX), (None, 0)),
+    # (an unmapped argument is passed as it is: a fusionjit array here, as a NumPy array
+    # cannot be indexed by a traced index, in JAX either)
+    ("gather mapped index", lambda v, i: v[i], (fnp.asarray(V[0]), IDX), (None, 0)),
     ("gather mapped operand", lambda v: v[np.array([3, 0, 0])], (V,), 0),
     ("gather both mapped", lambda x, i: x[:, i], (X, IDX), 0),
     ("take_along_axis", lambda x: fnp.take_along_axis(x, fnp.argsort(x, 1), 1), (X,), 0),
@@ -178,6 +180,21 @@ def test_axes_in_and_out():
     np.testing.assert_array_equal(fusionjit.vmap(lambda: fnp.arange(3), axis_size=2)(),
                                   np.tile(np.arange(3), (2, 1)))
     np.testing.assert_array_equal(fusionjit.vmap(lambda a: 7.0)(V), np.full(B, 7.0))
+
+
+def test_unmapped_arguments_stay_as_they_are():
+    # As in JAX: an argument with in_axes None reaches the function as it was given, so a
+    # Python number can steer Python control flow or be a static argument of a jit inside.
+    def f(x, n, mode):
+        y = x
+        for _ in range(n):
+            y = y * 2 if mode == "double" else y + 1
+        return y
+
+    got = fusionjit.vmap(f, in_axes=(0, None, None))(V, 3, "double")
+    np.testing.assert_array_equal(got, V * 8)
+    g = fusionjit.jit(lambda x, n: x ** n, static_argnums=1)
+    np.testing.assert_allclose(fusionjit.vmap(g, in_axes=(0, None))(V, 3), V ** 3, rtol=1e-6)
 
 
 def test_nested_and_composed():

@@ -180,20 +180,21 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name=None,
         leaves, in_tree = tree_util.tree_flatten((args, kwargs))
         leaf_axes = _axes_for(pos_axes, args, "in_axes") + [0] * len(
             tree_util.tree_leaves(kwargs))
-        leaves = [ew.asarray_operand(x) for x in leaves]
+        # Mapped leaves are traced; the others are passed to ``fun`` as they are (as JAX
+        # does: Python values stay concrete, for static arguments and Python control flow).
         sizes = set()
-        moved = []
-        for x, axis in zip(leaves, leaf_axes):
+        mapped: dict[int, Any] = {}
+        for i, (x, axis) in enumerate(zip(leaves, leaf_axes)):
             if axis is None:
-                moved.append(x)
                 continue
+            x = ew.asarray_operand(x)
             ndim = len(core.get_aval(x).shape)
             if not -ndim <= axis < ndim:
                 _fail(f"vmap was asked to map axis {axis} of an argument of shape "
                       f"{core.get_aval(x).str_short()}, which has no such axis")
             axis %= ndim
             sizes.add(core.get_aval(x).shape[axis])
-            moved.append(_moveaxis(x, axis, 0))
+            mapped[i] = _moveaxis(x, axis, 0)
         if len(sizes) > 1:
             _fail(f"vmap got inconsistent sizes for the mapped axes: "
                   f"{_describe(leaf_axes, leaves)}")
@@ -205,22 +206,25 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name=None,
             _fail("vmap needs axis_size when no argument is mapped (every in_axes is None)")
         else:
             size = axis_size
-        bats = [a is not None for a in leaf_axes]
         avals = []
-        for x, b in zip(moved, bats):
+        for x in mapped.values():
             a = core.get_aval(x)
-            avals.append(core.ShapedArray(a.shape[1:], a.dtype, a.weak_type) if b else a)
+            avals.append(core.ShapedArray(a.shape[1:], a.dtype, a.weak_type))
         out_tree: list = []
 
         def flat(*xs):
-            a, k = tree_util.tree_unflatten(in_tree, xs)
+            full = list(leaves)
+            for i, x in zip(mapped, xs):
+                full[i] = x
+            a, k = tree_util.tree_unflatten(in_tree, full)
             out_leaves, tree = tree_util.tree_flatten(fun(*a, **k))
             out_tree.append(tree)
             return out_leaves
 
         name = f"vmap({getattr(fun, '__name__', 'fun')})"
         program = tracing.trace_to_program(flat, avals, name)
-        outs, out_bats = batch_program(program, moved, bats, size)
+        outs, out_bats = batch_program(program, list(mapped.values()), [True] * len(mapped),
+                                       size)
         out = tree_util.tree_unflatten(out_tree[0], outs)
         axes = _axes_for(out_axes, out, "out_axes")
         placed = []
