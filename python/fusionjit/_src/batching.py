@@ -134,7 +134,8 @@ def _axes_for(axes, tree, what: str) -> list:
     return out
 
 
-def _moveaxis(x, src: int, dst: int):
+def move_axis(x, src: int, dst: int):
+    """``x`` with its axis ``src`` moved to position ``dst`` (a transpose)."""
     ndim = len(core.get_aval(x).shape)
     if src == dst:
         return x
@@ -194,7 +195,7 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name=None,
                       f"{core.get_aval(x).str_short()}, which has no such axis")
             axis %= ndim
             sizes.add(core.get_aval(x).shape[axis])
-            mapped[i] = _moveaxis(x, axis, 0)
+            mapped[i] = move_axis(x, axis, 0)
         if len(sizes) > 1:
             _fail(f"vmap got inconsistent sizes for the mapped axes: "
                   f"{_describe(leaf_axes, leaves)}")
@@ -241,7 +242,7 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name=None,
             if not -ndim <= axis < ndim:
                 _fail(f"vmap out_axes={axis} for an output of {ndim - 1} dimensions per "
                       f"example")
-            placed.append(_moveaxis(x, 0, axis % ndim))
+            placed.append(move_axis(x, 0, axis % ndim))
         return tree_util.tree_unflatten(out_tree[0], placed)
 
     return batched

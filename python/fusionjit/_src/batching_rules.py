@@ -15,7 +15,7 @@ from fusionjit._src import core, tree_util
 from fusionjit._src import dtypes as dt
 from fusionjit._src.autodiff import custom_vjp, custom_vjp_call_p
 from fusionjit._src.batching import (batch_function, batch_program, batched_outputs,
-                                     broadcast_batch, defbatch, vmap)
+                                     broadcast_batch, defbatch, move_axis, vmap)
 from fusionjit._src.lax import control_flow as cf
 from fusionjit._src.lax import elementwise as ew
 from fusionjit._src.lax import reductions as red
@@ -104,14 +104,7 @@ def _dot_general(size, vals, bats, *, dimension_numbers):
         dn = ((tuple(lc), _shift(rc)), (tuple(lb), _shift(rb)))
         out = red.dot_general_p.bind(lhs, rhs, dimension_numbers=dn)
         where = len(_shape(lhs)) - len(lc)
-    return _to_front(out, where), True
-
-
-def _to_front(x, axis: int):
-    if axis == 0:
-        return x
-    ndim = len(_shape(x))
-    return sh.transpose(x, (axis,) + tuple(d for d in range(ndim) if d != axis))
+    return move_axis(out, where, 0), True
 
 
 # --- shapes ---------------------------------------------------------------------------
@@ -165,9 +158,12 @@ def _pad(size, vals, bats, *, padding_config):
     return ew.select(inside, out, sh.broadcast_in_dim(value, shape, (0,))), True
 
 
-def _index_column(size):
-    """[size, 1] int32: each example's number, the first index of a batched gather."""
-    return sh.reshape(sh.iota(np.int32, size), (size, 1))
+def _with_example_index(size, idx):
+    """Indices [size, ..., k] with each example's number put before its k starts."""
+    shape = _shape(idx)
+    column = sh.broadcast_in_dim(sh.iota(core.get_aval(idx).dtype, size), shape[:-1] + (1,),
+                                 (0,))
+    return sh.concatenate([column, idx], len(shape) - 1)
 
 
 def _starts_matrix(size, starts, bats):
@@ -202,7 +198,7 @@ def _dynamic_slice(size, vals, bats, *, slice_sizes):
                                        collapsed_slice_dims=(),
                                        start_index_map=tuple(range(rank)))
         return sl.gather(x, idx, dn, tuple(slice_sizes), mode="promise_in_bounds"), True
-    idx = sh.concatenate([_index_column(size), idx], 1)
+    idx = _with_example_index(size, idx)
     dn = sl.GatherDimensionNumbers(offset_dims=tuple(range(1, rank + 1)),
                                    collapsed_slice_dims=(0,),
                                    start_index_map=tuple(range(rank + 1)))
@@ -218,7 +214,7 @@ def _dynamic_update_slice(size, vals, bats):
         return sh.dynamic_update_slice_p.bind(x, update, zero, *starts), True
     dims, sizes = _shape(x)[1:], _shape(update)[1:]
     idx = _clamped(_starts_matrix(size, starts, bats[2:]), dims, sizes)
-    idx = sh.concatenate([_index_column(size), idx], 1)
+    idx = _with_example_index(size, idx)
     rank = len(dims)
     dn = sl.ScatterDimensionNumbers(update_window_dims=tuple(range(1, rank + 1)),
                                     inserted_window_dims=(0,),
@@ -228,14 +224,6 @@ def _dynamic_update_slice(size, vals, bats):
 
 
 # --- gather and scatter ---------------------------------------------------------------
-
-def _with_example_index(size, idx):
-    """Indices [size, ..., k] with each example's number put before its k starts."""
-    shape = _shape(idx)
-    column = sh.broadcast_in_dim(sh.iota(core.get_aval(idx).dtype, size), shape[:-1] + (1,),
-                                 (0,))
-    return sh.concatenate([column, idx], len(shape) - 1)
-
 
 @defbatch(sl.gather_p)
 def _gather(size, vals, bats, *, offset_dims, collapsed_slice_dims, start_index_map,
@@ -366,7 +354,7 @@ def _cond(size, vals, bats, *, branches, nconsts):
     consts, operands = rest[:total], rest[total:]
     kb, ob = bats[1:1 + total], bats[1 + total:]
     starts = [sum(nconsts[:k]) for k in range(len(branches))]
-    mine = [(slice(s, s + n)) for s, n in zip(starts, nconsts)]
+    mine = [slice(s, s + n) for s, n in zip(starts, nconsts)]
     outs_b = [False] * len(branches[0].outvars)
     for k, prog in enumerate(branches):
         got = batched_outputs(prog, list(kb[mine[k]]) + list(ob))
