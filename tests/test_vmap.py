@@ -249,6 +249,7 @@ def test_matches_jax_vmap():
     (lambda: fusionjit.vmap(lambda a: a, in_axes=None)(V), "axis_size"),
     (lambda: fusionjit.vmap(lambda a: a, in_axes=({"x": 0},))(V), "tree prefix"),
     (lambda: fusionjit.vmap(lambda a: a, axis_name="i")(V), "named axes"),
+    (lambda: fusionjit.vmap(lambda a: a[a > 0])(V), "not known inside vmap"),
 ])
 def test_errors(call, message):
     with pytest.raises((ValueError, TypeError, NotImplementedError), match=message) as info:

@@ -202,7 +202,8 @@ def _expand_bool(i, name):
     """A boolean mask as one integer index array per dimension it covers."""
     if isinstance(i, core.Tracer):
         fail(f"{name}: a boolean mask index needs concrete values: the result's shape "
-             f"depends on them, which is not known inside jit. Use fusionjit.numpy.where("
+             f"depends on them, which is not known inside {i._trace.name} (the mask is traced)."
+             f" Use fusionjit.numpy.where("
              f"mask, x, 0) or nonzero(mask, size=...) instead, as in JAX",
              errors.NonConcreteBooleanIndexError)
     return [a.astype(np.int64) for a in np.nonzero(np.asarray(i))]
