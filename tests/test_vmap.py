@@ -258,3 +258,21 @@ def test_errors(call, message):
         assert "test_vmap.py" in str(info.value)
     with pytest.raises(TypeError, match="callable"):
         fusionjit.vmap(3)
+
+
+@pytest.mark.parametrize("batch_size", [None, 1, 4, 5, 7])
+def test_lax_map_in_vmapped_chunks(batch_size):
+    # jax.lax.map's batch_size: chunks of that many slices, f vmapped over each, the slices
+    # left over (5 % 4, 5 % 7) one more vmapped call.
+    def f(t):
+        return {"s": fnp.tanh(t["x"]).sum(), "y": t["x"] * t["w"]}
+
+    xs = {"x": X[:, 0], "w": V}
+    want = [np.stack([np.asarray(f({"x": a, "w": b})[k]) for a, b in zip(X[:, 0], V)])
+            for k in ("s", "y")]
+    mapped = lambda xs: lax.map(f, xs, batch_size=batch_size)  # noqa: E731
+    for got in (mapped(xs), fusionjit.jit(mapped)(xs)):
+        np.testing.assert_allclose(got["s"], want[0], rtol=1e-6)
+        np.testing.assert_allclose(got["y"], want[1], rtol=1e-6)
+    with pytest.raises(ValueError, match="batch_size must be >= 1"):
+        lax.map(f, xs, batch_size=0)

@@ -19,7 +19,7 @@ from fusionjit._src import core
 from fusionjit._src import dtypes as dt
 from fusionjit._src.lax.common import ShapedArray, _fail
 from fusionjit._src.lowering import lower_eqns, lower_subcomputation, register
-from fusionjit._src.tree_util import tree_flatten, tree_unflatten
+from fusionjit._src.tree_util import tree_flatten, tree_map, tree_unflatten
 
 # --- tracing sub-programs ---------------------------------------------------------------
 
@@ -481,12 +481,47 @@ def _switch_branches_first(branches, index, *operands):
     return switch(index, branches, *operands)
 
 
-def map(f: Callable, xs):  # noqa: A001 - jax.lax.map
+def map(f: Callable, xs, *, batch_size: int | None = None):  # noqa: A001 - jax.lax.map
     """``jax.lax.map``: ``f`` applied to each slice of ``xs`` along its leading axis, in a
-    loop (a scan without carry)."""
-    def step(_, x):
-        return (), f(x)
-    return scan(step, (), xs)[1]
+    loop (a scan without carry). With ``batch_size``, as JAX: the loop steps over chunks of
+    that many slices, ``f`` vmapped over each, and the slices left over are one more vmapped
+    call."""
+    if batch_size is None:
+        def step(_, x):
+            return (), f(x)
+        return scan(step, (), xs)[1]
+    from fusionjit._src.batching import vmap
+    from fusionjit._src.lax import shapes as sh
+    try:
+        batch_size = operator.index(batch_size)
+    except TypeError:
+        _fail(f"map: batch_size must be an int, got {type(batch_size).__name__}")
+    if batch_size < 1:
+        _fail(f"map: batch_size must be >= 1, got {batch_size}", ValueError)
+    leaves, tree = tree_flatten(xs)
+    leaves = _operands(leaves)
+    lengths = {a.shape[0] if a.shape else None for a in _leaf_avals(leaves)}
+    if None in lengths or len(lengths) != 1:
+        _fail(f"map: every leaf of xs needs the same leading axis; got "
+              f"{_avals_str(_leaf_avals(leaves))}", ValueError)
+    (n,) = lengths
+    whole, rest = divmod(n, batch_size)
+    g = vmap(lambda x: f(tree_unflatten(tree, x)))
+    parts = []
+    shapes = [tuple(a.shape) for a in _leaf_avals(leaves)]
+    if whole:
+        chunks = [sh.reshape(sh.slice(x, (0,) * len(s), (whole * batch_size,) + s[1:]),
+                             (whole, batch_size) + s[1:]) for x, s in zip(leaves, shapes)]
+        ys = scan(lambda _, x: ((), g(x)), (), chunks)[1]
+        parts.append(tree_map(
+            lambda y: sh.reshape(y, (whole * batch_size,) + tuple(core.get_aval(y).shape[2:])),
+            ys))
+    if rest:
+        parts.append(g([sh.slice(x, (whole * batch_size,) + (0,) * (len(s) - 1), s)
+                        for x, s in zip(leaves, shapes)]))
+    if len(parts) == 1:
+        return parts[0]
+    return tree_map(lambda a, b: sh.concatenate([a, b], 0), parts[0], parts[1])
 
 
 __all__ = ["cond", "fori_loop", "map", "scan", "switch", "while_loop"]
