@@ -120,15 +120,22 @@ def _scan_abstract_eval(*avals, program, num_consts, num_carry, length, reverse,
     return list(carry) + [ShapedArray((length,) + y.shape, y.dtype, y.weak_type) for y in ys]
 
 
+def _int_param(name: str, value, minimum: int, kinds: str = "an int", hint: str = "") -> int:
+    """``value`` as a Python int of at least ``minimum``, or a located error naming
+    ``name`` (a parameter of the user's call, such as "scan: length")."""
+    try:
+        n = operator.index(value)
+    except TypeError:
+        _fail(f"{name} must be {kinds}, got {type(value).__name__}")
+    if n < minimum:
+        _fail(f"{name} must be >= {minimum}{hint}, got {n}", ValueError)
+    return n
+
+
 def _unroll_factor(unroll, length: int) -> int:
     if isinstance(unroll, (bool, np.bool_)):
         return builtins.max(length, 1) if unroll else 1
-    try:
-        u = operator.index(unroll)
-    except TypeError:
-        _fail(f"scan: unroll must be an int or a bool, got {type(unroll).__name__}")
-    if u < 0:
-        _fail(f"scan: unroll must be >= 0 (0 or True unroll fully), got {u}", ValueError)
+    u = _int_param("scan: unroll", unroll, 0, "an int or a bool", " (0 or True unroll fully)")
     return builtins.max(length, 1) if u == 0 else u
 
 
@@ -150,12 +157,7 @@ def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = 
         _fail("scan: every leaf of xs must have a leading axis to scan over; got "
               f"{_avals_str(xs_avals)}")
     if length is not None:
-        try:
-            length = operator.index(length)
-        except TypeError:
-            _fail(f"scan: length must be an int, got {type(length).__name__}")
-        if length < 0:
-            _fail(f"scan: length must be >= 0, got {length}", ValueError)
+        length = _int_param("scan: length", length, 0)
         if lengths and lengths != {length}:
             _fail(f"scan: length={length} but xs have leading axes {sorted(lengths)}",
                   ValueError)
@@ -492,12 +494,7 @@ def map(f: Callable, xs, *, batch_size: int | None = None):  # noqa: A001 - jax.
         return scan(step, (), xs)[1]
     from fusionjit._src.batching import vmap
     from fusionjit._src.lax import shapes as sh
-    try:
-        batch_size = operator.index(batch_size)
-    except TypeError:
-        _fail(f"map: batch_size must be an int, got {type(batch_size).__name__}")
-    if batch_size < 1:
-        _fail(f"map: batch_size must be >= 1, got {batch_size}", ValueError)
+    batch_size = _int_param("map: batch_size", batch_size, 1)
     leaves, tree = tree_flatten(xs)
     leaves = _operands(leaves)
     lengths = {a.shape[0] if a.shape else None for a in _leaf_avals(leaves)}
