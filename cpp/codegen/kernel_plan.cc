@@ -23,8 +23,9 @@ bool ReductionsShorterThan(const Computation& c, int width) {
 
 // Whether a row-reduction kernel does more per element than a load and an add: a costly
 // op (a division, a square root, a transcendental), or a max/min (a compare, a select and
-// a NaN test per element). Only then do rows in lanes pay for their copies (a row sum of
-// 4 columns: 45 us one row at a time, 72 us in lanes; logsumexp: 1.4 ms -> 0.23 ms).
+// a NaN test per element). Only then do rows too long to be shuffled into lanes
+// (kMaxShuffledRowLength) pay for their scalar copies there (a row sum of 10 columns:
+// about as fast either way; logsumexp over [65536, 10]: 1.4 ms -> 0.23 ms).
 bool WorthLanes(const Computation& c) {
   for (const Instruction* i : c.MakePostOrder()) {
     if (ElementCost(*i) >= 4) return true;
@@ -221,9 +222,11 @@ KernelPlan PlanKernel(const Instruction* fusion, int max_width, bool in_place) {
     // A row reduction keeps the output loop scalar; EmitReduce vectorises the reduction.
     plan.width = row_reduction ? 1 : elements >= out_width ? out_width : elements >= max_width ? max_width : 1;
     // Row reductions of rows shorter than a vector: a vector of rows at a time, one per
-    // lane, each combined in order as one row at a time is; worth its copies only where the
-    // rows' elements cost more than a load and an add.
-    if (row_reduction && !plan.side_hero && max_width > 1 && ReductionsShorterThan(c, lanes) && WorthLanes(c)) {
+    // lane, each combined in order as one row at a time is: rows shuffled into lanes (a row
+    // sum over [262144, 4]: 148 -> 37 us), or longer ones copied there where the rows'
+    // elements cost more than a load and an add.
+    if (row_reduction && !plan.side_hero && max_width > 1 && ReductionsShorterThan(c, lanes) &&
+        (WorthLanes(c) || ReductionsShorterThan(c, kMaxShuffledRowLength + 1))) {
       if (elements >= lanes) plan.row_lanes = lanes;
     }
     return plan;

@@ -1,6 +1,9 @@
 // LLVM helpers (see llvm_util.h).
 #include "codegen/llvm_util.h"
 
+#include <map>
+#include <vector>
+
 #include "support/error.h"
 
 namespace fj::codegen {
@@ -106,6 +109,46 @@ IndexDim LaneMath::Clamp(const IndexDim& a, int64_t lo, int64_t hi) {
   v = b_.CreateSelect(b_.CreateICmpSLT(v, l), l, v);
   v = b_.CreateSelect(b_.CreateICmpSGT(v, h), h, v);
   return {nullptr, 0, v};
+}
+
+void EmitPermutedCopy(Builder& b, llvm::Type* storage, llvm::Value* from, llvm::Align from_align, llvm::Value* to,
+                      llvm::Align to_align, int64_t count, int piece, const std::function<int64_t(int64_t)>& source) {
+  FJ_CHECK(piece > 0 && count % piece == 0, "a permuted copy of ", count, " elements in vectors of ", piece);
+  llvm::Type* vector = WithWidth(storage, piece);
+  std::vector<llvm::Value*> pieces(static_cast<size_t>(count / piece), nullptr);
+  auto load = [&](int64_t p) {
+    if (!pieces[p]) {
+      pieces[p] = b.CreateAlignedLoad(vector, b.CreateGEP(storage, from, b.getInt64(p * piece)), from_align);
+    }
+    return pieces[p];
+  };
+  for (int64_t q = 0; q < count / piece; ++q) {
+    // The lanes of output vector q, by the input vector they come from (in order).
+    std::map<int64_t, std::vector<std::pair<int, int>>> by_piece;  // input vector -> (lane, its lane there)
+    for (int lane = 0; lane < piece; ++lane) {
+      int64_t s = source(q * piece + lane);
+      by_piece[s / piece].push_back({lane, static_cast<int>(s % piece)});
+    }
+    llvm::Value* out = nullptr;
+    bool arranged = false;  // out's lanes are the output's (else: mask picks them from it)
+    std::vector<int> mask(piece, -1);
+    for (const auto& [p, lanes] : by_piece) {
+      if (out && arranged) {
+        for (int lane = 0; lane < piece; ++lane) mask[lane] = mask[lane] < 0 ? -1 : lane;
+      }
+      for (auto [lane, at] : lanes) mask[lane] = (out ? piece : 0) + at;
+      if (!out) {
+        out = load(p);
+        continue;
+      }
+      out = b.CreateShuffleVector(out, load(p), mask);
+      arranged = true;
+    }
+    bool identity = true;
+    for (int lane = 0; lane < piece; ++lane) identity = identity && mask[lane] == lane;
+    if (!arranged && !identity) out = b.CreateShuffleVector(out, mask);
+    b.CreateAlignedStore(out, b.CreateGEP(storage, to, b.getInt64(q * piece)), to_align);
+  }
 }
 
 }  // namespace fj::codegen

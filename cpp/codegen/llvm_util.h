@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "ir/dtype.h"
 #include "ir/literal.h"
@@ -69,6 +70,14 @@ class LaneMath {
   Builder& b_;
   int width_;
 };
+
+// Copies `count` elements of type `storage` from `from` to `to`, permuted: to[e] =
+// from[source(e)], in vectors of `piece` elements (`piece` divides `count`) put together by
+// two-input shuffles, one per further vector an output vector takes lanes from. Short rows
+// go into lanes and back this way (a block of 16 rows of 4: 12 shuffles, not 64 scalar
+// loads and stores).
+void EmitPermutedCopy(Builder& b, llvm::Type* storage, llvm::Value* from, llvm::Align from_align, llvm::Value* to,
+                      llvm::Align to_align, int64_t count, int piece, const std::function<int64_t(int64_t)>& source);
 
 // A constant of element type `t` with the value `v`, as scalar or splat vector of `type`.
 llvm::Constant* ConstantOf(llvm::Type* type, double v);
