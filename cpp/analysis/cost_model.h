@@ -78,6 +78,9 @@ struct KernelCost {
   // vector of partial results into one (a max or a min, with its NaN tests, about three
   // times a sum's).
   double row_steps = 0;
+  // The kernel these are the figures of (a fusion or a single op): the target walks its
+  // short rows (ShortRowWalk) as its vectors allow, and TimeUs prices that walk.
+  const Instruction* kernel = nullptr;
   double bytes() const { return bytes_read + bytes_written; }
 };
 

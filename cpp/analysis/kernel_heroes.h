@@ -2,6 +2,7 @@
 // with these and codegen plans them with the same answers (one definition, not two).
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "ir/computation.h"
@@ -40,6 +41,32 @@ const Shape& KernelShape(const Computation& fused);
 // row once for the row; one with outputs of different shapes walks each by element. Only
 // the first kind keeps row values in buffers (IsKeptRowValue).
 const Shape* RowSpace(const Computation& fused);
+
+// Whether a kernel (or one output of it, `root`) can walk a flat range of `elements`:
+// every value it reads is at the output's own linear position (elementwise ops, reshapes,
+// scalars, rank-1 iota).
+bool IsFlatFrom(const Instruction* root, int64_t elements);
+bool IsFlat(const Computation& fused, int64_t elements);
+
+// Rows shorter than a vector (a policy's few actions, a bias over them) are walked a block
+// of rows at a time, one row per lane (codegen's KernelPlan::row_lanes): copied into lanes
+// and back by vector shuffles up to this length, element by element beyond (an output
+// vector takes one shuffle per input vector it reads from: rows of 10 to 15 ran slower
+// shuffled, softmax over [69905, 15] 3x).
+constexpr int64_t kMaxShuffledRowLength = 8;
+
+// How a kernel (a fusion, or a single reduce) on a CPU of `max_width` lanes walks its short
+// rows: codegen plans by it (PlanKernel) and the cost model prices it.
+struct ShortRows {
+  int64_t length = 0;     // the rows' length; 0: the kernel has no short rows
+  bool in_lanes = false;  // a block of ShortRowLanes rows at a time, one per lane
+  bool one_at_a_time = false;  // else: each row's elements one at a time, in no vector
+  double copied = 0;      // in lanes: elements copied into lanes and back per call
+  // The share of the kernel's elements computed one at a time: all of them one at a time;
+  // with vectors along rows (rows not short), each row's last (length mod vector) ones.
+  double scalar_share = 0;
+};
+ShortRows ShortRowWalk(const Instruction* kernel, int max_width);
 
 // Whether every reader of `value` in its computation, and every reader of those in turn,
 // is an elementwise op with `value`'s dimensions: `value` is read only at its own positions

@@ -39,11 +39,6 @@ struct DotTile {
   int64_t chunk_rows = 1;
 };
 
-// Short rows go into lanes and back (KernelPlan::row_lanes) by vector shuffles up to this
-// length, by scalar copies beyond: an output vector takes one shuffle per input vector it
-// reads from, and rows of 10 to 15 ran slower shuffled (softmax over [69905, 15]: 3x).
-constexpr int64_t kMaxShuffledRowLength = 8;
-
 struct KernelPlan {
   enum class Mode {
     kFlat,  // every access follows the output's row-major order: units are elements

@@ -12,86 +12,6 @@
 namespace fj::codegen {
 namespace {
 
-// Whether every reduction of `c` over its last dimension combines fewer than `width`
-// elements along it: EmitReduce then combines them one by one, whatever the output's lanes.
-bool ReductionsShorterThan(const Computation& c, int width) {
-  for (const Instruction* i : c.MakePostOrder()) {
-    if (IsRowReduction(i) && i->operand(0)->shape().dims().back() >= width) return false;
-  }
-  return true;
-}
-
-// Whether a row-reduction kernel does more per element than a load and an add: a costly
-// op (a division, a square root, a transcendental), or a max/min (a compare, a select and
-// a NaN test per element). Only then do rows too long to be shuffled into lanes
-// (kMaxShuffledRowLength) pay for their scalar copies there (a row sum of 10 columns:
-// about as fast either way; logsumexp over [65536, 10]: 1.4 ms -> 0.23 ms).
-bool WorthLanes(const Computation& c) {
-  for (const Instruction* i : c.MakePostOrder()) {
-    if (ElementCost(*i) >= 4) return true;
-    if (i->opcode() == Opcode::kReduce) {
-      Opcode combiner = i->to_apply()->root()->opcode();
-      if (combiner == Opcode::kMaximum || combiner == Opcode::kMinimum) return true;
-    }
-  }
-  return false;
-}
-
-// The instructions whose values a kernel stores: the root, or a tuple root's operands.
-// A kernel (or one output of it) can walk a flat range of elements if every value it reads
-// is at the output's own linear position (elementwise ops, reshapes, scalars, rank-1 iota).
-bool IsFlatFrom(const Instruction* root, int64_t elements) {
-  std::vector<const Instruction*> work = {root};
-  std::unordered_set<const Instruction*> seen;
-  while (!work.empty()) {
-    const Instruction* i = work.back();
-    work.pop_back();
-    if (!seen.insert(i).second) continue;
-    bool descend = true;
-    switch (i->opcode()) {
-      case Opcode::kParameter:
-        if (i->shape().NumElements() != elements && i->shape().NumElements() != 1) return false;
-        if (i->shape().NumElements() == 1 && elements != 1) {
-          // A scalar parameter may be read only through a broadcast.
-          for (const Instruction* u : i->users()) {
-            if (u->opcode() != Opcode::kBroadcast && seen.count(u)) return false;
-          }
-        }
-        break;
-      case Opcode::kConstant:
-        if (i->shape().NumElements() != 1 && i->shape().NumElements() != elements) return false;
-        break;
-      case Opcode::kReshape:
-      case Opcode::kTuple:
-        break;
-      case Opcode::kBroadcast:
-        if (i->operand(0)->shape().NumElements() != 1) return false;
-        descend = true;
-        break;
-      case Opcode::kIota:
-        if (i->shape().rank() != 1) return false;
-        break;
-      default:
-        if (!IsElementwise(i->opcode())) return false;
-        if (i->shape().IsArray() && i->shape().NumElements() != elements &&
-            i->shape().NumElements() != 1) {
-          return false;
-        }
-    }
-    if (descend) {
-      for (const Instruction* op : i->operands()) work.push_back(op);
-    }
-  }
-  return true;
-}
-
-bool IsFlat(const Computation& c, int64_t elements) {
-  for (const Instruction* r : KernelRoots(c)) {
-    if (!IsFlatFrom(r, elements)) return false;
-  }
-  return true;
-}
-
 // A block's lhs rows (bytes: about an L2 cache); the largest packed rhs panel and the
 // largest buffer of waiting sums (stack buffers, as the row buffers:
 // Target::max_kept_row_bytes); the fewest rows of a thread's chunk when panels are packed
@@ -222,13 +142,8 @@ KernelPlan PlanKernel(const Instruction* fusion, int max_width, bool in_place) {
     // A row reduction keeps the output loop scalar; EmitReduce vectorises the reduction.
     plan.width = row_reduction ? 1 : elements >= out_width ? out_width : elements >= max_width ? max_width : 1;
     // Row reductions of rows shorter than a vector: a vector of rows at a time, one per
-    // lane, each combined in order as one row at a time is: rows shuffled into lanes (a row
-    // sum over [262144, 4]: 148 -> 37 us), or longer ones copied there where the rows'
-    // elements cost more than a load and an add.
-    if (row_reduction && !plan.side_hero && max_width > 1 && ReductionsShorterThan(c, lanes) &&
-        (WorthLanes(c) || ReductionsShorterThan(c, kMaxShuffledRowLength + 1))) {
-      if (elements >= lanes) plan.row_lanes = lanes;
-    }
+    // lane, each combined in order as one row at a time is (ShortRowWalk).
+    if (ShortRowWalk(fusion, max_width).in_lanes) plan.row_lanes = lanes;
     return plan;
   }
   plan.mode = KernelPlan::Mode::kRows;
@@ -246,14 +161,8 @@ KernelPlan PlanKernel(const Instruction* fusion, int max_width, bool in_place) {
   }
   // Rows shorter than the reduction lanes (a policy's few actions) go in lanes, one row per
   // lane, when every reduction is as short: each lane then combines its row in the same
-  // order. (Rows of 8 to 15 on AVX2 have vectors along them, but a softmax's per-row
-  // reductions still gain from 16 rows at a time: 2x.)
-  bool per_row = false;
-  for (const Instruction* i : c.MakePostOrder()) per_row = per_row || IsPerRowReduction(i, shape);
-  if ((plan.width == 1 || per_row) && plan.row_length < lanes && !plan.side_hero && max_width > 1 &&
-      shape.rank() >= 2 && ReductionsShorterThan(c, lanes)) {
-    if (plan.units >= lanes) plan.row_lanes = lanes;
-  }
+  // order (ShortRowWalk decides as this plan's width does).
+  if (ShortRowWalk(fusion, max_width).in_lanes) plan.row_lanes = lanes;
   plan.dot_tile = FindDotTile(c, plan, roots);
   return plan;
 }

@@ -1,6 +1,7 @@
 // The compiler driver (see compiler.h).
 #include "compiler/compiler.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -126,7 +127,7 @@ std::unique_ptr<Compilation> Compile(const Module& traced, const CompileOptions&
     for (const PassRecord& r : repair.records()) result->passes.push_back(r);
   }
   int cpu_lanes = options.vector_width > 0 ? options.vector_width : cpu::HostVectorLanes();
-  Target target = Target::For(options.backend, cpu_lanes);
+  Target target = Target::For(options.backend, cpu_lanes, std::min(cpu_lanes, cpu::HostVectorUnitLanes()));
   result->target = target;
   FusionPlan plan = FormKernels(*module, profile, target, unrepaired.get());
   result->before_fusion = std::move(plan.before);

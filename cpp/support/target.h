@@ -45,12 +45,16 @@ struct Target {
   // fewer than `parallel_min_lane_ops` lane-ops runs on the calling thread alone,
   // `serial_slowdown` times slower (RunsInParallel, analysis/cost_model.h). The CPU's are measured on
   // a 2-core x86-64 (benchmarks/cost_model.py prints the estimates against measured times);
-  // lane-ops scale with the vector width. They do not follow the thread count, so that
-  // fusion decisions (and the results' bits) do not depend on it.
+  // lane-ops scale with the vector width (less where the vectors are wider than their
+  // units: Target::For). They do not follow the thread count, so that fusion decisions
+  // (and the results' bits) do not depend on it.
   double bytes_per_us = 170e3;
   double dram_bytes_per_us = 45e3;
   double cache_bytes = 32.0 * 1024 * 1024;
   double flops_per_us = 7.8e3 * 8;
+  // Lane-ops computed one element at a time (in no vector): as many instructions as vectors
+  // of any width would take.
+  double scalar_ops_per_us = 7.8e3;
   double launch_us = 0.05;  // on the CPU a call from the program: 64 tiny kernels add ~2 us
   int64_t parallel_min_work = 1 << 16;
   // A few microseconds of arithmetic on one thread: a long loop over few lanes, a small MLP.
@@ -66,8 +70,10 @@ struct Target {
   int ptx_version = 0;
 
   bool is_gpu() const { return backend != Backend::kCpu; }
-  // The target of a backend with this machine's figures (`cpu_lanes` for the CPU).
-  static Target For(Backend backend, int cpu_lanes = 8);
+  // The target of a backend with this machine's figures: for the CPU, `cpu_lanes` in its
+  // vectors and `cpu_unit_lanes` in the units that compute them (fewer where 512-bit
+  // registers go through 256-bit units: AMD's Zen 4; 0: as many).
+  static Target For(Backend backend, int cpu_lanes = 8, int cpu_unit_lanes = 0);
   // What distinguishes compilations for this target (part of compilation cache keys).
   std::string Key() const;
 };

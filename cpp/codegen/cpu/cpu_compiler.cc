@@ -169,4 +169,8 @@ int HostVectorLanes() {
   return lanes;
 }
 
+int HostVectorUnitLanes() {
+  return HostCpuDescription() == "znver4" ? std::min(HostVectorLanes(), 8) : HostVectorLanes();
+}
+
 }  // namespace fj::cpu

@@ -49,6 +49,9 @@ std::string HostCpuDescription();
 // The SIMD lanes of 32-bit values the host CPU's vector registers hold, as LLVM tunes for
 // it: 16 with full-speed AVX-512, 8 with AVX2, 4 with SSE.
 int HostVectorLanes();
+// The 32-bit lanes the host's vector units compute per instruction half: HostVectorLanes,
+// but 8 where 512-bit registers go through 256-bit units (AMD's Zen 4, "znver4").
+int HostVectorUnitLanes();
 // Whether this CPU converts f16 <-> f32 in hardware (F16C); FJ_NO_NATIVE_HALF=1 says no,
 // to test the integer conversions.
 bool HostConvertsHalf();
