@@ -559,10 +559,13 @@ def test_short_rows_in_lanes_read_and_write_every_dtype_and_position(x64):
 @pytest.mark.parametrize("width", [8, 16])
 def test_short_rows_are_shuffled_into_lanes_and_back_for_every_length_and_dtype(
         dtype, width, request):
-    """Rows of up to 8 go into lanes and back by vector shuffles (a bias added over
-    [262144, 4]: 377 -> 97 us; a layer norm 550 -> 118 us), longer ones by scalar copies:
-    every element lands where it belongs, for every row length, element size and vector
-    width, in the blocks of rows and in the rows left over (37 rows: two blocks and 5)."""
+    """Short rows go into lanes and back by vector shuffles: up to 6 (8 where a block of 16
+    rows does not fit a register) by a tree of shuffles (a bias added over [262144, 4]: 377
+    -> 97 us; a layer norm 550 -> 118 us), 7 to 15 by a masked 16 x 16 transpose where it
+    does (16 lanes of 4 bytes or less: softmax over [69905, 15] 631 -> 392 us), element by
+    element otherwise. Every element lands where it belongs, for every row length,
+    element size and vector width, in the blocks of rows and in the rows left over (37 rows:
+    two blocks and 5)."""
     if dtype == "float64":
         request.getfixturevalue("x64")
     rng = np.random.default_rng(11)
@@ -583,8 +586,12 @@ def test_short_rows_are_shuffled_into_lanes_and_back_for_every_length_and_dtype(
                 jf = fusionjit.jit(f)
                 got = np.asarray(jf(x, b))
                 np.testing.assert_array_equal(got, want, err_msg=f"rows of {columns}")
-                if 1 < columns < width and columns <= 8:  # (rows of 8 on 8 lanes: a vector)
-                    assert "row.lanes" in jf.lower(x, b).as_text("llvm"), columns
+                if 1 < columns < width:  # (rows of 8 on 8 lanes: a vector)
+                    ir = jf.lower(x, b).as_text("llvm")
+                    assert "row.lanes" in ir, columns
+                    # (16 rows fit a register of `width` 32-bit lanes)
+                    transposed = columns >= 7 and 16 * np.dtype(dtype).itemsize <= 4 * width
+                    assert ("llvm.masked.load" in ir) == transposed, columns
         finally:
             fusionjit.config.update("fusionjit_vector_width", 0)
 
@@ -639,23 +646,31 @@ def test_long_rows_of_short_sums_stay_one_row_at_a_time():
 
 
 @pytest.mark.cpu_only
-@pytest.mark.parametrize("f,ref,columns,lanes", [
+@pytest.mark.parametrize("f,ref,columns,width,lanes", [
     (lambda x: fnp.log(fnp.sum(fnp.exp(x), axis=-1)), lambda x: np.log(np.exp(x).sum(-1)), 12,
-     True),
-    (lambda x: fnp.max(x, axis=-1), lambda x: x.max(-1), 12, True),
-    (lambda x: fnp.sum(x * x, axis=-1), lambda x: (x * x).sum(-1), 6, True),
-    (lambda x: fnp.sum(x * x, axis=-1), lambda x: (x * x).sum(-1), 12, False),
-], ids=["logsumexp", "max", "sum of squares", "sum of squares of longer rows"])
-def test_row_reductions_of_short_rows_go_in_lanes_where_worth_it(f, ref, columns, lanes):
+     8, True),
+    (lambda x: fnp.max(x, axis=-1), lambda x: x.max(-1), 12, 8, True),
+    (lambda x: fnp.sum(x * x, axis=-1), lambda x: (x * x).sum(-1), 6, 8, True),
+    (lambda x: fnp.sum(x * x, axis=-1), lambda x: (x * x).sum(-1), 12, 8, False),
+    (lambda x: fnp.sum(x * x, axis=-1), lambda x: (x * x).sum(-1), 12, 16, True),
+], ids=["logsumexp", "max", "sum of squares", "sum of squares of longer rows on 8 lanes",
+        "sum of squares of longer rows on 16 lanes"])
+def test_row_reductions_of_short_rows_go_in_lanes_where_worth_it(f, ref, columns, width, lanes):
     """One output per short row (a policy's entropy, logsumexp over actions): a vector of
     rows at a time. Rows of up to 8 are shuffled into lanes (a row sum over [262144, 4]: 148
-    -> 37 us); longer ones are copied there element by element, worth it only when the
-    elements cost more than a load and an add (logsumexp over [65536, 10]: 2.4 ms -> 0.21
-    ms): a plain sum of rows of 12 goes one row at a time. The same bits either way."""
+    -> 37 us), and longer ones where a block of 16 rows fits a vector register (16 lanes of
+    float32: transposed); otherwise they are copied there element by element, worth it only
+    when the elements cost more than a load and an add (logsumexp over [65536, 10]: 2.4 ms
+    -> 0.21 ms): a plain sum of rows of 12 on 8 lanes goes one row at a time. The same bits
+    either way."""
     x = np.random.default_rng(10).standard_normal((100, columns)).astype(np.float32)
-    jf = fusionjit.jit(f)
-    got = np.asarray(jf(x))
-    np.testing.assert_allclose(got, ref(x), rtol=2e-6, atol=2e-6)
-    np.testing.assert_array_equal(got[:3], np.asarray(jf(x[:3])))
-    np.testing.assert_array_equal(got[-3:], np.asarray(jf(x[-3:])))
-    assert ("row.lanes" in jf.lower(x).as_text("llvm")) == lanes
+    fusionjit.config.update("fusionjit_vector_width", width)
+    try:
+        jf = fusionjit.jit(f)
+        got = np.asarray(jf(x))
+        np.testing.assert_allclose(got, ref(x), rtol=2e-6, atol=2e-6)
+        np.testing.assert_array_equal(got[:3], np.asarray(jf(x[:3])))
+        np.testing.assert_array_equal(got[-3:], np.asarray(jf(x[-3:])))
+        assert ("row.lanes" in jf.lower(x).as_text("llvm")) == lanes
+    finally:
+        fusionjit.config.update("fusionjit_vector_width", 0)

@@ -575,21 +575,22 @@ namespace {
 // A kernel's arithmetic on `target`: lane-ops in vectors, and lane-ops one element at a
 // time. Its short rows (ShortRowWalk) walked one element at a time make all of its ops
 // scalar, and so do the tails of rows with vectors along them (rows of 15 on 8 lanes: 7 of
-// every 15 elements); walked in lanes, the elements copied in and out cost lane-ops that grow with the
-// rows' length when shuffled (an output vector's lanes come from as many input vectors:
-// 0.6 lane-ops an element for rows of 2, 1.8 for 4, 7.8 for 8, measured on bias adds over
-// 2^20 floats) and 1.6 scalar ops each beyond (a load and a store).
+// every 15 elements). Walked in lanes, each element copied in or out costs (RowCopy),
+// measured on bias adds over 2^20 floats: by a shuffle tree, lane-ops growing with the
+// rows' length (an output vector takes lanes from as many input vectors: 0.6 for rows of
+// 2, 1.8 for 4, 7.8 for 8); by the transpose, its 16 + 64 + length vector steps per block
+// (3.3 lane-ops for rows of 9, 2.4 for 15); element by element, 1.6 scalar ops.
 std::pair<double, double> VectorAndScalarOps(const KernelCost& c, const Target& target) {
   double vector = c.row_steps * target.vector_lanes;
   double scalar = 0;
   ShortRows walk = c.kernel ? CachedShortRowWalk(c.kernel, target.vector_lanes) : ShortRows{};
   vector += c.flops * (1 - walk.scalar_share);
   scalar += c.flops * walk.scalar_share;
-  if (walk.in_lanes && walk.length <= kMaxShuffledRowLength) {
+  if (walk.in_lanes && walk.length > 0) {
     double length = static_cast<double>(walk.length);
-    vector += walk.copied * (0.12 * length * length + 0.2);
-  } else if (walk.in_lanes) {
-    scalar += walk.copied * 1.6;
+    vector += walk.copied[static_cast<int>(RowCopy::kShuffleTree)] * (0.12 * length * length + 0.2);
+    vector += walk.copied[static_cast<int>(RowCopy::kTranspose)] * 5.5 * (80 + length) / (16 * length);
+    scalar += walk.copied[static_cast<int>(RowCopy::kElementwise)] * 1.6;
   }
   return {vector, scalar};
 }

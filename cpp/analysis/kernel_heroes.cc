@@ -20,9 +20,9 @@ bool ReductionsShorterThan(const std::vector<const Instruction*>& ops, int width
 
 // Whether a row-reduction kernel does more per element than a load and an add: a costly
 // op (a division, a square root, a transcendental), or a max/min (a compare, a select and
-// a NaN test per element). Only then do rows too long to be shuffled into lanes
-// (kMaxShuffledRowLength) pay for their scalar copies there (a row sum of 10 columns:
-// about as fast either way; logsumexp over [65536, 10]: 1.4 ms -> 0.23 ms).
+// a NaN test per element). Only then do rows copied into lanes element by element
+// (RowCopy::kElementwise) pay for their copies (a row sum of 10 columns: about as fast
+// either way; logsumexp over [65536, 10]: 1.4 ms -> 0.23 ms).
 bool WorthLanes(const std::vector<const Instruction*>& ops) {
   for (const Instruction* i : ops) {
     if (ElementCost(*i) >= 4) return true;
@@ -174,6 +174,28 @@ bool IsFlat(const Computation& c, int64_t elements) {
 
 namespace {
 
+// The operands of a kernel walking rows in lanes that are copied into them: those of the
+// output's leading dimensions and a short last one (codegen's stage_operands).
+std::vector<const Instruction*> Staged(const std::vector<const Instruction*>& params,
+                                       const std::vector<int64_t>& leading, int lanes) {
+  std::vector<const Instruction*> staged;
+  for (const Instruction* p : params) {
+    const std::vector<int64_t>& d = p->shape().dims();
+    if (p->shape().IsArray() && d.size() == leading.size() + 1 && std::equal(leading.begin(), leading.end(), d.begin()) &&
+        d.back() < lanes) {
+      staged.push_back(p);
+    }
+  }
+  return staged;
+}
+
+// Counts `value`'s elements as copied into lanes or out of them.
+void Copy(const Instruction* value, int max_width, ShortRows& walk) {
+  const Shape& s = value->shape();
+  RowCopy how = HowRowsCopy(s.dims().back(), max_width, DTypeBytes(s.dtype()));
+  walk.copied[static_cast<int>(how)] += static_cast<double>(s.NumElements());
+}
+
 // Rows of `length` walked in vectors of `width` along them: each row's tail one at a time.
 ShortRows VectorsAlongRows(int64_t length, int width) {
   ShortRows walk;
@@ -182,6 +204,14 @@ ShortRows VectorsAlongRows(int64_t length, int width) {
 }
 
 }  // namespace
+
+RowCopy HowRowsCopy(int64_t length, int max_width, int element_bytes) {
+  const int rows = ShortRowLanes(max_width);
+  const int piece = std::min(rows, max_width * 4 / element_bytes);  // lanes of a vector register
+  const bool transpose = piece == rows;
+  if (piece > 1 && length <= (transpose ? 6 : 8)) return RowCopy::kShuffleTree;
+  return transpose ? RowCopy::kTranspose : RowCopy::kElementwise;
+}
 
 ShortRows ShortRowWalk(const Instruction* kernel, int max_width) {
   ShortRows walk;
@@ -225,8 +255,12 @@ ShortRows ShortRowWalk(const Instruction* kernel, int max_width) {
     // One output per row: the rows are the row reductions'.
     if (!row_reduction) return walk;
     walk.length = reduced;
-    walk.in_lanes = short_reductions && (WorthLanes(ops) || ReductionsShorterThan(ops, kMaxShuffledRowLength + 1)) &&
-                    dims[0] >= lanes;
+    bool shuffled = true;  // every operand goes into lanes by shuffles
+    for (const Instruction* p : Staged(params, leading, lanes)) {
+      shuffled = shuffled && HowRowsCopy(p->shape().dims().back(), max_width, DTypeBytes(p->dtype())) !=
+                                 RowCopy::kElementwise;
+    }
+    walk.in_lanes = short_reductions && (WorthLanes(ops) || shuffled) && dims[0] >= lanes;
   } else {
     walk.length = dims.back();
     int width = row_reduction || walk.length < max_width ? 1 : max_width;
@@ -250,15 +284,9 @@ ShortRows ShortRowWalk(const Instruction* kernel, int max_width) {
   walk.one_at_a_time = !walk.in_lanes;
   walk.scalar_share = walk.one_at_a_time ? 1.0 : 0.0;
   if (!walk.in_lanes) return walk;
-  for (const Instruction* p : params) {
-    const std::vector<int64_t>& d = p->shape().dims();
-    if (p->shape().IsArray() && d.size() == leading.size() + 1 && std::equal(leading.begin(), leading.end(), d.begin()) &&
-        d.back() < lanes) {
-      walk.copied += static_cast<double>(p->shape().NumElements());
-    }
-  }
+  for (const Instruction* c : Staged(params, leading, lanes)) Copy(c, max_width, walk);
   if (shape.rank() >= 2) {
-    for (const Instruction* r : roots) walk.copied += static_cast<double>(r->shape().NumElements());
+    for (const Instruction* r : roots) Copy(r, max_width, walk);
   }
   return walk;
 }

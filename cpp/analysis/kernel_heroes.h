@@ -49,11 +49,21 @@ bool IsFlatFrom(const Instruction* root, int64_t elements);
 bool IsFlat(const Computation& fused, int64_t elements);
 
 // Rows shorter than a vector (a policy's few actions, a bias over them) are walked a block
-// of rows at a time, one row per lane (codegen's KernelPlan::row_lanes): copied into lanes
-// and back by vector shuffles up to this length, element by element beyond (an output
-// vector takes one shuffle per input vector it reads from: rows of 10 to 15 ran slower
-// shuffled, softmax over [69905, 15] 3x).
-constexpr int64_t kMaxShuffledRowLength = 8;
+// of ShortRowLanes rows at a time, one row per lane (codegen's KernelPlan::row_lanes): the
+// block is copied into lanes (position-major) and back. How, for rows of `length` elements
+// of `element_bytes` on a CPU of `max_width` 32-bit lanes:
+enum class RowCopy {
+  // A tree of two-input shuffles per output vector, one per input vector it takes lanes
+  // from (rows up to 6 long, or 8 without the transpose: rows of 10 to 15 ran up to 3x
+  // slower this way than copied element by element).
+  kShuffleTree,
+  // Where a block's row fits one vector register: the rows loaded with a mask and
+  // transposed by log2(16) stages of 16 shuffles (rows of 7 to 15: 1.5-3.4x faster than
+  // element by element; slower than the tree below 7).
+  kTranspose,
+  kElementwise,  // element by element: scalar loads and stores
+};
+RowCopy HowRowsCopy(int64_t length, int max_width, int element_bytes);
 
 // How a kernel (a fusion, or a single reduce) on a CPU of `max_width` lanes walks its short
 // rows: codegen plans by it (PlanKernel) and the cost model prices it.
@@ -61,7 +71,9 @@ struct ShortRows {
   int64_t length = 0;     // the rows' length; 0: the kernel has no short rows
   bool in_lanes = false;  // a block of ShortRowLanes rows at a time, one per lane
   bool one_at_a_time = false;  // else: each row's elements one at a time, in no vector
-  double copied = 0;      // in lanes: elements copied into lanes and back per call
+  // In lanes: the elements copied into lanes and back per call, by RowCopy.
+  double copied[3] = {0, 0, 0};
+  double copied_total() const { return copied[0] + copied[1] + copied[2]; }
   // The share of the kernel's elements computed one at a time: all of them one at a time;
   // with vectors along rows (rows not short), each row's last (length mod vector) ones.
   double scalar_share = 0;

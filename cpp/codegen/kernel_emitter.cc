@@ -344,21 +344,26 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
     const int rows = plan.row_lanes;
     llvm::Type* storage = StorageType(ctx, t);
     llvm::Value* block = b.CreateGEP(storage, flat, b.CreateMul(row0, b.getInt64(length)));
-    // Rows of up to kMaxShuffledRowLength: vectors and shuffles (a register's worth of
-    // lanes at a time), scalar copies beyond (an output vector's lanes come from `length`
-    // input vectors: one shuffle each).
+    // By vector shuffles where they are faster than scalar copies (HowRowsCopy).
     const int piece = std::min<int>(rows, plan.reduction_width * 4 / DTypeBytes(t));
-    if (piece > 1 && rows % piece == 0 && length <= kMaxShuffledRowLength) {
-      llvm::Align flat_align(DTypeBytes(t));
-      llvm::Align staged_align(std::min<int64_t>(64, piece * DTypeBytes(t)));
-      if (in) {  // staged[j * rows + r] = flat[r * length + j]
-        EmitPermutedCopy(b, storage, block, flat_align, staged, staged_align, rows * length, piece,
-                         [&](int64_t e) { return (e % rows) * length + e / rows; });
-      } else {  // flat[e] = staged[(e % length) * rows + e / length]
-        EmitPermutedCopy(b, storage, staged, staged_align, block, flat_align, rows * length, piece,
-                         [&](int64_t e) { return (e % length) * rows + e / length; });
+    llvm::Align staged_align(std::min<int64_t>(64, piece * DTypeBytes(t)));
+    switch (HowRowsCopy(length, plan.reduction_width, DTypeBytes(t))) {
+      case RowCopy::kShuffleTree: {
+        llvm::Align flat_align(DTypeBytes(t));
+        if (in) {  // staged[j * rows + r] = flat[r * length + j]
+          EmitPermutedCopy(b, storage, block, flat_align, staged, staged_align, rows * length, piece,
+                           [&](int64_t e) { return (e % rows) * length + e / rows; });
+        } else {  // flat[e] = staged[(e % length) * rows + e / length]
+          EmitPermutedCopy(b, storage, staged, staged_align, block, flat_align, rows * length, piece,
+                           [&](int64_t e) { return (e % length) * rows + e / length; });
+        }
+        return;
       }
-      return;
+      case RowCopy::kTranspose:
+        EmitMaskedBlockTranspose(b, storage, block, staged, staged_align, rows, length, in);
+        return;
+      case RowCopy::kElementwise:
+        break;
     }
     emitter.ForLoop(b.getInt64(0), b.getInt64(rows), 1, {}, [&](llvm::Value* r, const std::vector<llvm::Value*>&) {
       llvm::Value* row = b.CreateGEP(storage, block, b.CreateMul(r, b.getInt64(length)));

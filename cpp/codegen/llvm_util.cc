@@ -151,4 +151,49 @@ void EmitPermutedCopy(Builder& b, llvm::Type* storage, llvm::Value* from, llvm::
   }
 }
 
+void EmitMaskedBlockTranspose(Builder& b, llvm::Type* storage, llvm::Value* flat, llvm::Value* staged,
+                              llvm::Align staged_align, int n, int64_t length, bool in) {
+  FJ_CHECK(n > 1 && (n & (n - 1)) == 0 && length > 0 && length < n, "a masked transpose of ", n, " rows of ",
+           length);
+  llvm::Type* vector = WithWidth(storage, n);
+  llvm::Align flat_align(storage->getPrimitiveSizeInBits() / 8);
+  std::vector<llvm::Constant*> lanes;
+  for (int l = 0; l < n; ++l) lanes.push_back(b.getInt1(l < length));
+  llvm::Constant* mask = llvm::ConstantVector::get(lanes);
+  llvm::Value* poison = llvm::PoisonValue::get(vector);
+  // v[i]: row i (in) or position i (out), lanes beyond `length` positions undefined.
+  std::vector<llvm::Value*> v(static_cast<size_t>(n), poison);
+  for (int i = 0; i < n; ++i) {
+    if (in) {
+      v[i] = b.CreateMaskedLoad(vector, b.CreateGEP(storage, flat, b.getInt64(i * length)), flat_align, mask, poison);
+    } else if (i < length) {
+      v[i] = b.CreateAlignedLoad(vector, b.CreateGEP(storage, staged, b.getInt64(i * n)), staged_align);
+    }
+  }
+  // Stage `half`: swap the off-diagonal half x half blocks of every 2half x 2half block
+  // (vectors i and i + half, lanes with and without the bit `half`). After the stages for
+  // n/2 .. 1, v[j] holds element j of every input vector.
+  for (int half = n / 2; half >= 1; half /= 2) {
+    for (int i = 0; i < n; ++i) {
+      if (i & half) continue;
+      std::vector<int> low(n), high(n);
+      for (int c = 0; c < n; ++c) {
+        low[c] = (c & half) ? n + c - half : c;    // v[i]'s lanes, then v[i + half]'s
+        high[c] = (c & half) ? n + c : c + half;
+      }
+      llvm::Value* a = v[i];
+      llvm::Value* c = v[i + half];
+      v[i] = b.CreateShuffleVector(a, c, low);
+      v[i + half] = b.CreateShuffleVector(a, c, high);
+    }
+  }
+  for (int i = 0; i < n; ++i) {
+    if (in && i < length) {
+      b.CreateAlignedStore(v[i], b.CreateGEP(storage, staged, b.getInt64(i * n)), staged_align);
+    } else if (!in) {
+      b.CreateMaskedStore(v[i], b.CreateGEP(storage, flat, b.getInt64(i * length)), flat_align, mask);
+    }
+  }
+}
+
 }  // namespace fj::codegen

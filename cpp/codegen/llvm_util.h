@@ -79,6 +79,15 @@ class LaneMath {
 void EmitPermutedCopy(Builder& b, llvm::Type* storage, llvm::Value* from, llvm::Align from_align, llvm::Value* to,
                       llvm::Align to_align, int64_t count, int piece, const std::function<int64_t(int64_t)>& source);
 
+// Copies a block of `n` rows of `length` (< n) elements of type `storage` between `flat`
+// (row-major: row r at r * length) and `staged` (position-major: position j of row r at
+// j * n + r, `staged_align`), as an n x n transpose of vectors of n elements (`n` a power of
+// two): the rows loaded (`in`) or stored (out) with a mask of their `length` elements, and
+// log2(n) stages of n two-input shuffles between them (16 x 16: 64 shuffles, where copying
+// rows of 10 to 15 in or out took 160 to 240 scalar loads and stores).
+void EmitMaskedBlockTranspose(Builder& b, llvm::Type* storage, llvm::Value* flat, llvm::Value* staged,
+                              llvm::Align staged_align, int n, int64_t length, bool in);
+
 // A constant of element type `t` with the value `v`, as scalar or splat vector of `type`.
 llvm::Constant* ConstantOf(llvm::Type* type, double v);
 // A one-element literal as a constant of `type` (its register type, or a vector of it):
