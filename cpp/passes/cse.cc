@@ -3,7 +3,9 @@
 #include "passes/cse.h"
 
 #include <functional>
+#include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace fj {
 namespace {
@@ -24,10 +26,41 @@ size_t HashInstruction(const Instruction* i) {
   return h;
 }
 
+// Computations' structural texts (Computation::StructuralText), each written once.
+class StructuralTexts {
+ public:
+  const std::string& Of(const Computation* c) {
+    auto it = texts_.find(c);
+    if (it == texts_.end()) it = texts_.emplace(c, c->StructuralText()).first;
+    return it->second;
+  }
+
+ private:
+  std::unordered_map<const Computation*, std::string> texts_;
+};
+
+// Whether `a` and `b` compute alike from the same operands: identical, or alike but for
+// calling different computations that compute alike (two copies of one scan's loop:
+// value_and_grad traced the forward scan once for the value and once for its residuals).
+bool SameOp(const Instruction* a, const Instruction* b, StructuralTexts& texts) {
+  if (a->IdenticalIgnoringOperands(*b)) return true;
+  const std::vector<Computation*>& ca = a->called_computations();
+  const std::vector<Computation*>& cb = b->called_computations();
+  if (ca.empty() || ca.size() != cb.size() || a->opcode() != b->opcode() || !(a->shape() == b->shape()) ||
+      !(a->attrs() == b->attrs())) {
+    return false;
+  }
+  for (size_t k = 0; k < ca.size(); ++k) {
+    if (ca[k] != cb[k] && texts.Of(ca[k]) != texts.Of(cb[k])) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 bool CsePass::Run(Module& module) {
   bool changed = false;
+  StructuralTexts texts;
   for (Computation* c : module.computations()) {
     std::unordered_multimap<size_t, Instruction*> seen;
     for (Instruction* instr : c->MakePostOrder()) {
@@ -41,7 +74,7 @@ bool CsePass::Run(Module& module) {
       Instruction* match = nullptr;
       for (auto it = begin; it != end; ++it) {
         Instruction* other = it->second;
-        if (other->operands() == instr->operands() && other->IdenticalIgnoringOperands(*instr)) {
+        if (other->operands() == instr->operands() && SameOp(other, instr, texts)) {
           match = other;
           break;
         }

@@ -109,6 +109,42 @@ ENTRY %main (x: f32[4]) -> (pred[4], pred[4]) {
   EXPECT_FALSE(changed);
 }
 
+// Two ops that call different computations which compute alike are one op: reductions
+// with copies of one combiner, copies of one loop.
+TEST(Cse, MergesOpsCallingComputationsThatComputeAlike) {
+  const char* module = R"(
+module m
+%add_a (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+%add_b (p: f32[], q: f32[]) -> f32[] {
+  %p = f32[] parameter(0)
+  %q = f32[] parameter(1)
+  ROOT %t = f32[] add(%p, %q)
+}
+%mul (p: f32[], q: f32[]) -> f32[] {
+  %p = f32[] parameter(0)
+  %q = f32[] parameter(1)
+  ROOT %t = f32[] multiply(%p, %q)
+}
+ENTRY %main (x: f32[4,3]) -> (f32[4], f32[4], f32[4]) {
+  %x = f32[4,3] parameter(0)
+  %z = f32[] constant(0)
+  %r1 = f32[4] reduce(%x, %z), dimensions={1}, to_apply=%add_a
+  %r2 = f32[4] reduce(%x, %z), dimensions={1}, to_apply=%add_b
+  %r3 = f32[4] reduce(%x, %z), dimensions={1}, to_apply=%mul
+  ROOT %t = (f32[4], f32[4], f32[4]) tuple(%r1, %r2, %r3)
+}
+)";
+  std::unique_ptr<Module> m = Parse(module);
+  EXPECT_TRUE(CsePass().Run(*m));
+  const Instruction* root = m->entry()->root();
+  EXPECT_EQ(root->operand(0), root->operand(1));
+  EXPECT_NE(root->operand(0), root->operand(2));  // a product is not a sum
+}
+
 TEST(Simplify, RemovesIdentitiesAndForwardsTuples) {
   std::unique_ptr<Module> m = Parse(R"(
 module m
