@@ -21,6 +21,7 @@ from fusionjit._src.lax import reductions as red
 
 Rule = Callable[..., Sequence[Any]]
 _VJP: dict[core.Primitive, Rule] = {}
+_FWD: dict[core.Primitive, Callable] = {}  # defvjp_forward
 
 
 def _fail(message: str, exc_type=TypeError):
@@ -35,6 +36,18 @@ def defvjp(*prims: core.Primitive):
         for p in prims:
             _VJP[p] = rule
         return rule
+    return register
+
+
+def defvjp_forward(*prims: core.Primitive):
+    """Registers ``forward(invals, **params) -> (outs, residuals)`` for primitives whose
+    backward rule needs values the forward pass computes anyway (a scan's carry at each
+    step): the forward pass of ``vjp`` binds it instead of the primitive, and the rule gets
+    ``residuals=`` (computed apart, they cost a second copy of the forward loop)."""
+    def register(forward: Callable) -> Callable:
+        for p in prims:
+            _FWD[p] = forward
+        return forward
     return register
 
 
@@ -54,14 +67,20 @@ def _read(env, v):
     return env[id(v)]
 
 
-def _forward(program: core.Program, args) -> dict:
+def _forward(program: core.Program, args, residuals: bool = False) -> dict:
+    """The values of the program's variables; with ``residuals``, also what the backward
+    rules registered with defvjp_forward keep (under ``("residuals", id(eqn))``)."""
     env: dict = {}
     for var, val in zip(program.constvars, program.consts):
         env[id(var)] = val
     for var, val in zip(program.invars, args):
         env[id(var)] = val
     for eqn in program.eqns:
-        outs = eqn.prim.bind(*(_read(env, v) for v in eqn.invars), **eqn.params)
+        invals = [_read(env, v) for v in eqn.invars]
+        if residuals and eqn.prim in _FWD:
+            outs, env[("residuals", id(eqn))] = _FWD[eqn.prim](invals, **eqn.params)
+        else:
+            outs = eqn.prim.bind(*invals, **eqn.params)
         for var, val in zip(eqn.outvars, outs if eqn.prim.multiple_results else [outs]):
             env[id(var)] = val
     return env
@@ -101,7 +120,10 @@ def _backward(program: core.Program, env: dict, out_cts) -> list:
         else:
             ct, out = outs[0], _read(env, eqn.outvars[0])
         invals = [_read(env, v) for v in eqn.invars]
-        for var, c in zip(eqn.invars, rule(ct, invals, out, **eqn.params)):
+        kept = {}
+        if ("residuals", id(eqn)) in env:
+            kept["residuals"] = env[("residuals", id(eqn))]
+        for var, c in zip(eqn.invars, rule(ct, invals, out, **kept, **eqn.params)):
             add(var, c)
     return [cts.get(id(v)) for v in program.invars]
 
@@ -141,7 +163,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
     (``(out, vjp_fn, aux)``)."""
     name = getattr(fun, "__name__", "fun")
     program, leaves, in_tree, out_tree = _trace(fun, primals, f"vjp({name})")
-    env = _forward(program, leaves)
+    env = _forward(program, leaves, residuals=True)
     outs = [_read(env, v) for v in program.outvars]
     out = tree_util.tree_unflatten(out_tree, outs)
     aux = None

@@ -11,7 +11,7 @@ import numpy as np
 
 from fusionjit._src import core
 from fusionjit._src import dtypes as dt
-from fusionjit._src.autodiff import defvjp, eval_program, vjp
+from fusionjit._src.autodiff import defvjp, defvjp_forward, eval_program, vjp
 from fusionjit._src.lax import control_flow as cf
 from fusionjit._src.lax import elementwise as ew
 from fusionjit._src.lax import reductions as red
@@ -440,24 +440,47 @@ def _plus(a, b):
     return [ew.add(x, y) if dt.is_float(_aval(x).dtype) else x for x, y in zip(a, b)]
 
 
-@defvjp(cf.scan_p)
-def _scan(ct, invals, out, *, program, num_consts, num_carry, length, reverse, unroll):
-    # The carries each step started from, by a scan of the forward steps; then a scan the
-    # other way applying each step's backward pass to the carry's cotangent, summing the
-    # constants' cotangents and stacking the inputs'.
-    consts = list(invals[:num_consts])
-    init = list(invals[num_consts:num_consts + num_carry])
-    xs = list(invals[num_consts + num_carry:])
-    ct_carry, ct_ys = list(ct[:num_carry]), list(ct[num_carry:])
-
+def _scan_step(program, consts, num_carry):
     def step(k, c, x):
         outs = eval_program(program, [*k, *c, *x])
         return list(outs[:num_carry]), list(outs[num_carry:])
 
-    def forward(c, x):
-        return step(consts, c, x)[0], list(c)
+    def forward(c, x):  # the next carry, and what the step outputs and started from
+        new_c, ys = step(consts, c, x)
+        return new_c, (ys, list(c))
 
-    _, carries = cf.scan(forward, init, xs, length=length, reverse=reverse, unroll=unroll)
+    return step, forward
+
+
+def _split_scan_operands(invals, num_consts, num_carry):
+    return (list(invals[:num_consts]), list(invals[num_consts:num_consts + num_carry]),
+            list(invals[num_consts + num_carry:]))
+
+
+@defvjp_forward(cf.scan_p)
+def _scan_forward(invals, *, program, num_consts, num_carry, length, reverse, unroll):
+    # One scan for the outputs and the carries each step started from (the backward
+    # pass's residuals), not a second scan of the forward steps for the latter.
+    consts, init, xs = _split_scan_operands(invals, num_consts, num_carry)
+    _, forward = _scan_step(program, consts, num_carry)
+    final, (ys, carries) = cf.scan(forward, init, xs, length=length, reverse=reverse,
+                                   unroll=unroll)
+    return [*final, *ys], carries
+
+
+@defvjp(cf.scan_p)
+def _scan(ct, invals, out, *, program, num_consts, num_carry, length, reverse, unroll,
+          residuals=None):
+    # The carries each step started from (kept by the forward pass, or by a scan of the
+    # forward steps); then a scan the other way applying each step's backward pass to the
+    # carry's cotangent, summing the constants' cotangents and stacking the inputs'.
+    consts, init, xs = _split_scan_operands(invals, num_consts, num_carry)
+    ct_carry, ct_ys = list(ct[:num_carry]), list(ct[num_carry:])
+    step, forward = _scan_step(program, consts, num_carry)
+    carries = residuals
+    if carries is None:
+        _, (_, carries) = cf.scan(forward, init, xs, length=length, reverse=reverse,
+                                  unroll=unroll)
 
     def backward(acc, inputs):
         g_carry, g_consts = acc
