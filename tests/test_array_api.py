@@ -285,6 +285,22 @@ def test_long_rows_sort_in_the_runtime_as_jax_orders_them(dtype, descending):
     np.testing.assert_array_equal(np.asarray(v), np.argsort(x[0], kind="stable"))
 
 
+@pytest.mark.parametrize("profile", ["xla", "fusionjit"])
+def test_every_boundary_into_a_sort_has_a_reason(profile):
+    """Fuzz seeds 52406 and 52816: the indices an argsort sorts along (an iota, a kernel of
+    its own) were left unexplained going into the sort's custom call (no fusion pass
+    considered the pair); a custom call's producers are now logged."""
+    def f(x):
+        return fnp.argsort(fnp.cos(x), axis=0) * 2
+
+    x = np.random.default_rng(3).standard_normal((144, 4)).astype(np.float32)
+    np.testing.assert_array_equal(np.asarray(fusionjit.jit(f, fusion=profile)(x)),
+                                  np.argsort(np.cos(x), axis=0, kind="stable") * 2)
+    ex = fusionjit.explain(f, fusion=profile)(x)
+    into = [b for b in ex.boundaries if b.consumer_kernel.startswith("custom-call")]
+    assert into and all(b.rule not in ("", "no-decision") for b in into), [str(b) for b in into]
+
+
 def test_lax_sort_multiple_operands_and_top_k():
     k = np.array([3, 1, 2, 1], np.int32)
     v = np.array([10.0, 20.0, 30.0, 40.0], np.float32)

@@ -212,6 +212,11 @@ FusionDecision InstructionFusionPass::ShouldFuse(const Instruction* producer,
     return FusionDecision::No("dot-kernel", "the kernel of dot " + (dot ? "%" + dot->name() : Name(consumer)) +
                                                 " reads its operands from memory");
   }
+  if (consumer->opcode() == Opcode::kCustomCall) {
+    return FusionDecision::No("custom-call-barrier",
+                              "custom call " + Name(consumer) + " (" + consumer->attrs().custom_call_target +
+                                  ") is an opaque kernel: it reads its operands from memory");
+  }
   if (!IsFusibleConsumer(consumer)) {
     return FusionDecision::No("consumer-not-fusible",
                               Describe(consumer) + " cannot take fused producers (it is a kernel of its own)");
@@ -345,6 +350,7 @@ bool InstructionFusionPass::RunOn(Computation* comp) {
       // A kernel of its own (a dot, a scatter, a loop fused whole): say so for each of its
       // producers, for explain.
       bool own_kernel = consumer->opcode() == Opcode::kDot || consumer->opcode() == Opcode::kScatter ||
+                        consumer->opcode() == Opcode::kCustomCall ||
                         (consumer->opcode() == Opcode::kFusion && (consumer->fusion_kind() == FusionKind::kWholeLoop ||
                                                                    consumer->fusion_kind() == FusionKind::kScatter));
       if (log_ && own_kernel) {
