@@ -365,13 +365,28 @@ namespace {
 // per element it reads (ElementCost). Summed in fixed point (1/1024 of a lane-op), so that
 // the total does not depend on the map's order: a kernel grown in place (KernelCostCache::Grew) and the same kernel built
 // anew, or the same program run again at other addresses, price alike to the last bit.
+// ElementCost, but for the second of a sine and a cosine of one value in one kernel: both
+// are computed from the same range reduction and polynomials (codegen/math.cc), which LLVM
+// merges, so it costs a fifth (sin + cos of 2^18 floats: 65 us, a sine alone 52; the
+// CartPole step's pole angle).
+double CostInKernel(const Instruction* i) {
+  Opcode op = i->opcode();
+  if (op == Opcode::kSin || op == Opcode::kCos) {
+    Opcode partner = op == Opcode::kSin ? Opcode::kCos : Opcode::kSin;
+    for (const Instruction* u : i->operand(0)->users()) {
+      if (u->opcode() == partner && u->unique_id() < i->unique_id()) return ElementCost(*i) / 5;
+    }
+  }
+  return ElementCost(*i);
+}
+
 double Flops(const std::unordered_map<const Instruction*, double>& evals) {
   constexpr double kUnit = 1024;
   int64_t fixed = 0;
   double beyond = 0;  // terms too large for the fixed-point sum (2^40 lane-ops and more)
   for (const auto& [i, e] : evals) {
     double reads = IsReadingMany(i) ? ReadsPerEvaluation(i, 0) : 1.0;
-    double term = e * reads * ElementCost(*i);
+    double term = e * reads * CostInKernel(i);
     if (term < 1099511627776.0) {
       fixed += static_cast<int64_t>(std::llround(term * kUnit));
     } else {

@@ -326,6 +326,26 @@ TEST(CostModel, ShortRowsArePricedAsTheTargetWalksThem) {
   EXPECT_EQ(ShortRowWalk(add, 1).length, 0);
 }
 
+// A sine and a cosine of one value share their work in one kernel (LLVM merges the range
+// reduction and the polynomials both compute): priced at the first's cost and a fifth.
+TEST(CostModel, ASineAndACosineOfOneValueShareTheirWork) {
+  auto m = FuseOne(R"(
+ENTRY %main (x: f32[4096], y: f32[4096]) -> f32[4096] {
+  %x = f32[4096] parameter(0)
+  %y = f32[4096] parameter(1)
+  %s = f32[4096] sine(%x)
+  %c = f32[4096] cosine(%x)
+  %cy = f32[4096] cosine(%y)
+  %a = f32[4096] add(%s, %c)
+  ROOT %r = f32[4096] add(%a, %cy)
+}
+)");
+  const Instruction* kernel = Kernel(*m);
+  double trig = ElementCost(*kernel->fused_computation()->root()->operand(1));  // the cosine of y
+  double flops = EstimateKernel(kernel).flops;
+  EXPECT_NEAR(flops, 4096.0 * (trig * (1 + 0.2 + 1) + 2 * 0.5), 4096.0 * 0.01);
+}
+
 // 512-bit vectors through 256-bit units (Zen 4) compute 1.35x as fast as 256-bit vectors,
 // not 2x: priced at 2x, an exp over 2^20 floats was estimated at 106 us and took 166.
 TEST(CostModel, VectorsWiderThanTheirUnitsAreNotTwiceAsFast) {
