@@ -32,7 +32,7 @@ CHUNK = 20
 def _loss(prog, data, floats, weights, xp, lax):
     """The program as a scalar function of its float inputs (the others fixed)."""
     def loss(*float_args):
-        args = list(data)
+        args = [xp.asarray(a) for a in data]  # (the library's arrays, as the fuzzer's programs get)
         for i, a in zip(floats, float_args):
             args[i] = a
         out = prog.interpret(xp, args, np.float32, lax=lax)

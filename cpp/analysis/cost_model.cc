@@ -361,10 +361,6 @@ std::vector<const Instruction*> KeptLaneRows(const InstructionAttrs& attrs, cons
 
 namespace {
 
-// The lane-ops of a fused computation's evaluations. A reduction's or a product's cost is
-// per element it reads (ElementCost). Summed in fixed point (1/1024 of a lane-op), so that
-// the total does not depend on the map's order: a kernel grown in place (KernelCostCache::Grew) and the same kernel built
-// anew, or the same program run again at other addresses, price alike to the last bit.
 // ElementCost, but for the second of a sine and a cosine of one value in one kernel: both
 // are computed from the same range reduction and polynomials (codegen/math.cc), which LLVM
 // merges, so it costs a fifth (sin + cos of 2^18 floats: 65 us, a sine alone 52; the
@@ -380,6 +376,10 @@ double CostInKernel(const Instruction* i) {
   return ElementCost(*i);
 }
 
+// The lane-ops of a fused computation's evaluations. A reduction's or a product's cost is
+// per element it reads (CostInKernel). Summed in fixed point (1/1024 of a lane-op), so that
+// the total does not depend on the map's order: a kernel grown in place (KernelCostCache::Grew) and the same kernel built
+// anew, or the same program run again at other addresses, price alike to the last bit.
 double Flops(const std::unordered_map<const Instruction*, double>& evals) {
   constexpr double kUnit = 1024;
   int64_t fixed = 0;
@@ -448,6 +448,9 @@ const std::unordered_map<const Instruction*, double>& KernelEvaluations(
 
 }  // namespace
 
+namespace {
+
+// ShortRowWalk of `kernel`, from the cache when there is one.
 ShortRows CachedShortRowWalk(const Instruction* kernel, int max_width) {
   if (!kernel_cache) return ShortRowWalk(kernel, max_width);
   std::map<int, ShortRows>& walks = (*kernel_cache)[kernel].walks;
@@ -455,6 +458,8 @@ ShortRows CachedShortRowWalk(const Instruction* kernel, int max_width) {
   if (it == walks.end()) it = walks.emplace(max_width, ShortRowWalk(kernel, max_width)).first;
   return it->second;
 }
+
+}  // namespace
 
 KernelCostCache::KernelCostCache() {
   if (kernel_cache) return;  // an enclosing one serves
