@@ -120,6 +120,7 @@ const Shape* RowSpace(const Computation& fused) {
   }
   return &shape;
 }
+
 bool IsFlatFrom(const Instruction* root, int64_t elements) {
   std::vector<const Instruction*> work = {root};
   std::unordered_set<const Instruction*> seen;
@@ -205,10 +206,13 @@ ShortRows VectorsAlongRows(int64_t length, int width) {
 
 }  // namespace
 
+int RowCopyVectorLanes(int max_width, int element_bytes) {
+  return std::min(ShortRowLanes(max_width), max_width * 4 / element_bytes);
+}
+
 RowCopy HowRowsCopy(int64_t length, int max_width, int element_bytes) {
-  const int rows = ShortRowLanes(max_width);
-  const int piece = std::min(rows, max_width * 4 / element_bytes);  // lanes of a vector register
-  const bool transpose = piece == rows;
+  const int piece = RowCopyVectorLanes(max_width, element_bytes);
+  const bool transpose = piece == ShortRowLanes(max_width);
   if (piece > 1 && length <= (transpose ? 6 : 8)) return RowCopy::kShuffleTree;
   return transpose ? RowCopy::kTranspose : RowCopy::kElementwise;
 }

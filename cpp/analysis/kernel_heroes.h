@@ -64,6 +64,9 @@ enum class RowCopy {
   kElementwise,  // element by element: scalar loads and stores
 };
 RowCopy HowRowsCopy(int64_t length, int max_width, int element_bytes);
+// The lanes of `element_bytes` values a vector register of `max_width` 32-bit lanes holds,
+// at most a block's rows (ShortRowLanes): the vectors the copies move.
+int RowCopyVectorLanes(int max_width, int element_bytes);
 
 // How a kernel (a fusion, or a single reduce) on a CPU of `max_width` lanes walks its short
 // rows: codegen plans by it (PlanKernel) and the cost model prices it.

@@ -345,7 +345,7 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
     llvm::Type* storage = StorageType(ctx, t);
     llvm::Value* block = b.CreateGEP(storage, flat, b.CreateMul(row0, b.getInt64(length)));
     // By vector shuffles where they are faster than scalar copies (HowRowsCopy).
-    const int piece = std::min<int>(rows, plan.reduction_width * 4 / DTypeBytes(t));
+    const int piece = RowCopyVectorLanes(plan.reduction_width, DTypeBytes(t));
     llvm::Align staged_align(std::min<int64_t>(64, piece * DTypeBytes(t)));
     switch (HowRowsCopy(length, plan.reduction_width, DTypeBytes(t))) {
       case RowCopy::kShuffleTree: {
