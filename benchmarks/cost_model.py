@@ -1,7 +1,7 @@
 """The cost model's estimate against the measured time, program by program: softmax and
 layer norm over rows of several lengths (short rows in lanes, long rows one at a time),
-row sums, elementwise passes in and beyond the cache, matrix products (of several layouts)
-and a dense layer,
+row sums, elementwise passes in and beyond the cache, matrix products (of several layouts),
+a dense layer, an RNN's loop over time with its gradient,
 and the paper's CartPole rollouts (2048 environments x 1000 steps) under XLA's rules and
 ours. The estimate is the plan's, as `explain` prints it; the time is a median of calls.
 Where the two disagree, the model is what needs fixing: the summary gives the spread of
@@ -59,6 +59,19 @@ def dense_tanh(x, w, b):
     return fnp.tanh(x @ w + b)
 
 
+def rnn(x, w1, w2):
+    """An RNN over time: a step of two matrix products, its states stacked."""
+    def body(h, xt):
+        h = fnp.tanh(xt @ w1 + h @ w2)
+        return h, h
+    return fusionjit.lax.scan(body, fnp.zeros((x.shape[1], w2.shape[0])), x)
+
+
+def rnn_grad(x, w1, w2):
+    """The RNN's loss differentiated: a forward loop keeping its products, a backward one."""
+    return fusionjit.grad(lambda w1, w2: fnp.mean(rnn(x, w1, w2)[1] ** 2), argnums=(0, 1))(w1, w2)
+
+
 SHAPES = [(65536, 4), (65536, 10), (65536, 16), (16384, 64), (1024, 1024)]
 
 
@@ -78,6 +91,9 @@ def cases(rng):
     yield matmul, "[65536, 64] @ [64, 1] (row reduction)", (f32(65536, 64), f32(64, 1))
     yield matmul, "[1024] @ [1024, 1024] (column reduction)", (f32(1024), f32(1024, 1024))
     yield tensordot2, "[256, 16, 32] . [16, 32, 512]", (f32(256, 16, 32), f32(16, 32, 512))
+    rnn_inputs = (f32(32, 256, 16), f32(16, 32) * 0.3, f32(32, 32) * 0.3)
+    yield rnn, "[32 steps, 256, 16] 32 tanh", rnn_inputs
+    yield rnn_grad, "[32 steps, 256, 16] 32 tanh", rnn_inputs
 
 
 def cartpole_cases(steps=1000):

@@ -40,7 +40,11 @@ bool KeepsPositions(const Instruction* i, int64_t elements) {
 
 int InPlaceUpdateOperand(const Instruction* kernel) {
   if (kernel->opcode() != Opcode::kFusion || !kernel->shape().IsArray()) return -1;
-  const Instruction* root = kernel->fused_computation()->root();
+  return InPlaceUpdateParameter(*kernel->fused_computation());
+}
+
+int InPlaceUpdateParameter(const Computation& fused) {
+  const Instruction* root = fused.root();
   if (root->opcode() != Opcode::kDynamicUpdateSlice && root->opcode() != Opcode::kScatter) return -1;
   const Instruction* target = root->operand(0);
   if (target->opcode() != Opcode::kParameter || target->user_count() != 1) return -1;

@@ -119,6 +119,8 @@ class BufferAssignment {
 // The operand a kernel may update in place: the operand 0 of a dynamic-update-slice root
 // that nothing else in the kernel reads, or -1.
 int InPlaceUpdateOperand(const Instruction* kernel);
+// The same for a kernel's fused computation: the parameter number, or -1.
+int InPlaceUpdateParameter(const Computation& fused);
 
 // Whether kernel `kernel` reads operand `slot` only at the positions of the elements it
 // writes to its output `output` (elementwise paths, reshapes of equal size), so that the

@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 
 #include "bindings/array.h"
+#include "analysis/buffer_assignment.h"
 #include "analysis/cost_model.h"
 #include "codegen/gpu/gpu_compiler.h"
 #include "compiler/code_cache.h"
@@ -240,9 +241,18 @@ py::list KernelGraph(const Module& module, const Target& target) {
       outputs.append(root->name());
     }
     KernelCost cost = EstimateKernel(k);
+    // An update in place reads and writes its update, not the buffer it lands in.
+    int64_t bytes_read = 0;
+    for (const Instruction* op : k->operands()) bytes_read += op->shape().ByteSize();
+    int64_t bytes_written = k->shape().ByteSize();
+    int slot = InPlaceUpdateOperand(k);
+    if (slot >= 0 && root->opcode() == Opcode::kDynamicUpdateSlice) {
+      bytes_read -= k->operand(slot)->shape().ByteSize();
+      bytes_written = root->operand(1)->shape().ByteSize();
+    }
     out.append(py::dict("name"_a = k->name(), "kind"_a = std::string(FusionKindName(k->fusion_kind())),
-                        "ops"_a = ops, "inputs"_a = inputs, "outputs"_a = outputs,
-                        "bytes_written"_a = k->shape().ByteSize(), "loop"_a = loop_name,
+                        "ops"_a = ops, "inputs"_a = inputs, "outputs"_a = outputs, "bytes_read"_a = bytes_read,
+                        "bytes_written"_a = bytes_written, "loop"_a = loop_name,
                         "estimated_us"_a = model.TimeUs(cost), "flops"_a = cost.flops, "bytes"_a = cost.bytes()));
   }
   }

@@ -42,7 +42,7 @@ class ProgramEmitter {
   llvm::Value* BufferTable(const Instruction* instr, int num_outputs);
   llvm::Value* LoadPointer(llvm::Value* table, int64_t i);
   // A kernel's description: the instruction, its kind and the bytes it moves.
-  static KernelInfo Describe(const Instruction* instr, const std::string& name, const std::string& kind);
+  KernelInfo Describe(const Instruction* instr, const std::string& name, const std::string& kind) const;
 
   llvm::Module& module_;
   llvm::LLVMContext& ctx_;

@@ -23,10 +23,19 @@ bool IsKernel(const Instruction* i) {
 
 bool IsMultiOutput(const Instruction* i) { return i->opcode() == Opcode::kFusion && i->shape().IsTuple(); }
 
+// A kernel that updates a slice of its operand's buffer in place (a dynamic-update-slice,
+// fused or not): with another output it would write its whole buffer (a copy of the stacked
+// outputs of a scan at every step).
+bool UpdatesInPlace(const Instruction* i) {
+  const Instruction* root = i->opcode() == Opcode::kFusion ? i->fused_computation()->root() : i;
+  return root->opcode() == Opcode::kDynamicUpdateSlice;
+}
+
 // XLA's IsFusibleAsMultiOutputFusionRoot: a kernel with users; a multi-output kernel only if
-// everything reads it through get-tuple-element.
+// everything reads it through get-tuple-element. As in XLA's LegalToFuse and
+// IsProducerMultiOutputFusible, not an in-place update.
 bool IsMofCandidate(const Instruction* i) {
-  if (!IsKernel(i) || i->users().empty() || i->IsRoot()) return false;
+  if (!IsKernel(i) || i->users().empty() || i->IsRoot() || UpdatesInPlace(i)) return false;
   if (i->shape().IsTuple()) {
     if (!IsMultiOutput(i)) return false;
     for (const Instruction* u : i->users()) {
@@ -296,8 +305,7 @@ bool HorizontalFusionPass::FuseOutputKernels(Computation* comp) {
   std::vector<Instruction*> group;
   for (Instruction* k : comp->MakePostOrder()) {
     if (!IsKernel(k) || !k->shape().IsArray() || HeroOf(k)) continue;
-    // An in-place update writes only its slice; in a group it would copy its whole buffer.
-    if (k->opcode() == Opcode::kFusion && k->fused_computation()->root()->opcode() == Opcode::kDynamicUpdateSlice) continue;
+    if (UpdatesInPlace(k)) continue;
     bool only_root = !k->users().empty();
     for (const Instruction* u : k->users()) only_root = only_root && u == root;
     if (!only_root || k->shape().NumElements() > kMaxElements) continue;

@@ -207,7 +207,8 @@ def explain(fun: Callable, *, fusion: str | None = None, static_argnums=None,
         opcode_of = {op["name"]: op["opcode"] for k in graph for op in k["ops"]}
         for k in graph:
             kernels.append(Kernel(k["name"], k["kind"], k["ops"], k["inputs"], k["outputs"],
-                                  sum(i["bytes"] for i in k["inputs"]), k["bytes_written"],
+                                  k.get("bytes_read", sum(i["bytes"] for i in k["inputs"])),
+                                  k["bytes_written"],
                                   k.get("loop", "")))
             for inp in k["inputs"]:
                 if inp["kind"] != "kernel":
