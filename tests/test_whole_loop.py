@@ -438,6 +438,33 @@ def test_a_step_that_contracts_across_lanes_runs_step_by_step():
     np.testing.assert_allclose(np.asarray(fx), wx, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(np.asarray(fg), np.stack(wg), rtol=1e-4, atol=1e-5)
 
+@pytest.mark.parametrize("n, reduce", [(2, "max"), (17, "max"), (17, "sum"), (40, "sum")])
+def test_a_per_step_reduction_the_step_reads_again_runs_step_by_step(n, reduce):
+    """A reduction over the lanes stacked as a step's output and read by the step itself
+    (the next carry is computed from it, as a differentiated scan keeps a step's max): not
+    one kernel, whose lanes would each see their own partial result. Fused, the carry came
+    from one lane's values (a wrong gradient, seed 10166 of tests/test_grad_fuzz_loops.py)
+    or from a scalar where a vector was expected (invalid LLVM IR, seed 97)."""
+    x = RNG.uniform(-1, 1, n).astype(np.float32)
+    red = {"max": (fnp.max, np.max), "sum": (fnp.sum, np.sum)}[reduce]
+
+    def roll(x, red):
+        def step(c, _):
+            m = red(c)
+            return fnp.broadcast_to(-m, c.shape), m
+        return lax.scan(step, x, None, length=4)
+
+    (d,) = decisions(lambda x: roll(x, red[0]), x)
+    assert not d["fuse"] and "combines or moves the lanes" in d["reason"]
+    c, ms = fusionjit.jit(lambda x: roll(x, red[0]))(x)
+    wc, wm = x.astype(np.float64), []
+    for _ in range(4):
+        wm.append(red[1](wc))
+        wc = np.full(n, -wm[-1])
+    np.testing.assert_allclose(np.asarray(ms), wm, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(c), wc, rtol=1e-5, atol=1e-5)
+
+
 # --- found by the loops fuzzer (tests/fuzz_loops.py) ------------------------------------
 
 def test_a_loop_in_the_step_of_a_loop_fused_whole():

@@ -213,7 +213,12 @@ Match MatchLoop(const Instruction* loop) {
     if (output_parts.count(i)) {
       dims = std::vector<int64_t>{};
     } else if (reduced_output) {
-      if (SameLanes(i->operand(0)->shape().dims(), m.lanes)) dims = std::vector<int64_t>{};
+      // A reduction over the lanes combined after the loop: the step itself must not read
+      // it (a carry computed from it would see one lane's values: wrong results, seed
+      // 10166 of the loop gradient fuzzer).
+      bool only_output = true;
+      for (const Instruction* u : i->users()) only_output = only_output && output_parts.count(u);
+      if (only_output && SameLanes(i->operand(0)->shape().dims(), m.lanes)) dims = std::vector<int64_t>{};
     } else if (i->shape().IsArray()) {
       dims = LaneDimsOf(i, lane_dims);
     }
