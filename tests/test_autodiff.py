@@ -256,6 +256,106 @@ def test_value_and_grad_of_a_scan_runs_its_forward_loop_once(reverse):
     np.testing.assert_allclose(np.asarray(egx), np.asarray(gx), rtol=1e-5, atol=1e-6)
 
 
+def _ops_per_loop(text: str) -> dict:
+    """explain's kernels run at every step of a loop: the ops of each loop's kernels."""
+    ops: dict = {}
+    loop = None
+    for line in text.splitlines():
+        if line.startswith("  kernel"):
+            step = line.split("every step of loop ")
+            loop = step[1].split(")")[0] if len(step) > 1 else None
+        elif line.startswith("    ops:") and loop:
+            ops.setdefault(loop, []).extend(op.split()[0] for op in line[8:].split(", "))
+    return ops
+
+
+def _rnn_pair(w, x, ck):
+    def body(h, xt):
+        a = fnp.tanh(xt + h @ w)
+        h = fnp.sin(a @ w) * 0.5 + h
+        return h, fnp.sum(h * a, axis=1)
+    h, ys = lax.scan(fusionjit.checkpoint(body) if ck else body, fnp.zeros((16, 8)), x)
+    return fnp.sum(h) + fnp.sum(ys ** 2)
+
+
+@pytest.mark.parametrize("ck", [False, True], ids=["default", "checkpoint"])
+def test_scan_backward_keeps_products_and_checkpoint_keeps_only_the_carry(ck):
+    """The forward loop of a differentiated scan keeps each step's matrix products (and the
+    carry the step started from); the backward loop computes the elementwise values again
+    from them, fused into its kernels, and no product of the forward pass (4 dots: two for
+    each forward product). A step wrapped in checkpoint keeps only its carry: its backward
+    loop computes the 2 forward products again (6 dots), and the forward loop stores 2
+    arrays a step fewer."""
+    rng = np.random.default_rng(3)
+    w = (rng.normal(size=(8, 8)) * 0.4).astype(np.float32)
+    x = rng.normal(size=(12, 16, 8)).astype(np.float32)
+    g = fusionjit.grad(_rnn_pair)
+    per_loop = _ops_per_loop(str(fusionjit.explain(g, static_argnums=2)(w, x, ck)))
+    assert len(per_loop) == 2
+    dots = sorted(ops.count("dot") for ops in per_loop.values())
+    stored = sorted(ops.count("dynamic-update-slice") for ops in per_loop.values())
+    assert dots == ([2, 6] if ck else [2, 4])
+    assert stored == ([0, 2] if ck else [0, 4])  # the carry and the ys (+ 2 products)
+    got = fusionjit.jit(g, static_argnums=2)(w, x, ck)
+    want = fusionjit.grad(lambda w, x: _rnn_pair(w, x, False))(w, x)  # eager
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=2e-5, atol=1e-4)
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError:
+        return
+
+    def jax_loss(w, x):
+        def body(h, xt):
+            a = jnp.tanh(xt + h @ w)
+            h = jnp.sin(a @ w) * 0.5 + h
+            return h, jnp.sum(h * a, axis=1)
+        h, ys = jax.lax.scan(body, jnp.zeros((16, 8)), x)
+        return jnp.sum(h) + jnp.sum(ys ** 2)
+
+    want = np.asarray(jax.grad(jax_loss)(w, x))
+    scale = float(np.max(np.abs(want)))
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-5 * scale)
+
+
+def test_checkpoint_computes_the_same_gradients_eagerly_jitted_and_vmapped():
+    """checkpoint as jax.checkpoint: static_argnums, keyword arguments, pytrees, a function
+    closing over a traced value (its program is traced once; the backward pass does not
+    call the Python function again), under vmap; and outside grad the function itself."""
+    rng = np.random.default_rng(4)
+    w = rng.normal(size=(3, 3)).astype(np.float32)
+    xs = rng.normal(size=(5, 3)).astype(np.float32)
+
+    def layer(p, x, act, scale=1.0):
+        return act(x @ p["w"]) * scale + p["b"]
+
+    def loss(w, x, ck):
+        p = {"w": w, "b": fnp.sin(w[0])}  # b: a value traced before the checkpoint
+        f = fusionjit.checkpoint(layer, static_argnums=(2,)) if ck else layer
+        return fnp.sum(f(p, x, fnp.tanh, scale=2.0) ** 2)
+
+    for args in [(w, xs[0]), (w * 0.5, xs[1])]:
+        want = fusionjit.grad(loss, argnums=(0, 1))(*args, False)
+        for got in (fusionjit.grad(loss, argnums=(0, 1))(*args, True),
+                    fusionjit.jit(fusionjit.grad(loss, argnums=(0, 1)), static_argnums=2)(
+                        *args, True)):
+            for a, b in zip(got, want):
+                np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+    per_example = fusionjit.jit(fusionjit.vmap(fusionjit.grad(loss), in_axes=(None, 0, None)),
+                                static_argnums=2)
+    want = np.stack([np.asarray(fusionjit.grad(loss)(w, x, False)) for x in xs])
+    np.testing.assert_allclose(np.asarray(per_example(w, xs, True)), want, rtol=1e-5, atol=1e-5)
+    # Outside grad: the function; a scan's step closing over a traced weight.
+    assert float(loss(w, xs[0], True)) == pytest.approx(float(loss(w, xs[0], False)), rel=1e-6)
+    step = fusionjit.checkpoint(lambda h, x: (fnp.tanh(h @ w + x),) * 2)
+    np.testing.assert_allclose(
+        np.asarray(fusionjit.jit(lambda xs: lax.scan(step, fnp.zeros(3), xs)[1])(xs)),
+        np.asarray(lax.scan(lambda h, x: (fnp.tanh(h @ w + x),) * 2, fnp.zeros(3), xs)[1]),
+        rtol=1e-6)
+    with pytest.raises(TypeError, match="test_autodiff.py:\\d+.*callable"):
+        fusionjit.checkpoint(3)
+
+
 def test_custom_vjp_replaces_the_backward_pass():
     # Gradient clipping as users write it with jax.custom_vjp, and nondiff_argnums.
     clip = fusionjit.custom_vjp(lambda x, bound: x, nondiff_argnums=(1,))

@@ -21,12 +21,12 @@ from fusionjit._src.interop import device_get, device_put
 from fusionjit._src.api import (Compiled, Lowered, ShapeDtypeStruct, clear_caches, disable_jit, jit,
                                 make_ir)
 from fusionjit._src.explain import Explanation, explain
-from fusionjit._src.api_util import (checkpoint, default_backend, device_count, eval_shape,
+from fusionjit._src.api_util import (default_backend, device_count, eval_shape,
                                      local_device_count, named_scope, process_count,
-                                     process_index, remat)
+                                     process_index)
 from fusionjit._src.array import Array
-from fusionjit._src.autodiff import (custom_vjp, grad, hessian, jacfwd, jacrev, jvp,
-                                     value_and_grad, vjp)
+from fusionjit._src.autodiff import (checkpoint, custom_vjp, grad, hessian, jacfwd, jacrev,
+                                     jvp, remat, value_and_grad, vjp)
 from fusionjit._src.batching import vmap
 from fusionjit._src.errors import (ConcretizationTypeError, TracerArrayConversionError,
                                    TracerBoolConversionError, TracerIntegerConversionError,

@@ -1,11 +1,9 @@
 """Small parts of JAX's top-level API that JAX code calls around ``jit``: ``eval_shape``,
-``named_scope``, ``checkpoint``/``remat`` (accepted; the backward pass does not
-rematerialise), and the device and process counts of a single-process, single-host runtime."""
+``named_scope``, and the device and process counts of a single-process, single-host runtime."""
 
 from __future__ import annotations
 
 import contextlib
-import functools
 from typing import Callable
 
 from fusionjit._src import core, tracing, tree_util
@@ -39,21 +37,6 @@ def named_scope(name: str):
     if not isinstance(name, str):
         raise TypeError(f"named_scope needs a string name, got {type(name).__name__}")
     return contextlib.nullcontext()
-
-
-def checkpoint(fun: Callable | None = None, *, prevent_cse: bool = True, policy=None,
-               static_argnums=()):
-    """``jax.checkpoint``: chooses what autodiff stores and what it recomputes. fusionjit's
-    backward pass keeps what the forward one computed (the compiler's fusion decides what
-    is recomputed inside a kernel), so the function is returned as it is (usable as a
-    decorator, with or without arguments)."""
-    if fun is None:
-        return functools.partial(checkpoint, prevent_cse=prevent_cse, policy=policy,
-                                 static_argnums=static_argnums)
-    return fun
-
-
-remat = checkpoint
 
 
 def default_backend() -> str:

@@ -331,8 +331,9 @@ def hessian(fun: Callable, argnums: int = 0):
 
 # --- custom gradients -----------------------------------------------------------------
 
-class _CustomVjpCall(core.Primitive):
-    """``fun``'s program with a user-given backward pass. Compiled, the program itself;
+class _ProgramCall(core.Primitive):
+    """A traced program called as one primitive whose backward pass is its own (a
+    ``custom_vjp``'s, or ``checkpoint``'s recomputation). Compiled, the program itself;
     outside any trace it runs as it is (each primitive eagerly)."""
 
     def bind(self, *args, **params):
@@ -341,7 +342,7 @@ class _CustomVjpCall(core.Primitive):
         return super().bind(*args, **params)
 
 
-custom_vjp_call_p = _CustomVjpCall("custom_vjp_call", multiple_results=True)
+custom_vjp_call_p = _ProgramCall("custom_vjp_call", multiple_results=True)
 
 
 @custom_vjp_call_p.def_abstract_eval
@@ -392,8 +393,7 @@ class custom_vjp:
         program, leaves, in_tree, out_tree = _trace(
             lambda *d: self.fun(*with_static(d)), tuple(diff),
             f"custom_vjp({getattr(self.fun, '__name__', 'fun')})")
-        closed = core.Program(program.constvars + program.invars, [], [], program.eqns,
-                              program.outvars, program.name)
+        closed = _closed(program)
         custom = _Custom(self, with_static, in_tree, out_tree, len(diff))
         outs = custom_vjp_call_p.bind(*program.consts, *leaves, program=closed, custom=custom,
                                       nconsts=len(program.consts))
@@ -426,6 +426,75 @@ def _custom_vjp_call_vjp(ct, invals, out, *, program, custom, nconsts):
         n = len(tree_util.tree_leaves(arg))
         leaves += [None] * n if c is None else tree_util.tree_leaves(c)
     return [None] * nconsts + leaves
+
+
+def checkpoint(fun: Callable | None = None, *, prevent_cse: bool = True, policy=None,
+               static_argnums: int | Sequence[int] = ()):
+    """``jax.checkpoint`` (``remat``): under ``grad``, ``fun``'s backward pass computes
+    ``fun``'s values again from its arguments instead of keeping them. Its use is a scan's
+    step: the forward loop then stores each step's inputs (the carry) rather than the
+    step's residuals, memory of T carries for a second forward computation of each step in
+    the backward loop. Outside ``grad``, ``fun`` as it is. Arguments in ``static_argnums``
+    are Python values passed as given. ``policy`` (which values to keep anyway) is
+    accepted; every value is computed again (JAX's default, ``nothing_saveable``).
+    ``prevent_cse`` is accepted: outside a loop the compiler may merge the two computations
+    of a value (then nothing is recomputed, and nothing is lost but memory)."""
+    if fun is None:
+        return functools.partial(checkpoint, prevent_cse=prevent_cse, policy=policy,
+                                 static_argnums=static_argnums)
+    if not callable(fun):
+        _fail(f"checkpoint: fun must be callable, got {type(fun).__name__}", TypeError)
+    static_nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+    name = getattr(fun, "__name__", "fun")
+
+    @functools.wraps(fun)
+    def wrapped(*args, **kwargs):
+        static = {i % len(args) for i in static_nums if -len(args) <= i < len(args)}
+        diff = [i for i in range(len(args)) if i not in static]
+
+        def call(*values):
+            full = list(args)
+            for i, v in zip(diff, values):
+                full[i] = v
+            return fun(*full, **kwargs)
+
+        if core.find_trace(tree_util.tree_leaves([args[i] for i in diff])) is None:
+            return fun(*args, **kwargs)  # nothing to differentiate: fun as it is
+        program, leaves, _, out_tree = _trace(call, tuple(args[i] for i in diff),
+                                              f"checkpoint({name})")
+        outs = checkpoint_p.bind(*program.consts, *leaves, program=_closed(program))
+        return tree_util.tree_unflatten(out_tree, outs)
+
+    return wrapped
+
+
+def _closed(program: core.Program) -> core.Program:
+    """``program`` with its constants as its first inputs."""
+    return core.Program(program.constvars + program.invars, [], [], program.eqns,
+                        program.outvars, program.name)
+
+
+checkpoint_p = _ProgramCall("checkpoint", multiple_results=True)
+
+
+@checkpoint_p.def_abstract_eval
+def _checkpoint_abstract_eval(*avals, program):
+    return program.out_avals
+
+
+@lowering.register(checkpoint_p)
+def _checkpoint_lower(ctx, avals_in, avals_out, *args, program):
+    return lowering.lower_eqns(ctx, program, list(args))
+
+
+@defvjp(checkpoint_p)
+def _checkpoint_vjp(ct, invals, out, *, program):
+    # The program's forward pass traced again here, in the backward pass, from its inputs.
+    _, pull = vjp(lambda *a: eval_program(program, list(a)), *invals)
+    return list(pull(list(ct)))
+
+
+remat = checkpoint
 
 
 from fusionjit._src import autodiff_rules  # noqa: E402,F401 (registers the rules)

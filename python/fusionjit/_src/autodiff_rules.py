@@ -7,9 +7,11 @@ reaches them."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
-from fusionjit._src import core
+from fusionjit._src import core, tracing
 from fusionjit._src import dtypes as dt
 from fusionjit._src.autodiff import defvjp, defvjp_forward, eval_program, vjp
 from fusionjit._src.lax import control_flow as cf
@@ -440,58 +442,174 @@ def _plus(a, b):
     return [ew.add(x, y) if dt.is_float(_aval(x).dtype) else x for x, y in zip(a, b)]
 
 
-def _scan_step(program, consts, num_carry):
-    def step(k, c, x):
-        outs = eval_program(program, [*k, *c, *x])
-        return list(outs[:num_carry]), list(outs[num_carry:])
-
-    def forward(c, x):  # the next carry, and what the step outputs and started from
-        new_c, ys = step(consts, c, x)
-        return new_c, (ys, list(c))
-
-    return step, forward
-
-
 def _split_scan_operands(invals, num_consts, num_carry):
     return (list(invals[:num_consts]), list(invals[num_consts:num_consts + num_carry]),
             list(invals[num_consts + num_carry:]))
 
 
+def _ids(vars_) -> list:
+    return [id(v) for v in vars_ if isinstance(v, core.Var)]
+
+
+def _needed(eqns, known, wanted) -> tuple[list, set]:
+    """Those of ``eqns`` that compute ``wanted`` (variables) from the variables whose ids
+    are ``known``, in order, and the known ids they read."""
+    need = {i for i in _ids(wanted) if i not in known}
+    reached = {i for i in _ids(wanted) if i in known}
+    chosen = []
+    for e in reversed(eqns):
+        if any(id(v) in need for v in e.outvars):
+            chosen.append(e)
+            for i in _ids(e.invars):
+                (reached if i in known else need).add(i)
+    return chosen[::-1], reached
+
+
+def _values(env: dict, vars_) -> list:
+    return [np.asarray(v.value, v.aval.dtype) if isinstance(v, core.Literal) else env[id(v)]
+            for v in vars_]
+
+
+def _eval_needed(eqns, env: dict, wanted) -> None:
+    """Binds those of ``eqns`` that ``wanted`` needs and ``env`` does not hold yet, adding
+    their results to ``env``."""
+    for e in _needed(eqns, env, wanted)[0]:
+        outs = e.prim.bind(*_values(env, e.invars), **e.params)
+        for v, val in zip(e.outvars, outs if e.prim.multiple_results else [outs]):
+            env[id(v)] = val
+
+
+# The results a scan's forward loop keeps for its backward loop, where the backward pass
+# reads them: those of operations that cost more to compute again than to store and load
+# (products, reductions, loops, branches, sorts, random bits). What elementwise and shape
+# operations compute from them (and from the carry) is computed again, fused into the
+# backward loop's kernels, as XLA fuses it into its consumers.
+_KEPT = frozenset({
+    "dot_general", "reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and",
+    "reduce_or", "argmax", "argmin", "scan", "while", "cond", "sort_key_val", "threefry2x32",
+    "custom_vjp_call"})
+
+
+class _StepVjp:
+    """A scan step's forward and backward passes, traced once as one program
+    ``(consts, carry, x, carry cotangent, y cotangent) -> (carry, y, carry cotangent,
+    consts' cotangents, x cotangent)``. The forward loop keeps, stacked, the residuals of
+    each step: the values the backward pass reads that change from step to step and cost
+    more to compute again than to store (see ``_KEPT``), and the carry the step started
+    from where the backward pass computes something again from it. The backward loop reads
+    them, and the step's x and outputs y, and computes the rest again. A step wrapped in
+    ``checkpoint`` keeps its carry only: its values are computed again by its backward
+    pass (memory of T carries, not of T steps' products)."""
+
+    def __init__(self, program, consts, init, xs, num_carry):
+        self.num_consts, self.num_carry = len(consts), num_carry
+        avals = [_aval(v) for v in [*consts, *init]]
+        avals += [core.ShapedArray(_aval(x).shape[1:], _aval(x).dtype, _aval(x).weak_type)
+                  for x in xs]
+        n_y = len(program.out_avals) - num_carry
+        avals += [_aval(v) for v in init] + list(program.out_avals[num_carry:])
+        k, n, m = len(consts), len(consts) + num_carry, len(avals) - num_carry - n_y
+        cut: list[int] = []
+
+        def joint(*v):
+            step = functools.partial(self._step, program)
+            (new_c, ys), pull = vjp(step, list(v[:k]), list(v[k:n]), list(v[n:m]))
+            cut.append(len(core.current_trace().eqns))
+            gk, gc, gx = pull((list(v[m:m + num_carry]), list(v[m + num_carry:])))
+            return [*new_c, *ys, *gc, *gk, *gx]
+
+        self.joint = p = tracing.trace_to_program(joint, avals, "scan step's backward pass")
+        self.forward_eqns = forward_eqns = p.eqns[:cut[0]]
+        self.k_vars, self.c_vars = p.invars[:k], p.invars[k:n]
+        self.x_vars, self.g_vars = p.invars[n:m], p.invars[m:]
+        self.step_outs, self.grad_outs = p.outvars[:num_carry + n_y], p.outvars[num_carry + n_y:]
+        # Values that change from step to step: those computed from the carry or x; of
+        # them, the results kept (if read) and the step's outputs y (read from the loop's).
+        varying = set(_ids(self.c_vars)) | set(_ids(self.x_vars))
+        keepable = {id(v): v for v in self.c_vars}
+        for e in forward_eqns:
+            if any(i in varying for i in _ids(e.invars)):
+                varying.update(_ids(e.outvars))
+                if e.prim.name in _KEPT:
+                    keepable.update((id(v), v) for v in e.outvars)
+        ys = self.step_outs[num_carry:]
+        self.ys_read = [j for j, v in enumerate(ys) if id(v) in varying]
+        known = set(_ids([*self.k_vars, *self.x_vars, *self.g_vars])) | set(keepable)
+        known |= {id(ys[j]) for j in self.ys_read}
+        _, reached = _needed(p.eqns, known, self.grad_outs)
+        self.residuals = [v for i, v in keepable.items()
+                          if i in reached and i not in {id(ys[j]) for j in self.ys_read}]
+        self.ys_read = [j for j in self.ys_read if id(ys[j]) in reached]
+
+    @staticmethod
+    def _step(program, k, c, x):
+        outs = eval_program(program, [*k, *c, *x])
+        return list(outs[:len(c)]), list(outs[len(c):])
+
+    def _env(self, consts) -> dict:
+        p = self.joint
+        env = {id(v): val for v, val in zip(p.constvars, p.consts)}
+        env.update((id(v), val) for v, val in zip(self.k_vars, consts))
+        return env
+
+    def forward(self, consts):
+        """The forward step ``(carry, x) -> (carry, (ys, residuals))``."""
+        def step(c, x):
+            env = self._env(consts)
+            env.update((id(v), val) for v, val in zip(self.c_vars, c))
+            env.update((id(v), val) for v, val in zip(self.x_vars, x))
+            _eval_needed(self.forward_eqns, env, [*self.step_outs, *self.residuals])
+            outs = _values(env, self.step_outs)
+            return outs[:self.num_carry], (outs[self.num_carry:],
+                                           _values(env, self.residuals))
+        return step
+
+    def backward(self, consts):
+        """The backward step ``((carry cotangent, consts' cotangents), (residuals, x,
+        y cotangent)) -> (..., x cotangent)``."""
+        def step(acc, inputs):
+            (g_carry, g_consts), (res, x, g_y, ys) = acc, inputs
+            env = self._env(consts)
+            env.update((id(v), val) for v, val in zip(self.residuals, res))
+            env.update((id(self.step_outs[self.num_carry + j]), val)
+                       for j, val in zip(self.ys_read, ys))
+            env.update((id(v), val) for v, val in zip(self.x_vars, x))
+            env.update((id(v), val) for v, val in zip(self.g_vars, [*g_carry, *g_y]))
+            _eval_needed(self.joint.eqns, env, self.grad_outs)
+            g = _values(env, self.grad_outs)
+            gc, gk = g[:self.num_carry], g[self.num_carry:self.num_carry + self.num_consts]
+            return (gc, _plus(g_consts, gk)), g[self.num_carry + self.num_consts:]
+        return step
+
+
 @defvjp_forward(cf.scan_p)
 def _scan_forward(invals, *, program, num_consts, num_carry, length, reverse, unroll):
-    # One scan for the outputs and the carries each step started from (the backward
-    # pass's residuals), not a second scan of the forward steps for the latter.
+    # One loop computes the outputs and keeps the backward pass's residuals.
     consts, init, xs = _split_scan_operands(invals, num_consts, num_carry)
-    _, forward = _scan_step(program, consts, num_carry)
-    final, (ys, carries) = cf.scan(forward, init, xs, length=length, reverse=reverse,
-                                   unroll=unroll)
-    return [*final, *ys], carries
+    split = _StepVjp(program, consts, init, xs, num_carry)
+    final, (ys, res) = cf.scan(split.forward(consts), init, xs, length=length,
+                               reverse=reverse, unroll=unroll)
+    return [*final, *ys], (split, res)
 
 
 @defvjp(cf.scan_p)
 def _scan(ct, invals, out, *, program, num_consts, num_carry, length, reverse, unroll,
           residuals=None):
-    # The carries each step started from (kept by the forward pass, or by a scan of the
-    # forward steps); then a scan the other way applying each step's backward pass to the
-    # carry's cotangent, summing the constants' cotangents and stacking the inputs'.
+    # The residuals (kept by the forward pass, or by a loop of the forward steps run for
+    # them); then a loop the other way applying each step's backward pass to the carry's
+    # cotangent, summing the constants' cotangents and stacking the inputs'.
     consts, init, xs = _split_scan_operands(invals, num_consts, num_carry)
+    if residuals is None:
+        split = _StepVjp(program, consts, init, xs, num_carry)
+        _, (_, res) = cf.scan(split.forward(consts), init, xs, length=length,
+                              reverse=reverse, unroll=unroll)
+    else:
+        split, res = residuals
     ct_carry, ct_ys = list(ct[:num_carry]), list(ct[num_carry:])
-    step, forward = _scan_step(program, consts, num_carry)
-    carries = residuals
-    if carries is None:
-        _, (_, carries) = cf.scan(forward, init, xs, length=length, reverse=reverse,
-                                  unroll=unroll)
-
-    def backward(acc, inputs):
-        g_carry, g_consts = acc
-        c, x, g_y = inputs
-        _, pull = vjp(step, consts, c, x)
-        gk, gc, gx = pull((list(g_carry), list(g_y)))
-        return (list(gc), _plus(g_consts, gk)), list(gx)
-
     (ct_init, ct_consts), ct_xs = cf.scan(
-        backward, (ct_carry, _zeros_of(consts)), (carries, xs, ct_ys), length=length,
-        reverse=not reverse, unroll=unroll)
+        split.backward(consts), (ct_carry, _zeros_of(consts)),
+        (res, xs, ct_ys, [out[num_carry + j] for j in split.ys_read]),
+        length=length, reverse=not reverse, unroll=unroll)
     return [*ct_consts, *ct_init, *ct_xs]
 
 

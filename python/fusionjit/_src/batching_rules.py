@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from fusionjit._src import core, tree_util
+from fusionjit._src import core, tracing, tree_util
 from fusionjit._src import dtypes as dt
-from fusionjit._src.autodiff import custom_vjp, custom_vjp_call_p
+from fusionjit._src.autodiff import checkpoint_p, custom_vjp, custom_vjp_call_p
 from fusionjit._src.batching import (batch_function, batch_program, batched_outputs,
                                      broadcast_batch, defbatch, move_axis, vmap)
 from fusionjit._src.lax import control_flow as cf
@@ -384,6 +384,23 @@ def _cond(size, vals, bats, *, branches, nconsts):
 
 
 # --- custom gradients -----------------------------------------------------------------
+
+@defbatch(checkpoint_p)
+def _checkpoint(size, vals, bats, *, program):
+    # The batched program, still recomputed by its backward pass.
+    out_bats: list = []
+
+    def batched(*v):
+        outs, b = batch_program(program, v, bats, size)
+        out_bats.extend(b)
+        return outs
+
+    traced = tracing.trace_to_program(batched, [core.get_aval(v) for v in vals],
+                                      program.name)
+    closed = core.Program(traced.constvars + traced.invars, [], [], traced.eqns,
+                          traced.outvars, traced.name)
+    return checkpoint_p.bind(*traced.consts, *vals, program=closed), out_bats
+
 
 @defbatch(custom_vjp_call_p)
 def _custom_vjp_call(size, vals, bats, *, program, custom, nconsts):
