@@ -4,8 +4,10 @@ primitive bound again, so it runs eagerly or records into an enclosing ``jit`` t
 its cotangents are then propagated backward by a rule per primitive (the rules are written
 with ``lax``, so the backward pass fuses and compiles like any other code under ``jit``).
 ``scan`` and ``cond``/``switch`` are differentiated by scans and switches of the body's
-backward pass; ``while_loop`` (whose trip count is not known ahead) and sorting have no
-rule: a gradient through them raises an error that names the user's line."""
+backward pass; a ``while_loop`` (whose trip count is not known ahead) only where the
+derivative passes through it unchanged or does not reach it, as in JAX; sorting has no
+rule. A gradient through what has none raises an error that names the user's line. Only the
+values computed from the differentiated inputs get cotangents (JAX's symbolic zeros)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from fusionjit._src.lax import reductions as red
 Rule = Callable[..., Sequence[Any]]
 _VJP: dict[core.Primitive, Rule] = {}
 _FWD: dict[core.Primitive, Callable] = {}  # defvjp_forward
+_VJP_ACTIVE: dict[core.Primitive, Callable] = {}  # defvjp_active
 
 
 def _fail(message: str, exc_type=TypeError):
@@ -49,6 +52,30 @@ def defvjp_forward(*prims: core.Primitive):
             _FWD[p] = forward
         return forward
     return register
+
+
+def defvjp_active(*prims: core.Primitive):
+    """Registers ``rule(ct, active, source=, **params) -> cotangents`` for primitives differentiable
+    only in part (a while loop: through the carries it passes on unchanged): ``ct`` holds
+    None for an output with no cotangent, ``active`` whether each operand is computed from
+    the differentiated inputs (JAX's non-zero tangents), so that the rule can tell the part
+    it cannot differentiate from the part no derivative reaches."""
+    def register(rule: Callable) -> Callable:
+        for p in prims:
+            _VJP_ACTIVE[p] = rule
+        return rule
+    return register
+
+
+def active_vars(program: core.Program, inputs=None) -> set:
+    """The ids of the float variables of ``program`` computed from its (float) inputs, or
+    from those of them whose ids are in ``inputs``: the values a derivative reaches."""
+    active = {id(v) for v in program.invars if _is_float(v.aval)
+              and (inputs is None or id(v) in inputs)}
+    for eqn in program.eqns:
+        if any(isinstance(v, core.Var) and id(v) in active for v in eqn.invars):
+            active.update(id(v) for v in eqn.outvars if _is_float(v.aval))
+    return active
 
 
 # --- the transformation ---------------------------------------------------------------
@@ -95,8 +122,10 @@ def eval_program(program: core.Program, args) -> list:
 def _backward(program: core.Program, env: dict, out_cts) -> list:
     cts: dict = {}
 
-    def add(var, ct):
-        if ct is None or isinstance(var, core.Literal) or not _is_float(var.aval):
+    active = active_vars(program)
+
+    def add(var, ct):  # (a value the inputs do not reach needs none)
+        if ct is None or isinstance(var, core.Literal) or id(var) not in active:
             return
         ct = _as_aval(ct, var.aval)
         cts[id(var)] = ct if id(var) not in cts else ew.add(cts[id(var)], ct)
@@ -105,14 +134,19 @@ def _backward(program: core.Program, env: dict, out_cts) -> list:
         add(var, ct)
     for eqn in reversed(program.eqns):
         outs = [cts.pop(id(v), None) for v in eqn.outvars]
-        if all(ct is None for ct in outs) or not any(
-                isinstance(v, core.Var) and _is_float(v.aval) for v in eqn.invars):
-            continue  # nothing to pass back to (an iota, random bits)
+        reached = [isinstance(v, core.Var) and id(v) in active for v in eqn.invars]
+        if all(ct is None for ct in outs) or not any(reached):
+            continue  # nothing to pass back to (an iota, random bits, constants' arithmetic)
+        if eqn.prim in _VJP_ACTIVE:
+            for var, c in zip(eqn.invars, _VJP_ACTIVE[eqn.prim](outs, reached, source=eqn.source,
+                                                               **eqn.params)):
+                add(var, c)
+            continue
         rule = _VJP.get(eqn.prim)
         if rule is None:
             raise NotImplementedError(
                 f"{eqn.source}: fusionjit.grad has no rule for '{eqn.prim.name}' yet "
-                f"(while loops and sorting are not differentiable in this version); wrap "
+                f"(sorting is not differentiable in this version); wrap "
                 f"what does not need a gradient in lax.stop_gradient")
         if eqn.prim.multiple_results:
             ct = [c if c is not None else _zeros(v.aval) for c, v in zip(outs, eqn.outvars)]

@@ -13,7 +13,8 @@ import numpy as np
 
 from fusionjit._src import core, tracing
 from fusionjit._src import dtypes as dt
-from fusionjit._src.autodiff import defvjp, defvjp_forward, eval_program, vjp
+from fusionjit._src.autodiff import (active_vars, defvjp, defvjp_active, defvjp_forward,
+                                     eval_program, vjp)
 from fusionjit._src.lax import control_flow as cf
 from fusionjit._src.lax import elementwise as ew
 from fusionjit._src.lax import reductions as red
@@ -611,6 +612,44 @@ def _scan(ct, invals, out, *, program, num_consts, num_carry, length, reverse, u
         (res, xs, ct_ys, [out[num_carry + j] for j in split.ys_read]),
         length=length, reverse=not reverse, unroll=unroll)
     return [*ct_consts, *ct_init, *ct_xs]
+
+
+@defvjp_active(cf.while_p)
+def _while(ct, active, *, source, cond_program, body_program, cond_nconsts, body_nconsts):
+    # Reverse mode needs a loop's trip count ahead (JAX alike): only the carries the body
+    # passes on unchanged are differentiable (their cotangent passes through); carries no
+    # derivative reaches (computed from constants, or from integers) and carries no
+    # cotangent reaches (their results unused) need none.
+    body = body_program
+    carries = body.invars[body_nconsts:]
+    reached = {id(v) for v, a in zip(body.invars, active[cond_nconsts:]) if a}
+    while True:  # what the derivative reaches after any number of steps
+        inside = active_vars(body, reached)
+        more = {id(c) for c, out in zip(carries, body.outvars) if id(out) in inside}
+        if more <= reached:
+            break
+        reached |= more
+    # The carries a cotangent reaches: those of the outputs that have one, and those their
+    # steps read.
+    reads = [active_vars(body, {id(c)}) for c in carries]
+    needed = {k for k, g in enumerate(ct) if g is not None}
+    while True:
+        more = {i for i in range(len(carries)) if i not in needed
+                and any(id(body.outvars[j]) in reads[i] for j in needed)}
+        if not more:
+            break
+        needed |= more
+    result = [None] * (cond_nconsts + body_nconsts)
+    for k, (c, out) in enumerate(zip(carries, body.outvars)):
+        if id(c) in reached and k in needed and out is not c:
+            raise NotImplementedError(
+                f"{source}: fusionjit.grad cannot differentiate through a "
+                f"while_loop whose carry {k} ({c.aval.str_short()}) changes with the "
+                f"differentiated inputs: reverse mode needs the number of steps ahead, as in "
+                f"JAX; use lax.scan, or lax.fori_loop with static bounds, or wrap what needs "
+                f"no gradient in lax.stop_gradient")
+        result.append(ct[k] if id(c) in reached and k in needed else None)
+    return result
 
 
 @defvjp(cf.cond_p)
