@@ -652,7 +652,9 @@ double CostModel::TimeUs(const KernelCost& c) const {
   double cached = std::min(bytes, target.cache_bytes);
   double memory_us = cached / target.bytes_per_us + (bytes - cached) / target.dram_bytes_per_us;
   auto [vector, scalar] = VectorAndScalarOps(c, target);
-  double us = std::max(memory_us, vector / target.flops_per_us + scalar / target.scalar_ops_per_us);
+  bool whole_loop = c.kernel && c.kernel->opcode() == Opcode::kFusion && c.kernel->fusion_kind() == FusionKind::kWholeLoop;
+  double rate = whole_loop ? target.whole_loop_flops_per_us : target.flops_per_us;
+  double us = std::max(memory_us, vector / rate + scalar / target.scalar_ops_per_us);
   if (!RunsInParallel(c, target)) {
     us *= target.serial_slowdown;
   } else {
