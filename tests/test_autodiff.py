@@ -517,6 +517,26 @@ def test_grad_goes_around_while_loops_it_need_not_differentiate():
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-5)
 
 
+@pytest.mark.parametrize("ignored_by", ["cond", "scan"])
+def test_grad_goes_around_a_while_loop_whose_result_is_ignored(ignored_by):
+    """A while loop's changing carry passed to branches that do not use it, or as a scan's
+    carry that the step overwrites: no cotangent reaches the loop (JAX's symbolic zero;
+    seeds 20093, 20100 and 30100 of the loop gradient fuzzer, where the backward passes of
+    cond and scan gave it an explicit zero)."""
+    def f(x):
+        c = lax.while_loop(lambda c: c[1] < 3, lambda c: (fnp.sin(c[0]), c[1] + 1), (x, 0))[0]
+        if ignored_by == "cond":
+            return lax.cond(x[0] > 0, lambda a, b: fnp.sum(b * 2.0), lambda a, b: fnp.sum(b),
+                            c, x)
+        step = lambda h, _: ((h[1] * 2.0, h[1]), None)  # noqa: E731
+        return fnp.sum(lax.scan(step, (c, x), None, length=2)[0][0]) * 0.5
+
+    for x in (np.array([0.5, -1.0], np.float32), np.array([-0.5, 1.0], np.float32)):
+        slope = 2.0 if ignored_by == "cond" and x[0] > 0 else 1.0
+        np.testing.assert_allclose(np.asarray(fusionjit.jit(fusionjit.grad(f))(x)), [slope] * 2)
+        np.testing.assert_allclose(np.asarray(fusionjit.grad(f)(x)), [slope] * 2)
+
+
 def test_grad_errors_name_the_users_line():
     x = np.ones(3, np.float32)
     with pytest.raises(TypeError, match="scalar floating-point output"):

@@ -611,7 +611,27 @@ def _scan(ct, invals, out, *, program, num_consts, num_carry, length, reverse, u
         split.backward(consts), (ct_carry, _zeros_of(consts)),
         (res, xs, ct_ys, [out[num_carry + j] for j in split.ys_read]),
         length=length, reverse=not reverse, unroll=unroll)
-    return [*ct_consts, *ct_init, *ct_xs]
+    cts = [*ct_consts, *ct_init, *ct_xs]
+    if length == 0:
+        return cts
+    # An operand no output is computed from gets no cotangent (JAX's symbolic zero): a
+    # carry the step overwrites, a while loop's result passed in as one.
+    carries = program.invars[num_consts:num_consts + num_carry]
+    outs = set(_ids(program.outvars))
+    return [g if outs & _reached_in_loop(program, carries, {id(v)}) else None
+            for g, v in zip(cts, program.invars)]
+
+
+def _reached_in_loop(body, carries, seeds) -> set:
+    """The ids of the float values of a loop's step computed from ``seeds`` (ids of its
+    inputs) after any number of steps: a carry they reach feeds the next step."""
+    reached = set(seeds)
+    while True:
+        inside = active_vars(body, reached)
+        more = {id(c) for c, out in zip(carries, body.outvars) if id(out) in inside}
+        if more <= reached:
+            return inside
+        reached |= more
 
 
 @defvjp_active(cf.while_p)
@@ -622,13 +642,8 @@ def _while(ct, active, *, source, cond_program, body_program, cond_nconsts, body
     # cotangent reaches (their results unused) need none.
     body = body_program
     carries = body.invars[body_nconsts:]
-    reached = {id(v) for v, a in zip(body.invars, active[cond_nconsts:]) if a}
-    while True:  # what the derivative reaches after any number of steps
-        inside = active_vars(body, reached)
-        more = {id(c) for c, out in zip(carries, body.outvars) if id(out) in inside}
-        if more <= reached:
-            break
-        reached |= more
+    reached = _reached_in_loop(body, carries, {id(v) for v, a in zip(body.invars,
+                                                                    active[cond_nconsts:]) if a})
     # The carries a cotangent reaches: those of the outputs that have one, and those their
     # steps read.
     reads = [active_vars(body, {id(c)}) for c in carries]
@@ -673,4 +688,12 @@ def _cond(ct, invals, out, *, branches, nconsts):
 
     g_consts, g_operands = cf.switch(index, [backward(k) for k in range(len(branches))],
                                      consts, operands, list(ct))
-    return [None, *g_consts, *g_operands]
+    # What no branch's outputs are computed from gets no cotangent (JAX's symbolic zero):
+    # a while loop's carry passed to branches that ignore it needs no derivative.
+    read = [False] * (total + len(operands))
+    for k, branch in enumerate(branches):
+        outs = set(_ids(branch.outvars))
+        for j, v in enumerate(branch.invars):
+            if outs & active_vars(branch, {id(v)}):
+                read[starts[k] + j if j < nconsts[k] else total + j - nconsts[k]] = True
+    return [None] + [g if r else None for g, r in zip([*g_consts, *g_operands], read)]
