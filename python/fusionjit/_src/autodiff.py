@@ -31,15 +31,19 @@ def _fail(message: str, exc_type=TypeError):
     raise exc_type(errors.located(message, errors.user_location()))
 
 
+def _registrar(table: dict, prims) -> Callable:
+    def register(rule: Callable) -> Callable:
+        for p in prims:
+            table[p] = rule
+        return rule
+    return register
+
+
 def defvjp(*prims: core.Primitive):
     """Registers ``rule(ct, invals, out, **params) -> cotangents`` for the primitives:
     ``ct`` is the output's cotangent (a list for primitives with several results), the
     result one cotangent (or None: zero) per operand."""
-    def register(rule: Rule) -> Rule:
-        for p in prims:
-            _VJP[p] = rule
-        return rule
-    return register
+    return _registrar(_VJP, prims)
 
 
 def defvjp_forward(*prims: core.Primitive):
@@ -47,24 +51,17 @@ def defvjp_forward(*prims: core.Primitive):
     backward rule needs values the forward pass computes anyway (a scan's carry at each
     step): the forward pass of ``vjp`` binds it instead of the primitive, and the rule gets
     ``residuals=`` (computed apart, they cost a second copy of the forward loop)."""
-    def register(forward: Callable) -> Callable:
-        for p in prims:
-            _FWD[p] = forward
-        return forward
-    return register
+    return _registrar(_FWD, prims)
 
 
 def defvjp_active(*prims: core.Primitive):
-    """Registers ``rule(ct, active, source=, **params) -> cotangents`` for primitives differentiable
-    only in part (a while loop: through the carries it passes on unchanged): ``ct`` holds
-    None for an output with no cotangent, ``active`` whether each operand is computed from
-    the differentiated inputs (JAX's non-zero tangents), so that the rule can tell the part
-    it cannot differentiate from the part no derivative reaches."""
-    def register(rule: Callable) -> Callable:
-        for p in prims:
-            _VJP_ACTIVE[p] = rule
-        return rule
-    return register
+    """Registers ``rule(ct, active, source=, **params) -> cotangents`` for primitives
+    differentiable only in part (a while loop: through the carries it passes on
+    unchanged): ``ct`` holds None for an output with no cotangent, ``active`` whether each
+    operand is computed from the differentiated inputs (JAX's non-zero tangents), so that
+    the rule can tell the part it cannot differentiate from the part no derivative
+    reaches; ``source`` is the primitive's line, for errors."""
+    return _registrar(_VJP_ACTIVE, prims)
 
 
 def active_vars(program: core.Program, inputs=None) -> set:
