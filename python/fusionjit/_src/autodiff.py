@@ -424,7 +424,7 @@ class custom_vjp:
         program, leaves, in_tree, out_tree = _trace(
             lambda *d: self.fun(*with_static(d)), tuple(diff),
             f"custom_vjp({getattr(self.fun, '__name__', 'fun')})")
-        closed = _closed(program)
+        closed = closed_program(program)
         custom = _Custom(self, with_static, in_tree, out_tree, len(diff))
         outs = custom_vjp_call_p.bind(*program.consts, *leaves, program=closed, custom=custom,
                                       nconsts=len(program.consts))
@@ -493,13 +493,13 @@ def checkpoint(fun: Callable | None = None, *, prevent_cse: bool = True, policy=
             return fun(*args, **kwargs)  # nothing to differentiate: fun as it is
         program, leaves, _, out_tree = _trace(call, tuple(args[i] for i in diff),
                                               f"checkpoint({name})")
-        outs = checkpoint_p.bind(*program.consts, *leaves, program=_closed(program))
+        outs = checkpoint_p.bind(*program.consts, *leaves, program=closed_program(program))
         return tree_util.tree_unflatten(out_tree, outs)
 
     return wrapped
 
 
-def _closed(program: core.Program) -> core.Program:
+def closed_program(program: core.Program) -> core.Program:
     """``program`` with its constants as its first inputs."""
     return core.Program(program.constvars + program.invars, [], [], program.eqns,
                         program.outvars, program.name)

@@ -13,7 +13,8 @@ import numpy as np
 
 from fusionjit._src import core, tracing, tree_util
 from fusionjit._src import dtypes as dt
-from fusionjit._src.autodiff import checkpoint_p, custom_vjp, custom_vjp_call_p
+from fusionjit._src.autodiff import (checkpoint_p, closed_program, custom_vjp,
+                                     custom_vjp_call_p)
 from fusionjit._src.batching import (batch_function, batch_program, batched_outputs,
                                      broadcast_batch, defbatch, move_axis, vmap)
 from fusionjit._src.lax import control_flow as cf
@@ -397,9 +398,7 @@ def _checkpoint(size, vals, bats, *, program):
 
     traced = tracing.trace_to_program(batched, [core.get_aval(v) for v in vals],
                                       program.name)
-    closed = core.Program(traced.constvars + traced.invars, [], [], traced.eqns,
-                          traced.outvars, traced.name)
-    return checkpoint_p.bind(*traced.consts, *vals, program=closed), out_bats
+    return checkpoint_p.bind(*traced.consts, *vals, program=closed_program(traced)), out_bats
 
 
 @defbatch(custom_vjp_call_p)
