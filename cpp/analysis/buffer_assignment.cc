@@ -55,6 +55,19 @@ int InPlaceUpdateParameter(const Computation& fused) {
   return static_cast<int>(target->parameter_number());
 }
 
+KernelTraffic KernelBytes(const Instruction* kernel, bool in_place) {
+  KernelTraffic t;
+  for (const Instruction* op : kernel->operands()) t.bytes_read += op->shape().ByteSize();
+  t.bytes_written = kernel->shape().ByteSize();
+  int slot = in_place ? InPlaceUpdateOperand(kernel) : -1;
+  const Instruction* root = slot >= 0 ? kernel->fused_computation()->root() : nullptr;
+  if (root && root->opcode() == Opcode::kDynamicUpdateSlice) {
+    t.bytes_read -= kernel->operand(slot)->shape().ByteSize();
+    t.bytes_written = root->operand(1)->shape().ByteSize();
+  }
+  return t;
+}
+
 bool ReadsOnlyAtOwnPositions(const Instruction* kernel, int slot, int output) {
   if (kernel->opcode() != Opcode::kFusion) return false;
   if (InPlaceUpdateOperand(kernel) == slot && output == 0) return true;

@@ -122,6 +122,15 @@ int InPlaceUpdateOperand(const Instruction* kernel);
 // The same for a kernel's fused computation: the parameter number, or -1.
 int InPlaceUpdateParameter(const Computation& fused);
 
+// The bytes a kernel moves: its operands read, its output written. An update in place
+// (`in_place`: its output shares the buffer of its InPlaceUpdateOperand) reads and writes
+// its update, not the buffer it lands in.
+struct KernelTraffic {
+  int64_t bytes_read = 0;
+  int64_t bytes_written = 0;
+};
+KernelTraffic KernelBytes(const Instruction* kernel, bool in_place);
+
 // Whether kernel `kernel` reads operand `slot` only at the positions of the elements it
 // writes to its output `output` (elementwise paths, reshapes of equal size), so that the
 // output may share the operand's buffer. An in-place update's operand qualifies too.

@@ -241,18 +241,11 @@ py::list KernelGraph(const Module& module, const Target& target) {
       outputs.append(root->name());
     }
     KernelCost cost = EstimateKernel(k);
-    // An update in place reads and writes its update, not the buffer it lands in.
-    int64_t bytes_read = 0;
-    for (const Instruction* op : k->operands()) bytes_read += op->shape().ByteSize();
-    int64_t bytes_written = k->shape().ByteSize();
-    int slot = InPlaceUpdateOperand(k);
-    if (slot >= 0 && root->opcode() == Opcode::kDynamicUpdateSlice) {
-      bytes_read -= k->operand(slot)->shape().ByteSize();
-      bytes_written = root->operand(1)->shape().ByteSize();
-    }
+    // (explain's plan has no buffer assignment: an update that may go in place is shown so.)
+    KernelTraffic traffic = KernelBytes(k, InPlaceUpdateOperand(k) >= 0);
     out.append(py::dict("name"_a = k->name(), "kind"_a = std::string(FusionKindName(k->fusion_kind())),
-                        "ops"_a = ops, "inputs"_a = inputs, "outputs"_a = outputs, "bytes_read"_a = bytes_read,
-                        "bytes_written"_a = bytes_written, "loop"_a = loop_name,
+                        "ops"_a = ops, "inputs"_a = inputs, "outputs"_a = outputs, "bytes_read"_a = traffic.bytes_read,
+                        "bytes_written"_a = traffic.bytes_written, "loop"_a = loop_name,
                         "estimated_us"_a = model.TimeUs(cost), "flops"_a = cost.flops, "bytes"_a = cost.bytes()));
   }
   }

@@ -166,15 +166,9 @@ KernelInfo ProgramEmitter::Describe(const Instruction* instr, const std::string&
   info.name = name;
   info.fusion = instr->name();
   info.kind = kind;
-  for (const Instruction* op : instr->operands()) info.bytes_read += op->shape().ByteSize();
-  info.bytes_written = instr->shape().ByteSize();
-  // An update in place reads and writes its update, not the buffer it lands in.
-  int slot = buffers_.WritesInPlace(instr) ? InPlaceUpdateOperand(instr) : -1;
-  const Instruction* root = slot >= 0 ? instr->fused_computation()->root() : nullptr;
-  if (root && root->opcode() == Opcode::kDynamicUpdateSlice) {
-    info.bytes_read -= instr->operand(slot)->shape().ByteSize();
-    info.bytes_written = root->operand(1)->shape().ByteSize();
-  }
+  KernelTraffic traffic = KernelBytes(instr, buffers_.WritesInPlace(instr));
+  info.bytes_read = traffic.bytes_read;
+  info.bytes_written = traffic.bytes_written;
   return info;
 }
 
