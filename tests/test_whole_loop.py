@@ -649,3 +649,118 @@ def test_a_vmapped_step_that_stacks_its_state_runs_as_one_kernel():
     np.testing.assert_array_equal(got[1], want[1])
     np.testing.assert_allclose(got[0], want[0], rtol=1e-6, atol=1e-7)
     assert got[1].any()
+
+
+def newton_sqrt(a):
+    """One example's while loop: how many steps it takes depends on its value."""
+    def body(c):
+        x, n = c
+        return 0.5 * (x + a / x), n + 1
+    return lax.while_loop(lambda c: fnp.abs(c[0] * c[0] - a) > 1e-4 * a, body, (a, 0))
+
+
+def newton_sqrt_numpy(a):
+    xs, ns = [], []
+    for v in a:
+        x, n = v, 0
+        while np.abs(x * x - v) > np.float32(1e-4) * v:
+            x, n = np.float32(0.5) * (x + v / x), n + 1
+        xs.append(x)
+        ns.append(n)
+    return np.array(xs, np.float32), np.array(ns, np.int32)
+
+
+@pytest.mark.parametrize("n", [4099, 64, 17, 1])
+def test_a_vmapped_while_loop_runs_as_one_kernel_whose_lanes_stop_one_by_one(n):
+    a = RNG.uniform(0.01, 100, n).astype(np.float32)
+    a[::5] = 1.0   # done before the first step
+    a[1::7] = 9e4  # the longest
+    f = fusionjit.vmap(newton_sqrt)
+    (d,) = decisions(f, a)
+    assert d["fuse"] and "lanes stop one by one" in d["reason"]
+    assert fusionjit.testing.launch_counts(f)(a)["loops"] == []
+    got = fusionjit.jit(f)(a)
+    want = fusionjit.jit(f, fusion="xla")(a)   # step by step, all lanes every step
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    x, steps = newton_sqrt_numpy(a)
+    np.testing.assert_array_equal(np.asarray(got[1]), steps)
+    np.testing.assert_allclose(np.asarray(got[0]), x, rtol=1e-6)
+    if n > 17:
+        assert len(set(steps.tolist())) > 3
+
+
+def test_a_while_loop_over_lanes_runs_whole_only_where_done_lanes_stay_as_they_are():
+    x = RNG.uniform(0.1, 30, 1000).astype(np.float32)
+
+    def doubling(body):
+        return lambda x: lax.while_loop(lambda c: fnp.any(c < 10.0), body, x)
+
+    def reference(x, grow):
+        x = x.copy()
+        while (x < 10.0).any():
+            x = np.where(grow(x), x * 2, x).astype(np.float32)
+        return x
+
+    frozen = doubling(lambda c: fnp.where(c < 10.0, c * 2.0, c))
+    every_lane = doubling(lambda c: c * 2.0)              # also the lanes that are done
+    other_predicate = doubling(lambda c: fnp.where(c < 20.0, c * 2.0, c))
+    (d,) = decisions(frozen, x)
+    assert d["fuse"]
+    want = reference(x, lambda v: v < 10)
+    np.testing.assert_array_equal(np.asarray(fusionjit.jit(frozen)(x)), want)
+    for f, grow in ((every_lane, lambda v: v == v), (other_predicate, lambda v: v < 20)):
+        (d,) = decisions(f, x)
+        assert not d["fuse"] and "not select(predicate, next, carry)" in d["reason"], d["reason"]
+        np.testing.assert_array_equal(np.asarray(fusionjit.jit(f)(x)), reference(x, grow))
+
+
+def test_a_vmapped_while_loop_over_rows_runs_step_by_step_and_says_why():
+    def halve_until_small(v):   # one example's state is a row: the lanes are not the examples
+        return lax.while_loop(lambda c: fnp.sum(c * c) > 1.0, lambda c: c * 0.5, v)
+
+    x = RNG.uniform(-4, 4, (50, 3)).astype(np.float32)
+    f = fusionjit.vmap(halve_until_small)
+    (d,) = decisions(f, x)
+    assert not d["fuse"] and "holds a row for each lane" in d["reason"], d["reason"]
+    want = np.array([r * np.float32(0.5) ** max(0, int(np.ceil(np.log2(np.sqrt((r * r).sum())))))
+                     for r in x])
+    got = np.asarray(fusionjit.jit(f)(x))
+    assert (np.sum(got * got, axis=1) <= 1.0).all()
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_vmapped_while_loops_match_the_step_by_step_loop(seed):
+    """Random elementwise steps, per-example trip counts (a limit, a flag, a bound on the
+    state): the lanes stopping one by one must give the xla profile's results bit for bit."""
+    rng = np.random.default_rng(seed)
+    unary = [fnp.sin, fnp.tanh, fnp.abs, lambda v: -v, fnp.exp, lambda v: fnp.minimum(v, 3.0)]
+    binary = [lambda a, b: a + b, lambda a, b: a * b, fnp.maximum,
+              lambda a, b: fnp.where(a > b, a, b * 0.5)]
+    for _ in range(6):
+        nc, kind = int(rng.integers(1, 4)), int(rng.integers(3))
+        ops = [(rng.integers(len(unary)), rng.integers(len(binary)), rng.integers(nc),
+                rng.integers(nc), np.float32(rng.standard_normal())) for _ in range(nc)]
+
+        def one(x, limit, nc=nc, kind=kind, ops=ops):
+            def cond(c):
+                xs, n, flag = c
+                return [n < limit, (n < limit) & flag, (fnp.abs(xs[0]) < 50.0) & (n < limit)][kind]
+
+            def body(c):
+                xs, n, flag = c
+                new = [fnp.clip(binary[b](unary[u](xs[i]), xs[j] * w) + 0.1, -100.0, 100.0)
+                       for u, b, i, j, w in ops]
+                return new, n + 1, flag & (new[0] < 5.0)
+            return lax.while_loop(cond, body, ([x * (k + 1) for k in range(nc)], 0, x > -1.0))
+
+        n = int(rng.choice([1, 7, 33, 300]))
+        args = (rng.standard_normal(n).astype(np.float32), rng.integers(0, 12, n).astype(np.int32))
+        f = fusionjit.vmap(one)
+        (d,) = decisions(f, *args)
+        assert d["fuse"], d["reason"]
+        got = fusionjit.tree_util.tree_leaves(fusionjit.jit(f)(*args))
+        want = fusionjit.tree_util.tree_leaves(fusionjit.jit(f, fusion="xla")(*args))
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(w))

@@ -590,7 +590,8 @@ KernelCost EstimateKernelAnew(const Instruction* instr) {
     }
     // A whole-loop kernel's computation is one step: every lane runs every step.
     if (whole_loop) {
-      double trips = static_cast<double>(std::max<int64_t>(instr->attrs().trip_count, 1));
+      int64_t count = instr->attrs().trip_count;  // -1: until its lanes are done
+      double trips = count >= 0 ? static_cast<double>(std::max<int64_t>(count, 1)) : kUnknownTripCount;
       c.flops *= trips;
       c.work *= trips;
     }
@@ -665,8 +666,6 @@ double CostModel::TimeUs(const KernelCost& c) const {
 
 namespace {
 
-// Loops whose trip count is not known are assumed to run this often.
-constexpr double kUnknownTripCount = 10;
 
 void AddComputation(const Computation& c, double runs, const CostModel& model, ProgramCost& cost) {
   for (const Instruction* i : c.MakePostOrder()) {

@@ -13,6 +13,9 @@
 
 namespace fj {
 
+// Loops whose trip count is not known are assumed to run this often.
+constexpr double kUnknownTripCount = 10;
+
 // Work per element of an op, in lane-ops (Target::flops_per_us): measured on the CPU
 // (benchmarks/cost_model.py), where an exp costs 12 and an add, a compare or a select 0.5.
 double ElementCost(const Instruction& instr);

@@ -87,6 +87,13 @@ class ElementalEmitter {
                                     const std::vector<llvm::Value*>& init, const LoopBody& body,
                                     const char* name = "loop", LoopHints hints = {});
 
+  // while (cond(carried)) carried = body(carried), with `cond` (an i1) emitted at the
+  // loop's head; returns the final carried values.
+  using WhileCond = std::function<llvm::Value*(const std::vector<llvm::Value*>&)>;
+  using WhileBody = std::function<std::vector<llvm::Value*>(const std::vector<llvm::Value*>&)>;
+  std::vector<llvm::Value*> WhileLoop(const std::vector<llvm::Value*>& init, const WhileCond& cond,
+                                      const WhileBody& body, const char* name = "while");
+
   // Scopes the value cache: values computed inside a loop body or a branch must not be
   // reused after it.
   void PushScope() { scopes_.emplace_back(); }

@@ -137,6 +137,43 @@ std::vector<llvm::Value*> ElementalEmitter::ForLoop(llvm::Value* start, llvm::Va
   return carried_values;
 }
 
+std::vector<llvm::Value*> ElementalEmitter::WhileLoop(const std::vector<llvm::Value*>& init, const WhileCond& cond,
+                                                      const WhileBody& body, const char* name) {
+  llvm::Function* fn = b_.GetInsertBlock()->getParent();
+  llvm::LLVMContext& ctx = b_.getContext();
+  llvm::BasicBlock* pre = b_.GetInsertBlock();
+  llvm::BasicBlock* header = llvm::BasicBlock::Create(ctx, std::string(name) + ".header", fn);
+  llvm::BasicBlock* body_bb = llvm::BasicBlock::Create(ctx, std::string(name) + ".body", fn);
+  llvm::BasicBlock* exit = llvm::BasicBlock::Create(ctx, std::string(name) + ".exit", fn);
+  b_.CreateBr(header);
+
+  b_.SetInsertPoint(header);
+  std::vector<llvm::PHINode*> carried;
+  std::vector<llvm::Value*> carried_values;
+  for (llvm::Value* v : init) {
+    llvm::PHINode* phi = b_.CreatePHI(v->getType(), 2);
+    phi->addIncoming(v, pre);
+    carried.push_back(phi);
+    carried_values.push_back(phi);
+  }
+  PushScope();
+  llvm::Value* go = cond(carried_values);
+  PopScope();
+  b_.CreateCondBr(go, body_bb, exit);
+
+  b_.SetInsertPoint(body_bb);
+  PushScope();
+  std::vector<llvm::Value*> next = body(carried_values);
+  PopScope();
+  FJ_CHECK(next.size() == carried.size());
+  llvm::BasicBlock* latch = b_.GetInsertBlock();
+  b_.CreateBr(header);
+  for (size_t k = 0; k < carried.size(); ++k) carried[k]->addIncoming(next[k], latch);
+
+  b_.SetInsertPoint(exit);
+  return carried_values;
+}
+
 Val ElementalEmitter::EmitReduce(const Instruction* instr, const Index& index) {
   const Instruction* x = instr->operand(0);
   const Computation& combiner = *instr->to_apply();

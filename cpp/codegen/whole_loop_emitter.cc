@@ -264,9 +264,7 @@ llvm::Function* EmitWholeLoopBody(llvm::Module& module, const Instruction* fusio
       }
       lanes_width = w;
       const size_t uniform_at = static_cast<size_t>(group) * l.carries;
-      std::vector<llvm::Value*> finals = emitter.ForLoop(
-          b.getInt64(0), b.getInt64(steps), 1, init,
-          [&](llvm::Value* t, const std::vector<llvm::Value*>& cur) {
+      auto one_step = [&](llvm::Value* t, const std::vector<llvm::Value*>& cur) {
             const Instruction* cp = step.parameter(counter_param);
             counter = b.CreateIntCast(b.CreateAdd(t, b.getInt64(l.start)), RegisterType(ctx, cp->dtype()), true);
             size_t at_cur = uniform_at;
@@ -324,7 +322,27 @@ llvm::Function* EmitWholeLoopBody(llvm::Module& module, const Instruction* fusio
               }
             }
             return next;
-          }, "step", {1, false});
+          };
+      std::vector<llvm::Value*> finals;
+      if (l.predicate >= 0) {
+        // Until the lanes are done: the group steps while any of its lanes' predicates holds
+        // (a step leaves the others as they are).
+        auto any_running = [&](const std::vector<llvm::Value*>& cur) {
+          llvm::Value* any = b.getFalse();
+          emitter.ForgetLaneRows();
+          for (int g = 0; g < group; ++g) {
+            current.assign(cur.begin() + g * l.carries, cur.begin() + (g + 1) * l.carries);
+            llvm::Value* running = lanes.Widen(emitter.Emit(root->operand(l.predicate), at[g]));
+            any = b.CreateOr(any, running->getType()->isVectorTy() ? b.CreateOrReduce(running) : running);
+          }
+          return any;
+        };
+        finals = emitter.WhileLoop(init, any_running, [&](const std::vector<llvm::Value*>& cur) {
+          return one_step(b.getInt64(0), cur);
+        }, "steps");
+      } else {
+        finals = emitter.ForLoop(b.getInt64(0), b.getInt64(steps), 1, init, one_step, "step", {1, false});
+      }
       guarded(active, [&] {
         for (int g = 0; g < group; ++g) {
           for (int c = 0; c < l.carries; ++c) {

@@ -27,6 +27,8 @@ struct Output {
 
 struct Match {
   CountedLoop counted;
+  bool until_done = false;                     // a loop until its lanes are done (whole_loop.h)
+  const Instruction* predicate = nullptr;      // then: the lanes' predicate in the condition
   std::vector<int> lane, uniform, invariant;
   std::vector<Output> lane_outputs, reductions;
   std::vector<int64_t> lanes;
@@ -75,13 +77,165 @@ bool InitIsIdentity(const Instruction* reduce) {
   }
 }
 
+// Why a step computation cannot be one kernel's inner loop (an op that is not elemental), or "".
+std::string UnfusibleOp(const Computation& c, const std::string& part) {
+  for (const Instruction* i : c.MakePostOrder()) {
+    Opcode op = i->opcode();
+    if (op == Opcode::kWhile || op == Opcode::kConditional || op == Opcode::kCustomCall || op == Opcode::kCall ||
+        op == Opcode::kScatter) {
+      return "its " + part + " holds " + std::string(OpcodeName(op)) + " " + Name(i);
+    }
+    if (op == Opcode::kFusion && i->fusion_kind() == FusionKind::kWholeLoop) {
+      return "its " + part + " holds a loop that runs as one kernel of its own, " + Name(i);
+    }
+  }
+  return "";
+}
+
+// Which values of `c` (a loop's body or condition) depend on its lane carries, each with
+// its lane dimensions; "" or why a value combines or moves the lanes' values.
+std::string FindLaneValues(const Computation& c, const Match& m, const std::unordered_set<const Instruction*>& output_parts,
+                           std::unordered_set<const Instruction*>& lane_values) {
+  LaneDims lane_dims;
+  const Instruction* root = c.root();
+  for (const Instruction* i : c.MakePostOrder()) {
+    if (i->opcode() == Opcode::kGetTupleElement && i->operand(0)->opcode() == Opcode::kParameter) {
+      if (std::find(m.lane.begin(), m.lane.end(), i->tuple_index()) != m.lane.end()) {
+        lane_values.insert(i);
+        lane_dims[i] = NonUnitDims(i->shape());
+      }
+      continue;
+    }
+    if (i == root || i->opcode() == Opcode::kParameter) continue;
+    bool lane = false;
+    for (const Instruction* op : i->operands()) lane = lane || lane_values.count(op);
+    if (!lane) continue;
+    std::optional<std::vector<int64_t>> dims;
+    bool reduced_output = false;
+    for (const Output& o : m.reductions) reduced_output = reduced_output || i == o.value;
+    if (output_parts.count(i)) {
+      dims = std::vector<int64_t>{};
+    } else if (reduced_output) {
+      // A reduction over the lanes combined after the loop: the step itself must not read
+      // it (a carry computed from it would see one lane's values: wrong results, seed
+      // 10166 of the loop gradient fuzzer).
+      bool only_output = true;
+      for (const Instruction* u : i->users()) only_output = only_output && output_parts.count(u);
+      if (only_output && SameLanes(i->operand(0)->shape().dims(), m.lanes)) dims = std::vector<int64_t>{};
+    } else if (i->shape().IsArray()) {
+      dims = LaneDimsOf(i, lane_dims);
+    }
+    if (!dims) {
+      return std::string(OpcodeName(i->opcode())) + " " + Name(i) + " (" + i->shape().ToString() +
+             ") combines or moves the lanes' values: a step is not elementwise over " +
+             Shape(i->shape().IsArray() ? i->dtype() : DType::kF32, m.lanes).ToString();
+    }
+    lane_dims[i] = *dims;
+    lane_values.insert(i);
+  }
+  return "";
+}
+
+// Whether `a` (in a loop's condition) and `b` (in its body) compute the same value from the
+// loop's state: the same ops over the same state elements (or invariant elements that start
+// from the same value), constants and operands alike.
+bool SameStateValue(const Instruction* a, const Instruction* b, const Instruction* loop,
+                    std::unordered_map<const Instruction*, const Instruction*>& same) {
+  auto it = same.find(a);
+  if (it != same.end()) return it->second == b;
+  bool equal = false;
+  auto state_element = [](const Instruction* i) {
+    return i->opcode() == Opcode::kGetTupleElement && i->operand(0)->opcode() == Opcode::kParameter;
+  };
+  if (state_element(a) || state_element(b)) {
+    if (state_element(a) && state_element(b)) {
+      int64_t j = a->tuple_index(), k = b->tuple_index();
+      const Instruction* body_root = loop->while_body()->root();
+      const Instruction* init = loop->operand(0);
+      auto invariant = [&](int64_t e) { return IsParamElement(body_root->operand(static_cast<int>(e)), e); };
+      equal = j == k || (invariant(j) && invariant(k) && init->operand(static_cast<int>(j)) == init->operand(static_cast<int>(k)));
+    }
+  } else if (a->opcode() != Opcode::kParameter && a->IdenticalIgnoringOperands(*b) && a->operand_count() == b->operand_count()) {
+    equal = true;
+    for (int k = 0; k < a->operand_count() && equal; ++k) equal = SameStateValue(a->operand(k), b->operand(k), loop, same);
+  }
+  same[a] = equal ? b : nullptr;
+  return equal;
+}
+
+// A while loop whose lanes stop one by one (ir/whole_loop.h): its condition is "any lane's
+// predicate holds" (an or-reduction of a predicate of the lanes' shape over all of it), and
+// its body leaves each lane whose predicate is false as it is (select(predicate, next,
+// state) for every carry that changes). The lanes are then independent: each block of
+// lanes may step until its own are done and end where the whole loop would.
+Match MatchLaneWhile(const Instruction* loop) {
+  Match m;
+  m.until_done = true;
+  const std::string no = "its trip count is not known when it starts (a while_loop, not a scan or fori_loop)";
+  const Computation* body = loop->while_body();
+  const Instruction* root = body->root();
+  const Instruction* any = loop->while_condition()->root();
+  if (root->opcode() != Opcode::kTuple || loop->operand(0)->opcode() != Opcode::kTuple) {
+    m.why_not = no;
+    return m;
+  }
+  bool or_reduce = any->opcode() == Opcode::kReduce && any->operand_count() == 2 && any->shape().IsScalar() &&
+                   any->to_apply()->root()->opcode() == Opcode::kOr && InitIsIdentity(any) &&
+                   static_cast<int>(any->dimensions().size()) == any->operand(0)->shape().rank();
+  if (!or_reduce) {
+    m.why_not = no;
+    return m;
+  }
+  m.predicate = any->operand(0);
+  m.lanes = m.predicate->shape().dims();
+  std::unordered_map<const Instruction*, const Instruction*> same;
+  for (int k = 0; k < root->operand_count(); ++k) {
+    const Instruction* r = root->operand(k);
+    if (IsParamElement(r, k)) {
+      m.invariant.push_back(k);
+      continue;
+    }
+    const Instruction* running = r->opcode() == Opcode::kSelect ? r->operand(0) : nullptr;
+    if (running && running->opcode() == Opcode::kBroadcast) {
+      if (!SameLanes(running->operand(0)->shape().dims(), running->shape().dims())) {
+        m.why_not = no + ", and carry " + std::to_string(k) + " (" + r->shape().ToString() +
+                    ") holds a row for each lane of the condition's predicate (" +
+                    running->operand(0)->shape().ToString() + "): the lanes of a kernel are its elements";
+        return m;
+      }
+      running = running->operand(0);
+    }
+    if (!running || !IsParamElement(r->operand(2), k) || !SameStateValue(m.predicate, running, loop, same)) {
+      m.why_not = no + ", and its step changes carry " + std::to_string(k) +
+                  " also where the condition's predicate is false (not select(predicate, next, carry))";
+      return m;
+    }
+    if (!SameLanes(r->shape().dims(), m.lanes)) {
+      m.why_not = no + ", and carry " + std::to_string(k) + " (" + r->shape().ToString() +
+                  ") does not have the predicate's shape (" + Shape(DType::kPred, m.lanes).ToString() + ")";
+      return m;
+    }
+    m.lane.push_back(k);
+  }
+  if (m.lane.empty()) {
+    m.why_not = no;
+    return m;
+  }
+  for (const Computation* c : {body, static_cast<const Computation*>(loop->while_condition())}) {
+    std::string part = c == body ? "body" : "condition";
+    m.why_not = UnfusibleOp(*c, part);
+    if (!m.why_not.empty()) return m;
+    std::unordered_set<const Instruction*> lane_values;
+    m.why_not = FindLaneValues(*c, m, {}, lane_values);
+    if (!m.why_not.empty()) return m;
+  }
+  return m;
+}
+
 Match MatchLoop(const Instruction* loop) {
   Match m;
   std::optional<CountedLoop> counted = MatchCountedLoop(loop);
-  if (!counted) {
-    m.why_not = "its trip count is not known when it starts (a while_loop, not a scan or fori_loop)";
-    return m;
-  }
+  if (!counted) return MatchLaneWhile(loop);
   m.counted = *counted;
   if (counted->trip_count < 2) {
     m.why_not = "it runs fewer than two steps";
@@ -93,18 +247,8 @@ Match MatchLoop(const Instruction* loop) {
     m.why_not = "its state is not a tuple of arrays";
     return m;
   }
-  for (const Instruction* i : body->MakePostOrder()) {
-    Opcode op = i->opcode();
-    if (op == Opcode::kWhile || op == Opcode::kConditional || op == Opcode::kCustomCall || op == Opcode::kCall ||
-        op == Opcode::kScatter) {
-      m.why_not = "its body holds " + std::string(OpcodeName(op)) + " " + Name(i);
-      return m;
-    }
-    if (op == Opcode::kFusion && i->fusion_kind() == FusionKind::kWholeLoop) {
-      m.why_not = "its body holds a loop that runs as one kernel of its own, " + Name(i);
-      return m;
-    }
-  }
+  m.why_not = UnfusibleOp(*body, "body");
+  if (!m.why_not.empty()) return m;
   int n = root->operand_count();
   std::vector<int> carries;
   std::unordered_set<const Instruction*> output_parts;  // output DUSes and their updates
@@ -193,44 +337,9 @@ Match MatchLoop(const Instruction* loop) {
   // Which values depend on the lanes, and where their lane dimensions are: a step may give
   // each lane a small row of its own (a stack of its state, a matrix product with loop-invariant
   // weights, a reduction or argmax over the row), as long as no op moves values between lanes.
-  LaneDims lane_dims;
   std::unordered_set<const Instruction*> lane_values;
-  for (const Instruction* i : body->MakePostOrder()) {
-    if (i->opcode() == Opcode::kGetTupleElement && i->operand(0)->opcode() == Opcode::kParameter) {
-      if (std::find(m.lane.begin(), m.lane.end(), i->tuple_index()) != m.lane.end()) {
-        lane_values.insert(i);
-        lane_dims[i] = NonUnitDims(i->shape());
-      }
-      continue;
-    }
-    if (i == root || i->opcode() == Opcode::kParameter) continue;
-    bool lane = false;
-    for (const Instruction* op : i->operands()) lane = lane || lane_values.count(op);
-    if (!lane) continue;
-    std::optional<std::vector<int64_t>> dims;
-    bool reduced_output = false;
-    for (const Output& o : m.reductions) reduced_output = reduced_output || i == o.value;
-    if (output_parts.count(i)) {
-      dims = std::vector<int64_t>{};
-    } else if (reduced_output) {
-      // A reduction over the lanes combined after the loop: the step itself must not read
-      // it (a carry computed from it would see one lane's values: wrong results, seed
-      // 10166 of the loop gradient fuzzer).
-      bool only_output = true;
-      for (const Instruction* u : i->users()) only_output = only_output && output_parts.count(u);
-      if (only_output && SameLanes(i->operand(0)->shape().dims(), m.lanes)) dims = std::vector<int64_t>{};
-    } else if (i->shape().IsArray()) {
-      dims = LaneDimsOf(i, lane_dims);
-    }
-    if (!dims) {
-      m.why_not = std::string(OpcodeName(i->opcode())) + " " + Name(i) + " (" + i->shape().ToString() +
-                  ") combines or moves the lanes' values: a step is not elementwise over " +
-                  Shape(i->shape().IsArray() ? i->dtype() : DType::kF32, m.lanes).ToString();
-      return m;
-    }
-    lane_dims[i] = *dims;
-    lane_values.insert(i);
-  }
+  m.why_not = FindLaneValues(*body, m, output_parts, lane_values);
+  if (!m.why_not.empty()) return m;
   for (int k : m.uniform) {
     if (lane_values.count(root->operand(k))) {
       m.why_not = "the next value of carry " + std::to_string(k) + " depends on every lane";
@@ -261,7 +370,6 @@ void Fuse(Instruction* loop, const Match& m, int64_t block_lanes) {
   const Instruction* init = loop->operand(0);
   const Computation* body = loop->while_body();
   const Instruction* root = body->root();
-  const Instruction* counter_init = init->operand(m.counted.counter);
 
   Computation* step = module->AddComputation("whole_loop_step");
   Builder sb(step);
@@ -274,7 +382,13 @@ void Fuse(Instruction* loop, const Match& m, int64_t block_lanes) {
       operands.push_back(init->operand(k));
     }
   }
-  elems[m.counted.counter] = sb.Parameter(number++, counter_init->shape(), "counter");
+  // The counter's value in the step (a loop until its lanes are done has none: the step
+  // does not read this parameter).
+  if (m.until_done) {
+    sb.Parameter(number++, Shape(DType::kS32, {}), "counter");
+  } else {
+    elems[m.counted.counter] = sb.Parameter(number++, init->operand(m.counted.counter)->shape(), "counter");
+  }
   for (const std::vector<Output>* outs : {&m.lane_outputs, &m.reductions}) {
     for (const Output& o : *outs) {
       // Stacked outputs are written by the kernel, never read: a placeholder.
@@ -283,7 +397,10 @@ void Fuse(Instruction* loop, const Match& m, int64_t block_lanes) {
     }
   }
   std::unordered_map<const Instruction*, Instruction*> map;
-  InlineComputation(*body, step, {sb.Tuple(elems)}, &map);
+  Instruction* state = sb.Tuple(elems);
+  InlineComputation(*body, step, {state}, &map);
+  std::unordered_map<const Instruction*, Instruction*> cond_map;
+  if (m.until_done) InlineComputation(*loop->while_condition(), step, {state}, &cond_map);
   std::vector<Instruction*> roots;
   for (int k : m.lane) roots.push_back(map.at(root->operand(k)));
   for (int k : m.uniform) roots.push_back(map.at(root->operand(k)));
@@ -298,6 +415,11 @@ void Fuse(Instruction* loop, const Match& m, int64_t block_lanes) {
   for (const Output& o : m.reductions) {
     roots.push_back(map.at(o.value));
     roots.push_back(row(o));
+  }
+  if (m.until_done) {
+    Instruction* running = cond_map.at(m.predicate);
+    const std::vector<int64_t>& lanes = root->operand(m.lane[0])->shape().dims();
+    roots.push_back(running->shape().dims() == lanes ? running : sb.Reshape(running, lanes));
   }
   step->set_root(sb.Tuple(roots));
   // The body read its state through get-tuple-element of the tuple built above: read the
@@ -318,8 +440,8 @@ void Fuse(Instruction* loop, const Match& m, int64_t block_lanes) {
                                         : std::max<int64_t>(16, ((lanes + 31) / 32 + 15) / 16 * 16);
   InstructionAttrs attrs;
   attrs.fusion_kind = FusionKind::kWholeLoop;
-  attrs.trip_count = m.counted.trip_count;
-  attrs.index = m.counted.start;
+  attrs.trip_count = m.until_done ? -1 : m.counted.trip_count;
+  attrs.index = m.until_done ? 0 : m.counted.start;
   attrs.dimensions = {static_cast<int64_t>(m.lane.size()), static_cast<int64_t>(m.uniform.size()),
                       static_cast<int64_t>(m.lane_outputs.size()), static_cast<int64_t>(m.reductions.size()), block};
   Builder pb(parent);
@@ -345,7 +467,7 @@ void Fuse(Instruction* loop, const Match& m, int64_t block_lanes) {
       value = pb.GetTupleElement(fusion, index);
     } else if (std::find(m.invariant.begin(), m.invariant.end(), k) != m.invariant.end()) {
       value = init->operand(k);
-    } else if (k == m.counted.counter) {
+    } else if (!m.until_done && k == m.counted.counter) {
       value = pb.ScalarConstant(u->dtype(), static_cast<double>(m.counted.start + m.counted.trip_count));
     } else {
       for (int j = 0; j < out_n && !value; ++j) {
@@ -396,10 +518,14 @@ bool WholeLoopFusionPass::Run(Module& module) {
       return std::to_string(n) + " " + (n == 1 ? one : many);
     };
     int64_t lanes = Shape(DType::kF32, m.lanes).NumElements();
-    std::string reason = "the loop's " + std::to_string(trips) + " steps run in one kernel: " +
-                         (lanes == 1 ? std::string("its one lane") : "each of the " + std::to_string(lanes) + " lanes") +
-                         (m.lanes.size() > 1 ? " (" + DimsToString(m.lanes) + ")" : "") +
-                         " keeps its " + count(m.lane.size(), "carry", "carries") + " in registers for all steps";
+    std::string lanes_text = (lanes == 1 ? std::string("its one lane") : "each of the " + std::to_string(lanes) + " lanes") +
+                             (m.lanes.size() > 1 ? " (" + DimsToString(m.lanes) + ")" : "");
+    std::string reason = m.until_done
+        ? "the loop runs in one kernel: its lanes stop one by one (a step leaves a lane whose predicate is false as it "
+          "is), so each block of lanes steps until its own are done; " + lanes_text + " keeps its " +
+          count(m.lane.size(), "carry", "carries") + " in registers"
+        : "the loop's " + std::to_string(trips) + " steps run in one kernel: " + lanes_text + " keeps its " +
+          count(m.lane.size(), "carry", "carries") + " in registers for all steps";
     if (!m.reductions.empty()) {
       reason += ", and " + count(m.reductions.size(), "per-step reduction", "per-step reductions") + (m.reductions.size() == 1 ? " is" : " are") +
                 " summed per block of lanes";

@@ -25,11 +25,20 @@ WholeLoopLayout GetWholeLoopLayout(const InstructionAttrs& attrs, const Computat
   l.invariants = step.num_parameters() - l.carries - l.uniform_carries - 1;
   const Instruction* root = step.root();
   int states = l.carries + l.uniform_carries;
-  int expected = states + 2 * (l.lane_outputs + l.reductions);
+  const bool until_done = l.trip_count == -1;
+  int expected = states + 2 * (l.lane_outputs + l.reductions) + (until_done ? 1 : 0);
   if (l.carries < 0 || l.uniform_carries < 0 || l.lane_outputs < 0 || l.reductions < 0 || l.block_lanes < 1 ||
-      l.trip_count < 0 || l.invariants < 0 ||
+      l.trip_count < -1 || l.invariants < 0 ||
+      (until_done && (l.carries < 1 || l.uniform_carries + l.lane_outputs + l.reductions > 0)) ||
       !root || root->opcode() != Opcode::kTuple || root->operand_count() != expected) {
     ThrowInvalidArgument("whole-loop fusion: the step computation does not match its layout");
+  }
+  if (until_done) {
+    l.predicate = expected - 1;
+    const Shape& p = root->operand(l.predicate)->shape();
+    if (!p.IsArray() || p.dtype() != DType::kPred || p.dims() != root->operand(0)->shape().dims()) {
+      ThrowInvalidArgument("whole-loop fusion: a loop until its lanes are done needs a predicate of the lanes' shape");
+    }
   }
   // The lanes: the carries' shape, or the first per-lane output's, or the reductions'.
   const Instruction* first = l.carries > 0 ? root->operand(0)

@@ -12,6 +12,12 @@
 // row. Attributes: trip_count = T, index = the counter's start, dimensions = {lane carries,
 // uniform carries, lane outputs, reductions, lanes per block}.
 //
+// A loop whose lanes stop one by one (trip_count = -1; what vmap makes of a while_loop
+// whose trip count differs per example): the loop ran while any lane's predicate held, and
+// a step leaves a lane whose predicate is false as it is. Each block of lanes then steps
+// until its own lanes are done. Its step has lane carries and invariants only, and one
+// more root, last: the predicate (pred of shape S) of the state the step starts from.
+//
 // Operands: the carries' initial values, then the invariants. Outputs: the carries' final
 // values, the per-lane outputs ([T] + S), and for each reduction its partial results per
 // block of lanes ([blocks, T], blocks = ceil(lanes / lanes per block)): a reduce over the
@@ -33,8 +39,9 @@ struct WholeLoopLayout {
   int reductions = 0;
   int64_t block_lanes = 1;  // lanes per block (a multiple of 16 when there are reductions)
   int64_t blocks = 1;
-  int64_t trip_count = 0;
+  int64_t trip_count = 0;  // -1: until every lane's predicate is false
   int64_t start = 0;
+  int predicate = -1;       // that predicate's position in the step's root tuple, or -1
   int invariants = 0;
   std::vector<int64_t> lanes;  // S
 };
