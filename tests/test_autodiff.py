@@ -589,3 +589,20 @@ def test_jacobians_and_hessian_against_jax():
         np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-6)
     with pytest.raises(TypeError, match="same structure"):
         fusionjit.jvp(lambda x: x, (x,), (x, x))
+
+
+def test_grad_with_allow_int_holds_integer_leaves_constant_and_gives_them_float0():
+    def loss(state, x):
+        return fnp.sum((x @ state["w"]) ** 2) * 0.5 ** state["step"] * state["on"]
+
+    state = {"w": np.ones((3, 2), np.float32), "step": np.int32(2), "on": np.bool_(True)}
+    x = np.ones((4, 3), np.float32)
+    with pytest.raises(TypeError, match="allow_int=True"):
+        fusionjit.grad(loss)(state, x)
+    for g in (fusionjit.grad(loss, allow_int=True)(state, x),
+              fusionjit.jit(fusionjit.grad(loss, allow_int=True))(state, x)):
+        np.testing.assert_allclose(np.asarray(g["w"]), np.full((3, 2), 0.25 * 2 * 12))
+        for k in ("step", "on"):
+            assert g[k].dtype == fusionjit.dtypes.float0 and g[k].shape == ()
+    (v, g) = fusionjit.value_and_grad(loss, allow_int=True)(state, x)
+    assert float(v) == 0.25 * 72   # (x @ w)**2 is 9 at each of 8 entries

@@ -170,3 +170,31 @@ def test_logsumexp_standardize_and_softmax_with_where_agree_with_jax():
         got = np.asarray(getattr(fnn, name)(x, where=m, **kw))
         keep = np.isfinite(want)
         np.testing.assert_allclose(got[keep], want[keep], rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+def _attention_reference(q, k, v, causal):
+    """[T, N, H] attention in float64, query head n reading key/value head n // (N // K)."""
+    n, kh = q.shape[1], k.shape[1]
+    k, v = np.repeat(k, n // kh, axis=1), np.repeat(v, n // kh, axis=1)
+    s = np.einsum("tnh,snh->nts", q, k) / np.sqrt(q.shape[-1])
+    if causal:
+        s = np.where(np.tril(np.ones(s.shape[1:], bool)), s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    return np.einsum("nts,snh->tnh", p / p.sum(-1, keepdims=True), v)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_dot_product_attention_with_grouped_heads_matches_a_reference(causal):
+    rng = np.random.default_rng(4)
+    q = rng.standard_normal((2, 6, 4, 8)).astype(np.float32)
+    k, v = (rng.standard_normal((2, 5 if not causal else 6, 2, 8)).astype(np.float32)
+            for _ in range(2))
+    got = fusionjit.jit(lambda q, k, v: fnn.dot_product_attention(q, k, v, is_causal=causal))(
+        q, k, v)
+    for b in range(2):
+        np.testing.assert_allclose(np.asarray(got)[b], _attention_reference(
+            q[b].astype(np.float64), k[b], v[b], causal), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="multiple of key/value heads"):
+        fnn.dot_product_attention(q[:, :, :3], k, v)
+    with pytest.raises(ValueError, match="mask must be boolean"):
+        fnn.dot_product_attention(q, k, v, mask=np.ones((1, 1, 6, k.shape[1]), np.float32))

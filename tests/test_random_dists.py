@@ -127,3 +127,53 @@ def test_argument_errors_name_the_line():
         fr.dirichlet(fr.key(0), 1.0)
     with pytest.raises(TypeError, match="needs a PRNG key"):
         fr.cauchy(3, (2,))
+
+
+def test_categorical_broadcasts_the_logits_and_draws_without_replacement():
+    key = fr.PRNGKey(3)
+    prior = np.log(np.array([[0.1, 0.2, 0.7]], np.float32))   # one distribution, shared
+    draws = np.asarray(fr.categorical(key, prior, shape=(20000,)))
+    np.testing.assert_allclose(np.bincount(draws, minlength=3) / 20000, [0.1, 0.2, 0.7],
+                               atol=0.015)
+    with pytest.raises(ValueError, match="must broadcast to shape"):
+        fr.categorical(key, np.zeros((2, 3), np.float32), shape=(4,))
+    logits = np.random.default_rng(0).standard_normal((4, 10)).astype(np.float32)
+    picks = np.asarray(fr.categorical(key, logits, shape=(6, 4), replace=False))
+    assert picks.shape == (6, 4) and all(len(set(picks[:, b])) == 6 for b in range(4))
+    with pytest.raises(ValueError, match="cannot exceed the number of categories"):
+        fr.categorical(key, logits, shape=(11, 4), replace=False)
+
+
+def test_choice_with_probabilities_without_replacement_prefers_the_likely():
+    p = np.full(50, 0.1 / 45, np.float32)
+    p[:5] = 0.18
+    picks = np.asarray(fusionjit.jit(lambda k: fr.choice(k, 50, (5,), replace=False, p=p))(
+        fr.PRNGKey(0)))
+    assert len(set(picks.tolist())) == 5
+    counts = np.zeros(50)
+    for seed in range(40):
+        counts[np.asarray(fr.choice(fr.PRNGKey(seed), 50, (5,), replace=False, p=p))] += 1
+    assert counts[:5].sum() > 0.75 * counts.sum()
+
+
+@requires_jax
+@pytest.mark.parametrize("case", ["broadcast", "no_replace", "no_replace_axis0", "choice_p",
+                                  "choice_rows"])
+def test_categorical_and_choice_bits_match_jax(case):
+    import jax
+    rng = np.random.default_rng(1)
+    logits = rng.standard_normal((5, 10)).astype(np.float32)
+    p = rng.uniform(0.1, 2, 64).astype(np.float32)
+    p /= p.sum()
+    rows = np.arange(128, dtype=np.float32).reshape(64, 2)
+    calls = {
+        "broadcast": lambda r, k: r.categorical(k, logits[:1], shape=(7, 1)),
+        "no_replace": lambda r, k: r.categorical(k, logits, shape=(3, 5), replace=False),
+        "no_replace_axis0": lambda r, k: r.categorical(k, logits, axis=0, shape=(4, 10),
+                                                       replace=False),
+        "choice_p": lambda r, k: r.choice(k, 64, (2, 5), replace=False, p=p),
+        "choice_rows": lambda r, k: r.choice(k, rows, (10,), replace=False, p=p),
+    }
+    got = calls[case](fr, fr.PRNGKey(42))
+    want = calls[case](jax.random, jax.random.PRNGKey(42))
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))

@@ -230,3 +230,21 @@ def test_ordered_and_default_dicts_are_nodes():
     mapped = tu.tree_map(lambda v: v * 10, dd)
     assert isinstance(mapped, collections.defaultdict) and mapped.default_factory is list
     assert dict(mapped) == {"a": 20, "b": 10}
+
+
+def test_ravel_pytree_round_trips_shapes_and_dtypes():
+    from fusionjit.flatten_util import ravel_pytree
+    tree = {"w": np.arange(6, dtype=np.float32).reshape(2, 3), "b": np.float32(7),
+            "n": np.array([1, 2], np.int32)}
+    flat, unravel = ravel_pytree(tree)
+    assert flat.dtype == np.float32 and flat.shape == (9,)
+    np.testing.assert_array_equal(np.asarray(flat), [7, 1, 2, 0, 1, 2, 3, 4, 5])  # b, n, w
+    back = unravel(flat * 2)
+    assert back["n"].dtype == np.int32 and back["w"].shape == (2, 3)
+    np.testing.assert_array_equal(np.asarray(back["w"]), 2 * tree["w"])
+    flat_jit = fusionjit.jit(lambda t: ravel_pytree(t)[0])(tree)
+    np.testing.assert_array_equal(np.asarray(flat_jit), np.asarray(flat))
+    with pytest.raises(TypeError, match="a vector of shape"):
+        unravel(np.zeros(8, np.float32))
+    empty, unravel_empty = ravel_pytree({})
+    assert empty.shape == (0,) and unravel_empty(empty) == {}

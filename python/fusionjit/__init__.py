@@ -40,6 +40,8 @@ from fusionjit import nn
 from fusionjit import testing
 from fusionjit import dlpack
 from fusionjit import scipy  # noqa: F401 (fusionjit.scipy, as jax.scipy)
+from fusionjit import dtypes  # noqa: F401 (fusionjit.dtypes, as jax.dtypes)
+from fusionjit import flatten_util  # noqa: F401 (as jax.flatten_util)
 
 _array_methods.install_all()
 _interop.install()

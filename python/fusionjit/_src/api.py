@@ -9,6 +9,8 @@ import threading
 import time
 import warnings
 import weakref
+
+import numpy as np
 from typing import Any, Callable, Sequence
 
 from fusionjit import _core
@@ -16,7 +18,8 @@ from fusionjit._src import core
 from fusionjit._src import dispatch
 from fusionjit._src import errors
 from fusionjit._src import lowering
-from fusionjit._src import tracing
+from fusionjit._src import tracing, tree_util
+from fusionjit._src import dtypes as dt
 from fusionjit._src.config import config
 
 
@@ -288,7 +291,7 @@ class Jitted(_core.JitFunction):
             for i, v in sorted(statics, key=lambda p: p[0] % (len(dyn) + len(statics))):
                 full.insert(i % (len(dyn) + len(statics)), v)
             out = self._fun(*full, **kw, **static_kwargs)
-            out_leaves, out_tree = _core.tree_flatten(out)
+            out_leaves, out_tree = _core.tree_flatten(_float0_outputs_static(out))
             out_tree_box.append(out_tree)
             return out_leaves
 
@@ -516,3 +519,23 @@ def make_ir(fun: Callable, *, static_argnums=None, static_argnames=None) -> Call
         return jitted._trace(in_tree, avals, statics, static_kwargs)[0]
 
     return traced
+
+
+class _Float0:
+    """A float0 output (the gradient of an integer input): no data, part of the output
+    tree's structure, rebuilt as NumPy float0 zeros of its shape by every call."""
+
+    def __init__(self, shape):
+        self.shape = tuple(shape)
+
+
+tree_util.register_pytree_node(_Float0, lambda x: ((), x.shape),
+                               lambda shape, _: np.zeros(shape, dt.float0))
+
+
+def _float0_outputs_static(out):
+    if not any(isinstance(leaf, np.ndarray) and leaf.dtype == dt.float0
+               for leaf in tree_util.tree_leaves(out)):
+        return out
+    return tree_util.tree_map(lambda leaf: _Float0(leaf.shape) if isinstance(
+        leaf, np.ndarray) and leaf.dtype == dt.float0 else leaf, out)

@@ -224,25 +224,35 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
     return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
 
 
-def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False):
+def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
+                   allow_int: bool = False):
     """``fun``'s value and its gradient with respect to the arguments ``argnums``, as
     ``jax.value_and_grad``: ``fun`` returns a float scalar (or ``(scalar, aux)`` with
     ``has_aux``); the gradient has the structure of the argument (a tuple of them for a
-    tuple of argnums)."""
+    tuple of argnums). With ``allow_int``, integer and boolean leaves (a train state's step
+    counter) are held constant and get ``float0`` zeros, as JAX gives them."""
     many = not isinstance(argnums, int)
     nums = tuple(argnums) if many else (argnums,)
 
     @functools.wraps(fun)
     def wrapped(*args, **kwargs):
-        nums_ = _check_diff_args("grad", args, nums)
+        nums_ = _check_diff_args("grad", args, nums, allow_int)
+        # Each differentiated argument as its leaves, and which of them are integers.
+        flat = [tree_util.tree_flatten(args[n]) for n in nums_]
+        ints = [[not dt.is_float(core.get_aval(leaf).dtype) for leaf in leaves]
+                for leaves, _ in flat]
 
         def part(*diff):
             full = list(args)
-            for n, v in zip(nums_, diff):
-                full[n] = v
+            for n, (leaves, treedef), is_int, d in zip(nums_, flat, ints, diff):
+                floats = iter(d)
+                full[n] = tree_util.tree_unflatten(
+                    treedef, [leaf if i else next(floats) for leaf, i in zip(leaves, is_int)])
             return fun(*full, **kwargs)
 
-        out = vjp(part, *(args[n] for n in nums_), has_aux=has_aux)
+        diff = [[leaf for leaf, i in zip(leaves, is_int) if not i]
+                for (leaves, _), is_int in zip(flat, ints)]
+        out = vjp(part, *diff, has_aux=has_aux)
         value, pullback = out[0], out[1]
         leaves = tree_util.tree_leaves(value)
         aval = core.get_aval(leaves[0]) if len(leaves) == 1 else None
@@ -250,17 +260,24 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
             what = "several values" if len(leaves) != 1 else aval.str_short()
             _fail(f"grad requires a scalar floating-point output of "
                         f"{getattr(fun, '__name__', 'fun')}, got {what}", TypeError)
-        g = pullback(red.full((), 1, aval.dtype))
-        g = g if many else g[0]
+        grads = []
+        for (leaves, treedef), is_int, g in zip(flat, ints, pullback(red.full((), 1, aval.dtype))):
+            floats = iter(g)
+            grads.append(tree_util.tree_unflatten(treedef, [
+                np.zeros(core.get_aval(leaf).shape, dt.float0) if i else next(floats)
+                for leaf, i in zip(leaves, is_int)]))
+        g = tuple(grads) if many else grads[0]
         return ((value, out[2]), g) if has_aux else (value, g)
 
     return wrapped
 
 
-def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False):
+def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
+         allow_int: bool = False):
     """The gradient of ``fun`` (a float scalar) with respect to ``argnums``, as
-    ``jax.grad``; with ``has_aux``, ``(gradient, aux)``."""
-    vg = value_and_grad(fun, argnums, has_aux)
+    ``jax.grad``; with ``has_aux``, ``(gradient, aux)``; ``allow_int`` as in
+    ``value_and_grad``."""
+    vg = value_and_grad(fun, argnums, has_aux, allow_int)
 
     @functools.wraps(fun)
     def wrapped(*args, **kwargs):
@@ -295,8 +312,9 @@ def _basis(aval):
     return np.eye(n, dtype=aval.dtype).reshape((n,) + tuple(aval.shape))
 
 
-def _check_diff_args(what: str, args, nums) -> tuple:
-    """``nums`` as non-negative positions, checked: in range, floating-point leaves."""
+def _check_diff_args(what: str, args, nums, allow_int: bool = False) -> tuple:
+    """``nums`` as non-negative positions, checked: in range, floating-point leaves (or
+    integer ones too, with ``allow_int``)."""
     for n in nums:
         if not -len(args) <= n < len(args):
             _fail(f"{what}: argnums {n} for {len(args)} positional arguments", ValueError)
@@ -304,9 +322,12 @@ def _check_diff_args(what: str, args, nums) -> tuple:
     for n in nums:
         for leaf in tree_util.tree_leaves(args[n]):
             d = core.get_aval(leaf).dtype
+            if allow_int and (dt.is_int(d) or dt.is_bool(d)):
+                continue
             if not dt.is_float(d):
                 _fail(f"{what} requires real-valued (floating-point) inputs, but argument {n} "
-                      f"has a leaf of {d}", TypeError)
+                      f"has a leaf of {d}; for integer or boolean inputs, use vjp or set "
+                      f"allow_int=True", TypeError)
     return nums
 
 

@@ -115,6 +115,11 @@ def short_name(d: np.dtype) -> str:
     return _SHORT.get(np.dtype(d), str(d))
 
 
+# The dtype of the gradient of an integer or boolean input (``grad(allow_int=True)``), as
+# ``jax.dtypes.float0``: no bits per element.
+float0 = np.dtype([("float0", np.void, 0)])
+
+
 def default_int() -> np.dtype:
     return int64 if x64_enabled() else int32
 

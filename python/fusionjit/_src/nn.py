@@ -262,3 +262,83 @@ def glu(x, axis: int = -1):
         fail(f"glu(): the size of axis {axis} must be even, got {size}", ValueError)
     x1, x2 = shapes.split(x, 2, axis)
     return x1 * sigmoid(x2)
+
+
+def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None,
+                          is_causal: bool = False, query_seq_lengths=None,
+                          key_value_seq_lengths=None, local_window_size=None,
+                          implementation=None):
+    """Scaled dot-product attention, as ``jax.nn.dot_product_attention`` (its XLA
+    implementation): query [B, T, N, H], key and value [B, S, K, H] (N a multiple of K: query
+    head n reads key/value head n // (N // K)), or the same without B; logits scaled by
+    ``scale`` (1/sqrt(H)), plus ``bias``, masked (``mask``, causal, a local window, sequence
+    lengths) with a large negative number, softmax in float32. Returns [B, T, N, H]."""
+    from fusionjit._src.numpy import contractions, manipulation
+    if implementation not in (None, "xla"):
+        fail(f"dot_product_attention: implementation {implementation!r} is not available; "
+             f"fusionjit has 'xla' (or None)", ValueError)
+    check_arraylike("dot_product_attention", query, key, value)
+    query, key, value = to_array(query), to_array(key), to_array(value)
+    out_shape = aval(query).shape
+
+    def four_d(t):
+        t = to_array(t)
+        return shapes.expand_dims(t, tuple(range(4 - aval(t).ndim))) if aval(t).ndim < 4 else t
+
+    q, k, v = four_d(query), four_d(key), four_d(value)
+    bias = None if bias is None else four_d(bias)
+    mask = None if mask is None else four_d(mask)
+    B, S, K, H = aval(k).shape
+    if aval(v).shape != (B, S, K, H) or aval(v).dtype != aval(k).dtype:
+        fail(f"dot_product_attention: value {aval(v).str_short()} must have key's shape and "
+             f"dtype {aval(k).str_short()}", ValueError)
+    qs = aval(q).shape
+    if qs[0] != B or qs[3] != H or aval(q).dtype != aval(k).dtype:
+        fail(f"dot_product_attention: query {aval(q).str_short()} must be [{B}, T, N, {H}] "
+             f"of key's dtype {aval(k).dtype}", ValueError)
+    if mask is not None and aval(mask).dtype != np.bool_:
+        fail(f"dot_product_attention: mask must be boolean, got {aval(mask).dtype}", ValueError)
+    T, N = qs[1], qs[2]
+    if N % K:
+        fail(f"dot_product_attention: the number of query heads must be a multiple of "
+             f"key/value heads, but got {N} vs {K}", ValueError)
+    if N != K:
+        k, v = manipulation.repeat(k, N // K, axis=2), manipulation.repeat(v, N // K, axis=2)
+    scale = 1.0 / np.sqrt(H) if scale is None else scale
+    logits_dtype = dt.promote_dtypes(aval(q).dtype, np.float32)
+    logits = contractions.einsum("BTNH,BSNH->BNTS", q, k, preferred_element_type=logits_dtype)
+    logits = ufuncs.multiply(logits, to_array(scale, logits_dtype, False))
+    if bias is not None:
+        logits = ufuncs.add(logits, bias).astype(logits_dtype)
+    keep = [] if mask is None else [mask]
+    t_pos = _positions(T)[:, None]
+    s_pos = _positions(S)[None, :]
+    if is_causal:
+        keep.append(ufuncs.greater_equal(t_pos, s_pos)[None, None])
+    if local_window_size is not None:
+        left, right = ((local_window_size, local_window_size)
+                       if isinstance(local_window_size, int) else local_window_size)
+        keep.append(ufuncs.logical_and(ufuncs.less_equal(t_pos, s_pos + left),
+                                       ufuncs.greater_equal(t_pos, s_pos - right))[None, None])
+    if query_seq_lengths is not None:
+        keep.append(ufuncs.less(t_pos[None], to_array(query_seq_lengths)[:, None, None])[:, None])
+    if key_value_seq_lengths is not None:
+        keep.append(ufuncs.less(s_pos[None],
+                                to_array(key_value_seq_lengths)[:, None, None])[:, None])
+    if keep:
+        combined = keep[0]
+        for m in keep[1:]:
+            combined = ufuncs.logical_and(combined, m)
+        big = -0.7 * min(float(dt.finfo(logits_dtype).max), float(np.finfo(np.float32).max))
+        logits = ufuncs.where(combined, logits, to_array(big, logits_dtype, False))
+    probs = softmax(logits.astype(np.float32), axis=-1).astype(aval(k).dtype)
+    encoded = contractions.einsum("BNTS,BSNH->BTNH", probs, v)
+    if query_seq_lengths is not None:
+        valid = ufuncs.less(_positions(T)[None, :], to_array(query_seq_lengths)[:, None])
+        encoded = ufuncs.multiply(encoded, valid[:, :, None, None].astype(aval(encoded).dtype))
+    return shapes.reshape(encoded, out_shape)
+
+
+def _positions(n: int):
+    """0, 1, ..., n - 1 as int32."""
+    return shapes.arange(n, dtype=np.int32)

@@ -28,6 +28,7 @@ from fusionjit._src import dtypes as dt
 from fusionjit._src.config import config
 from fusionjit._src.lax import lax
 from fusionjit._src.lax.slicing import take_along
+from fusionjit._src.lax.sorting import top_k
 from fusionjit._src.lowering import register
 from fusionjit._src.numpy import reductions, shapes, ufuncs
 from fusionjit._src.numpy.util import aval, fail, shape_arg, to_array
@@ -577,8 +578,11 @@ def rademacher(key, shape=(), dtype=None):
     return lax.sub(lax.mul(to_array(2, d, False), b), to_array(1, d, False))
 
 
-def categorical(key, logits, axis: int = -1, shape=None):
-    """Samples of category indices with log-probabilities `logits` (Gumbel-max)."""
+def categorical(key, logits, axis: int = -1, shape=None, replace: bool = True):
+    """Samples of category indices with log-probabilities `logits`: the Gumbel-max trick, or
+    without replacement the Gumbel top-k trick (`shape`'s leading part is then the number of
+    draws per distribution), as JAX, bit for bit. `shape` ends with a shape the logits'
+    batch shape broadcasts to."""
     logits = to_array(logits)
     lshape = aval(logits).shape
     if not dt.is_float(aval(logits).dtype):
@@ -586,12 +590,28 @@ def categorical(key, logits, axis: int = -1, shape=None):
     axis = axis % len(lshape) if lshape else 0
     batch_shape = tuple(d for i, d in enumerate(lshape) if i != axis)
     shape = batch_shape if shape is None else shape_arg(shape, "categorical")
-    if shape[len(shape) - len(batch_shape):] != batch_shape:
-        fail(f"categorical(): shape {shape} must end with the logits' batch shape {batch_shape}",
-              ValueError)
+    try:
+        broadcast = np.broadcast_shapes(shape, batch_shape)
+    except ValueError:
+        broadcast = None
+    if broadcast != shape:
+        fail(f"categorical(): the logits' batch shape {batch_shape} must broadcast to shape "
+             f"{shape}", ValueError)
     prefix = shape[:len(shape) - len(batch_shape)]
     neg_axis = axis - len(lshape)
-    lg_shape = list(batch_shape)
+    if not replace:
+        k = int(np.prod(prefix, dtype=np.int64))
+        if k > lshape[axis]:
+            fail(f"categorical(): the number of samples without replacement ({k}) cannot "
+                 f"exceed the number of categories ({lshape[axis]})", ValueError)
+        if shape != prefix + batch_shape:
+            fail(f"categorical(replace=False): shape {shape} must end with the logits' batch "
+                 f"shape {batch_shape}", ValueError)
+        g = ufuncs.add(logits, gumbel(key, lshape, aval(logits).dtype))
+        _, indices = top_k(shapes.moveaxis(g, axis, -1), k)      # batch_shape + (k,)
+        rank = len(aval(indices).shape)
+        return lax.reshape(lax.transpose(indices, (rank - 1,) + tuple(range(rank - 1))), shape)
+    lg_shape = list(shape[len(shape) - len(batch_shape):])
     lg_shape.insert(axis, lshape[axis])
     g = gumbel(key, prefix + tuple(lg_shape), aval(logits).dtype)
     expanded = lax.reshape(logits, (1,) * len(prefix) + lshape)
@@ -675,7 +695,14 @@ def choice(key, a, shape=(), replace: bool = True, p=None, axis: int = 0):
             fail(f"choice(): p must be None or a 1D vector with the same size as a.shape[axis]; "
                   f"p has shape {aval(p).shape} and a.shape[axis] is {n_inputs}", ValueError)
         if not replace:
-            fail("choice(replace=False, p=...) is not supported yet", NotImplementedError)
+            # The Gumbel top-k trick, as JAX.
+            g = ufuncs.add(gumbel(data, (n_inputs,), aval(p).dtype), ufuncs.log(p))
+            ind = lax.convert_element_type(top_k(g, n_draws)[1], dt.default_int())
+            ind = lax.reshape(ind, shape)
+            if arr is None:
+                return ind
+            out = _take(arr, lax.reshape(ind, (n_draws,)), axis)
+            return lax.reshape(out, aval(arr).shape[:axis] + shape + aval(arr).shape[axis + 1:])
         # cumsum by a triangular sum, then searchsorted (left) as a count of cdf < r.
         tri = lax.le(lax.broadcasted_iota(dt.default_int(), (n_inputs, n_inputs), 1),
                      lax.broadcasted_iota(dt.default_int(), (n_inputs, n_inputs), 0))
