@@ -305,3 +305,39 @@ def test_more_distributions_match_jax(name):
                 np.testing.assert_allclose(got, want, rtol=4e-6, atol=4e-7)
                 assert (got == want).mean() > 0.9
     assert fr.rademacher(fr.PRNGKey(0), (3,), np.float32).dtype == np.float32
+
+
+def test_fold_in_takes_every_uint32_python_int_as_jax_does():
+    # Known answers from JAX 0.10 (jax.random.fold_in(jax.random.PRNGKey(0), 2**31 + 5)).
+    np.testing.assert_array_equal(fr.fold_in(fr.PRNGKey(0), 2**31 + 5), [2251496604, 2591608338])
+    jitted = fusionjit.jit(lambda k: fr.fold_in(k, 2**31 + 5))(fr.PRNGKey(0))
+    np.testing.assert_array_equal(jitted, [2251496604, 2591608338])
+    with pytest.raises(OverflowError, match="out of bounds for uint32"):
+        fr.fold_in(fr.PRNGKey(0), -3)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int16, np.uint16])
+def test_randint_of_narrow_integers_stays_in_range(dtype):
+    info = np.iinfo(dtype)
+    x = np.asarray(fr.randint(fr.PRNGKey(2), (4000,), -1000, 1000, dtype=dtype))
+    assert x.dtype == dtype and x.min() >= max(-1000, info.min) and x.max() <= min(999, info.max)
+    assert len(np.unique(x)) > min(200, info.max - max(info.min, -1000)) // 2
+
+
+@requires_jax
+@pytest.mark.parametrize("partitionable", [True, False])
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int16, np.uint16])
+def test_randint_of_narrow_integers_matches_jax(dtype, partitionable):
+    import jax
+    old = jax.config.jax_threefry_partitionable
+    jax.config.update("jax_threefry_partitionable", partitionable)
+    fusionjit.config.update("fusionjit_threefry_partitionable", partitionable)
+    try:
+        for lo, hi in [(0, 100), (-5, 7), (0, 256), (300, 500), (-300, 70000)]:
+            want = np.asarray(jax.random.randint(jax.random.PRNGKey(1), (2, 50), lo, hi, dtype))
+            got = fusionjit.jit(lambda k, lo=lo, hi=hi: fr.randint(k, (2, 50), lo, hi, dtype))(
+                fr.PRNGKey(1))
+            np.testing.assert_array_equal(np.asarray(got), want)
+    finally:
+        jax.config.update("jax_threefry_partitionable", old)
+        fusionjit.config.update("fusionjit_threefry_partitionable", True)

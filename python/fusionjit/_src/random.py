@@ -397,6 +397,11 @@ def split(key, num: int | Sequence[int] = 2):
 def fold_in(key, data):
     """A new key from `key` and an integer (or uint32 array of) `data`."""
     kd, typed = _key("fold_in", key)
+    if isinstance(data, (int, np.integer)) and not isinstance(data, (bool, np.bool_)):
+        # As JAX: a Python int is taken as a uint32 (all of [0, 2**32)).
+        if not 0 <= int(data) < 2 ** 32:
+            fail(f"fold_in(): data {int(data)} is out of bounds for uint32", OverflowError)
+        data = np.uint32(data)
     d = to_array(data)
     if not dt.is_int(aval(d).dtype):
         fail(f"fold_in() needs integer data, got {aval(d).dtype}")
@@ -489,8 +494,16 @@ def randint(key, shape, minval, maxval, dtype=None):
     d = dt.default_int() if dtype is None else dt.canonicalize(dtype)
     if not dt.is_int(d):
         fail(f"randint(): dtype must be an integer dtype, got {d}")
-    if d.itemsize != 4:
-        fail(f"randint() supports 32-bit integer dtypes (int32, uint32), got {d}")
+    if d.itemsize < 4:
+        # As JAX: 8- and 16-bit values are drawn as int32 in the dtype's range, then cast.
+        info, i32 = np.iinfo(d), np.dtype(np.int32)
+
+        def bound(v, hi):
+            v = lax.convert_element_type(to_array(v), i32)
+            return lax.clamp(to_array(int(info.min), i32, False), v, to_array(hi, i32, False))
+        wide = randint(key, shape, bound(minval, int(info.max)), bound(maxval, int(info.max) + 1),
+                       i32)
+        return lax.convert_element_type(wide, d)
     batch = aval(data).shape[:-1]
     out_shape = batch + shape
     minval, maxval = to_array(minval), to_array(maxval)
@@ -517,13 +530,18 @@ def randint(key, shape, minval, maxval, dtype=None):
     hi_v = shapes.broadcast_to(clip_to(maxval), out_shape)
     max_out_of_range = shapes.broadcast_to(max_out_of_range, out_shape)
     k1, k2 = split(data)[..., 0, :], split(data)[..., 1, :]
-    higher, lower = _random_bits32(k1, shape), _random_bits32(k2, shape)
-    span = lax.convert_element_type(lax.sub(hi_v, lo_v), U32)
-    one = lax.full(out_shape, 1, U32)
+    # As JAX: twice the dtype's bits per value, reduced modulo the span in the unsigned type
+    # of the dtype's width.
+    nbits = 8 * d.itemsize
+    unsigned = np.dtype(f"uint{nbits}")
+    draw = _random_bits64 if nbits == 64 else _random_bits32
+    higher, lower = draw(k1, shape), draw(k2, shape)
+    span = lax.convert_element_type(lax.sub(hi_v, lo_v), unsigned)
+    one = lax.full(out_shape, 1, unsigned)
     span = lax.select(lax.le(hi_v, lo_v), one, span)
     span = lax.select(lax.bitwise_and(max_out_of_range, lax.gt(hi_v, lo_v)), lax.add(span, one),
                       span)
-    mult = lax.rem(lax.full(out_shape, 1 << 16, U32), span)
+    mult = lax.rem(lax.full(out_shape, 1 << (nbits // 2), unsigned), span)
     mult = lax.rem(lax.mul(mult, mult), span)
     offset = lax.add(lax.mul(lax.rem(higher, span), mult), lax.rem(lower, span))
     offset = lax.rem(offset, span)
