@@ -5,6 +5,8 @@ eagerly and under jit; the error paths."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -606,3 +608,72 @@ def test_grad_with_allow_int_holds_integer_leaves_constant_and_gives_them_float0
             assert g[k].dtype == fusionjit.dtypes.float0 and g[k].shape == ()
     (v, g) = fusionjit.value_and_grad(loss, allow_int=True)(state, x)
     assert float(v) == 0.25 * 72   # (x @ w)**2 is 9 at each of 8 entries
+
+
+def test_custom_jvp_rules_drive_grad_through_their_transpose():
+    @fusionjit.custom_jvp
+    def softplus(x):
+        return fnp.log1p(fnp.exp(x))
+
+    @softplus.defjvp
+    def _(primals, tangents):
+        (x,), (t,) = primals, tangents
+        return softplus(x), t * (1 / (1 + fnp.exp(-x)))
+
+    x = np.array([-3.0, 0.5, 80.0], np.float32)   # exp(80) overflows the naive derivative
+    g = fusionjit.jit(fusionjit.grad(lambda x: softplus(x).sum()))(x)
+    np.testing.assert_allclose(np.asarray(g), 1 / (1 + np.exp(-x.astype(np.float64))), rtol=1e-6)
+
+    @functools.partial(fusionjit.custom_jvp, nondiff_argnums=(0,))
+    def power(n, x):
+        return x ** n
+
+    @power.defjvp
+    def _(n, primals, tangents):     # twice the true derivative: proves the rule is used
+        (x,), (t,) = primals, tangents
+        return power(n, x), 2.0 * n * x ** (n - 1) * t
+
+    np.testing.assert_allclose(np.asarray(fusionjit.grad(lambda x: power(3, x).sum())(x[:2])),
+                               6 * x[:2] ** 2, rtol=1e-6)
+
+    @fusionjit.custom_jvp
+    def scaled(x, k):                 # an integer argument gets a float0 tangent
+        return x * k
+
+    @scaled.defjvp
+    def _(primals, tangents):
+        assert tangents[1].dtype == fusionjit.dtypes.float0
+        return scaled(*primals), tangents[0] * primals[1]
+
+    np.testing.assert_array_equal(
+        np.asarray(fusionjit.grad(lambda x: scaled(x, np.int32(3)).sum())(x)), [3, 3, 3])
+
+    @fusionjit.custom_jvp
+    def f(x, y):
+        return fnp.sin(x) * y
+
+    f.defjvps(lambda g, ans, x, y: fnp.cos(x) * g * y, lambda g, ans, x, y: fnp.sin(x) * g)
+    gx, gy = fusionjit.grad(lambda x, y: f(x, y).sum(), argnums=(0, 1))(x, x + 1)
+    np.testing.assert_allclose(np.asarray(gx), np.cos(x) * (x + 1), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(gy), np.sin(x), rtol=1e-5)
+    second = fusionjit.grad(fusionjit.grad(lambda x: f(x, 2.0)))(0.3)
+    np.testing.assert_allclose(float(second), -2 * np.sin(0.3), rtol=1e-5)
+
+    @fusionjit.custom_jvp
+    def no_rule(x):
+        return x
+
+    with pytest.raises(AttributeError, match="before defjvp"):
+        no_rule(x)
+    with pytest.raises(NotImplementedError, match="symbolic_zeros"):
+        no_rule.defjvp(lambda p, t: (p, t), symbolic_zeros=True)
+
+
+def test_linearize_applies_the_derivative_at_the_point():
+    x = np.array([0.1, 1.0, 2.0], np.float32)
+    out, f_jvp = fusionjit.linearize(lambda x: fnp.sin(x) * x, x)
+    np.testing.assert_allclose(np.asarray(out), np.sin(x) * x, rtol=1e-6)
+    t = np.array([1.0, -2.0, 0.5], np.float32)
+    np.testing.assert_allclose(np.asarray(f_jvp(t)), (np.cos(x) * x + np.sin(x)) * t, rtol=1e-5)
+    with pytest.raises(TypeError, match="one per primal"):
+        f_jvp(t, t)

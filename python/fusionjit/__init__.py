@@ -25,8 +25,8 @@ from fusionjit._src.api_util import (default_backend, device_count, eval_shape,
                                      local_device_count, named_scope, process_count,
                                      process_index)
 from fusionjit._src.array import Array
-from fusionjit._src.autodiff import (checkpoint, custom_vjp, grad, hessian, jacfwd, jacrev,
-                                     jvp, remat, value_and_grad, vjp)
+from fusionjit._src.autodiff import (checkpoint, custom_jvp, custom_vjp, grad, hessian, jacfwd,
+                                     jacrev, jvp, linearize, remat, value_and_grad, vjp)
 from fusionjit._src.batching import vmap
 from fusionjit._src.errors import (ConcretizationTypeError, TracerArrayConversionError,
                                    TracerBoolConversionError, TracerIntegerConversionError,
@@ -86,9 +86,10 @@ __all__ = [
     "Array", "Compiled", "ConcretizationTypeError", "Explanation", "Lowered", "ShapeDtypeStruct",
     "TracerArrayConversionError", "TracerBoolConversionError", "TracerIntegerConversionError",
     "UnexpectedTracerError", "DeviceError", "block_until_ready", "checkpoint", "clear_caches",
-    "config", "custom_vjp", "default_backend", "device_count", "device_get", "device_put",
+    "config", "custom_jvp", "custom_vjp", "default_backend", "device_count", "device_get",
+    "device_put",
     "devices", "disable_jit", "dlpack", "eval_shape", "explain", "gpu_unavailable_reason", "grad",
-    "hessian", "jacfwd", "jacrev", "jit", "jvp", "lax",
+    "dtypes", "flatten_util", "hessian", "jacfwd", "jacrev", "jit", "jvp", "lax", "linearize",
     "local_device_count", "make_ir", "named_scope", "nn", "numpy", "process_count",
     "process_index", "random", "remat", "scipy", "testing", "tree", "tree_util",
     "value_and_grad", "vjp", "vmap",

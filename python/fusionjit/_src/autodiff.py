@@ -312,6 +312,20 @@ def _basis(aval):
     return np.eye(n, dtype=aval.dtype).reshape((n,) + tuple(aval.shape))
 
 
+def linearize(fun: Callable, *primals):
+    """``(fun(*primals), f_jvp)`` as ``jax.linearize``: ``f_jvp(*tangents)`` is the
+    derivative of ``fun`` at ``primals`` applied to the tangents (``jvp``'s tangent out;
+    computed anew at each call, where JAX keeps the linearised program)."""
+    out = fun(*primals)
+
+    def f_jvp(*tangents):
+        if len(tangents) != len(primals):
+            _fail(f"linearize: f_jvp takes {len(primals)} tangents (one per primal), got "
+                  f"{len(tangents)}", TypeError)
+        return jvp(fun, primals, tangents)[1]
+    return out, f_jvp
+
+
 def _check_diff_args(what: str, args, nums, allow_int: bool = False) -> tuple:
     """``nums`` as non-negative positions, checked: in range, floating-point leaves (or
     integer ones too, with ``allow_int``)."""
@@ -450,6 +464,92 @@ class custom_vjp:
         outs = custom_vjp_call_p.bind(*program.consts, *leaves, program=closed, custom=custom,
                                       nconsts=len(program.consts))
         return tree_util.tree_unflatten(out_tree, outs)
+
+
+class custom_jvp:
+    """A function with its own derivative rule, as ``jax.custom_jvp``::
+
+        @fusionjit.custom_jvp
+        def f(x, y): ...
+        @f.defjvp
+        def f_jvp(primals, tangents):
+            x, y = primals
+            x_dot, y_dot = tangents
+            return f(x, y), tangent_out     # linear in the tangents
+
+    (or ``f.defjvps(jvp_x, jvp_y)``: ``jvp_i(g_i, ans, *primals)`` for each argument).
+    ``fusionjit.grad`` differentiates through the rule, not through ``f``'s operations: its
+    backward pass is the transpose of the rule's tangent map (the reverse pass of the map,
+    which is linear in the tangents), as JAX transposes the linearised rule. Arguments in
+    ``nondiff_argnums`` are passed to the rule first; integer arguments get ``float0``
+    tangents. Outside differentiation ``f`` runs as written."""
+
+    def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = ()):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.nondiff_argnums = tuple(nondiff_argnums)
+        self.jvp: Callable | None = None
+
+    def defjvp(self, jvp: Callable, symbolic_zeros: bool = False) -> Callable:
+        if symbolic_zeros:
+            _fail("custom_jvp.defjvp(symbolic_zeros=True) is not supported: the rule gets "
+                  "zero tangents as arrays", NotImplementedError)
+        self.jvp = jvp
+        return jvp
+
+    def defjvps(self, *jvps) -> None:
+        def jvp(*args):
+            primals, tangents = args[-2], args[-1]
+            ans = self.fun(*args[:-2], *primals)
+            out = None
+            for rule, t in zip(jvps, tangents):
+                if rule is None:
+                    continue
+                term = rule(t, ans, *primals)
+                out = term if out is None else tree_util.tree_map(ew.add, out, term)
+            return ans, (out if out is not None else tree_util.tree_map(
+                lambda a: _zeros(core.get_aval(a)), ans))
+        self.jvp = jvp
+
+    def __call__(self, *args):
+        if self.jvp is None:
+            _fail(f"custom_jvp {getattr(self.fun, '__name__', 'function')} is called before "
+                  f"defjvp gave it a derivative rule", AttributeError)
+        nondiff = sorted({i % len(args) for i in self.nondiff_argnums})
+        rule = self.jvp
+        f = custom_vjp(self.fun, nondiff_argnums=tuple(nondiff))
+
+        def fwd(*a):
+            return self.fun(*a), tuple(x for i, x in enumerate(a) if i not in nondiff)
+
+        def bwd(*rest):
+            static, primals, ct = rest[:len(nondiff)], rest[len(nondiff)], rest[-1]
+            flat = [tree_util.tree_flatten(p) for p in primals]
+            ints = [[not dt.is_float(core.get_aval(leaf).dtype) for leaf in leaves]
+                    for leaves, _ in flat]
+
+            def tangent_map(*float_tangents):
+                tangents = []
+                for (leaves, treedef), is_int, ft in zip(flat, ints, float_tangents):
+                    it = iter(ft)
+                    tangents.append(tree_util.tree_unflatten(treedef, [
+                        np.zeros(core.get_aval(leaf).shape, dt.float0) if i else next(it)
+                        for leaf, i in zip(leaves, is_int)]))
+                return rule(*static, tuple(primals), tuple(tangents))[1]
+
+            zeros = [[_zeros(core.get_aval(leaf)) for leaf, i in zip(leaves, is_int) if not i]
+                     for (leaves, _), is_int in zip(flat, ints)]
+            _, pullback = vjp(tangent_map, *zeros)
+            cts = []
+            for (leaves, treedef), is_int, g in zip(flat, ints, pullback(ct)):
+                it = iter(g)
+                cts.append(tree_util.tree_unflatten(treedef, [
+                    _zeros(core.get_aval(leaf)) if i else next(it)
+                    for leaf, i in zip(leaves, is_int)]))
+            return tuple(cts)
+
+        f.defvjp(fwd, bwd)
+        return f(*args)
 
 
 class _Custom:
