@@ -764,3 +764,53 @@ def test_random_vmapped_while_loops_match_the_step_by_step_loop(seed):
         want = fusionjit.tree_util.tree_leaves(fusionjit.jit(f, fusion="xla")(*args))
         for g, w in zip(got, want):
             np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_fori_loop_to_a_bound_known_when_it_runs_is_one_kernel(seed):
+    """The condition is the same for every lane (a counter against a traced bound): every
+    block of lanes runs it and steps as often as the loop; bit for bit the step-by-step loop."""
+    rng = np.random.default_rng(seed)
+    unary = [fnp.sin, fnp.tanh, lambda v: -v, fnp.exp, lambda v: fnp.minimum(v, 3.0)]
+    for _ in range(5):
+        u, scale = rng.integers(len(unary)), np.float32(rng.standard_normal())
+
+        def f(x, v, n, u=u, scale=scale):
+            def body(i, c):
+                x, v = c
+                return fnp.clip(x + 0.1 * v, -50.0, 50.0), v * scale + unary[u](x) + 0.01 * i
+            return lax.fori_loop(0, n, body, (x, v))
+
+        lanes = int(rng.choice([1, 7, 33, 300]))
+        x, v = (rng.standard_normal(lanes).astype(np.float32) for _ in range(2))
+        n = np.int32(rng.integers(0, 12))
+        (d,) = decisions(f, x, v, n)
+        assert d["fuse"] and "before each step" in d["reason"], d["reason"]
+        got = fusionjit.jit(f)(x, v, n)
+        want = fusionjit.jit(f, fusion="xla")(x, v, n)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    assert fusionjit.testing.launch_counts(f)(x, v, n)["loops"] == []
+
+
+def test_a_scalar_while_loop_runs_in_one_kernel_and_one_reading_across_lanes_does_not():
+    def grow(x):
+        return lax.while_loop(lambda c: c[0] < 1000.0, lambda c: (c[0] * 1.5 + 1, c[1] + 1), (x, 0))
+
+    (d,) = decisions(grow, np.float32(1.0))
+    assert d["fuse"] and "one lane" in d["reason"]
+    x, steps = fusionjit.jit(grow)(np.float32(1.0))
+    want = np.float32(1.0)
+    for _ in range(int(steps)):
+        want = want * np.float32(1.5) + np.float32(1)
+    assert int(steps) == 15 and float(x) == float(want) and float(x) >= 1000
+
+    def first_lane(x):   # each block of lanes would test a different lane
+        return lax.while_loop(lambda c: c[0] < 100.0, lambda c: c * 2.0, x)
+
+    x = RNG.uniform(1, 2, 64).astype(np.float32)
+    (d,) = decisions(first_lane, x)
+    assert not d["fuse"] and "in its condition" in d["reason"], d["reason"]
+    got = np.asarray(fusionjit.jit(first_lane)(x))
+    k = int(np.ceil(np.log2(100.0 / x[0])))
+    np.testing.assert_array_equal(got, x * np.float32(2.0) ** k)

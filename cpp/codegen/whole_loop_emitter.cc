@@ -327,12 +327,24 @@ llvm::Function* EmitWholeLoopBody(llvm::Module& module, const Instruction* fusio
       if (l.predicate >= 0) {
         // Until the lanes are done: the group steps while any of its lanes' predicates holds
         // (a step leaves the others as they are).
+        const Instruction* predicate = root->operand(l.predicate);
         auto any_running = [&](const std::vector<llvm::Value*>& cur) {
           llvm::Value* any = b.getFalse();
           emitter.ForgetLaneRows();
+          size_t at_cur = uniform_at;
+          for (int u = 0; u < l.uniform_carries; ++u) {
+            DType ut = step.parameter(l.carries + u)->dtype();
+            for (int64_t j = 0; j < uniform_sizes[u]; ++j) {
+              b.CreateStore(StoreValue(b, ut, cur[at_cur++]), b.CreateConstGEP1_64(StorageType(ctx, ut), uniform_slots[u], j));
+            }
+          }
+          if (predicate->shape().rank() == 0 && lanes_n > 1) {
+            ElementalEmitter::WidthScope scalar(emitter, 1);
+            return emitter.Emit(predicate, Index{}).v;   // the same for every lane
+          }
           for (int g = 0; g < group; ++g) {
             current.assign(cur.begin() + g * l.carries, cur.begin() + (g + 1) * l.carries);
-            llvm::Value* running = lanes.Widen(emitter.Emit(root->operand(l.predicate), at[g]));
+            llvm::Value* running = lanes.Widen(emitter.Emit(predicate, at[g]));
             any = b.CreateOr(any, running->getType()->isVectorTy() ? b.CreateOrReduce(running) : running);
           }
           return any;

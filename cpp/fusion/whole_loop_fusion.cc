@@ -95,7 +95,7 @@ std::string UnfusibleOp(const Computation& c, const std::string& part) {
 // Which values of `c` (a loop's body or condition) depend on its lane carries, each with
 // its lane dimensions; "" or why a value combines or moves the lanes' values.
 std::string FindLaneValues(const Computation& c, const Match& m, const std::unordered_set<const Instruction*>& output_parts,
-                           std::unordered_set<const Instruction*>& lane_values) {
+                           std::unordered_set<const Instruction*>& lane_values, bool root_too = false) {
   LaneDims lane_dims;
   const Instruction* root = c.root();
   for (const Instruction* i : c.MakePostOrder()) {
@@ -106,7 +106,7 @@ std::string FindLaneValues(const Computation& c, const Match& m, const std::unor
       }
       continue;
     }
-    if (i == root || i->opcode() == Opcode::kParameter) continue;
+    if ((i == root && !root_too) || i->opcode() == Opcode::kParameter) continue;
     bool lane = false;
     for (const Instruction* op : i->operands()) lane = lane || lane_values.count(op);
     if (!lane) continue;
@@ -163,6 +163,13 @@ bool SameStateValue(const Instruction* a, const Instruction* b, const Instructio
   return equal;
 }
 
+// Whether `cond` is "any lane's predicate holds": an or-reduction over all of a predicate.
+bool IsAnyLane(const Instruction* any) {
+  return any->opcode() == Opcode::kReduce && any->operand_count() == 2 && any->shape().IsScalar() &&
+         any->to_apply()->root()->opcode() == Opcode::kOr && InitIsIdentity(any) &&
+         static_cast<int>(any->dimensions().size()) == any->operand(0)->shape().rank();
+}
+
 // A while loop whose lanes stop one by one (ir/whole_loop.h): its condition is "any lane's
 // predicate holds" (an or-reduction of a predicate of the lanes' shape over all of it), and
 // its body leaves each lane whose predicate is false as it is (select(predicate, next,
@@ -179,10 +186,7 @@ Match MatchLaneWhile(const Instruction* loop) {
     m.why_not = no;
     return m;
   }
-  bool or_reduce = any->opcode() == Opcode::kReduce && any->operand_count() == 2 && any->shape().IsScalar() &&
-                   any->to_apply()->root()->opcode() == Opcode::kOr && InitIsIdentity(any) &&
-                   static_cast<int>(any->dimensions().size()) == any->operand(0)->shape().rank();
-  if (!or_reduce) {
+  if (!IsAnyLane(any)) {
     m.why_not = no;
     return m;
   }
@@ -232,14 +236,26 @@ Match MatchLaneWhile(const Instruction* loop) {
   return m;
 }
 
+
 Match MatchLoop(const Instruction* loop) {
   Match m;
   std::optional<CountedLoop> counted = MatchCountedLoop(loop);
-  if (!counted) return MatchLaneWhile(loop);
-  m.counted = *counted;
-  if (counted->trip_count < 2) {
-    m.why_not = "it runs fewer than two steps";
-    return m;
+  const Instruction* until = loop->while_condition()->root();
+  if (counted) {
+    m.counted = *counted;
+    if (counted->trip_count < 2) {
+      m.why_not = "it runs fewer than two steps";
+      return m;
+    }
+  } else if (!IsAnyLane(until) && until->shape().IsArray() && until->dtype() == DType::kPred &&
+             until->shape().NumElements() == 1) {
+    // A condition of one value (a fori_loop to a bound known only when it runs, a loop
+    // over one lane): every block of lanes computes it alike and steps as often.
+    m.until_done = true;
+    m.predicate = until;
+    m.counted.counter = -1;
+  } else {
+    return MatchLaneWhile(loop);
   }
   const Computation* body = loop->while_body();
   const Instruction* root = body->root();
@@ -253,11 +269,15 @@ Match MatchLoop(const Instruction* loop) {
   std::vector<int> carries;
   std::unordered_set<const Instruction*> output_parts;  // output DUSes and their updates
   for (int k = 0; k < n; ++k) {
-    if (k == counted->counter) continue;
+    if (k == m.counted.counter) continue;
     Instruction* r = root->operand(k);
     if (IsParamElement(r, k)) {
       m.invariant.push_back(k);
       continue;
+    }
+    if (r->opcode() == Opcode::kDynamicUpdateSlice && IsParamElement(r->operand(0), k) && m.until_done) {
+      m.why_not = "its trip count is not known when it starts, and it writes output " + std::to_string(k) + " a row per step";
+      return m;
     }
     if (r->opcode() == Opcode::kDynamicUpdateSlice && IsParamElement(r->operand(0), k)) {
       if (r->operand(0)->user_count() != 1) {
@@ -360,6 +380,25 @@ Match MatchLoop(const Instruction* loop) {
       return m;
     }
   }
+  if (m.until_done) {
+    // Its condition: every block of lanes must compute the same value, so only from the
+    // uniform carries and the invariants (or from the one lane there is).
+    const Computation& cond = *loop->while_condition();
+    m.why_not = UnfusibleOp(cond, "condition");
+    if (!m.why_not.empty()) return m;
+    std::unordered_set<const Instruction*> cond_lanes;
+    std::string mixes = FindLaneValues(cond, m, {}, cond_lanes, /*root_too=*/true);
+    if (!mixes.empty()) {
+      m.why_not = "its trip count is not known when it starts, and in its condition " + mixes;
+      return m;
+    }
+    bool one_lane = Shape(DType::kF32, m.lanes).NumElements() == 1;
+    if (!one_lane && cond_lanes.count(m.predicate)) {
+      m.why_not = "its trip count is not known when it starts, and its condition " + Name(m.predicate) +
+                  " depends on the lanes' values";
+      return m;
+    }
+  }
   return m;
 }
 
@@ -417,9 +456,12 @@ void Fuse(Instruction* loop, const Match& m, int64_t block_lanes) {
     roots.push_back(row(o));
   }
   if (m.until_done) {
+    // The lanes' predicate of their shape, or one value for all.
     Instruction* running = cond_map.at(m.predicate);
-    const std::vector<int64_t>& lanes = root->operand(m.lane[0])->shape().dims();
-    roots.push_back(running->shape().dims() == lanes ? running : sb.Reshape(running, lanes));
+    std::vector<int64_t> dims = running->shape().NumElements() == 1 && Shape(DType::kF32, m.lanes).NumElements() > 1
+                                    ? std::vector<int64_t>{}
+                                    : root->operand(m.lane[0])->shape().dims();
+    roots.push_back(running->shape().dims() == dims ? running : sb.Reshape(running, dims));
   }
   step->set_root(sb.Tuple(roots));
   // The body read its state through get-tuple-element of the tuple built above: read the
@@ -520,7 +562,15 @@ bool WholeLoopFusionPass::Run(Module& module) {
     int64_t lanes = Shape(DType::kF32, m.lanes).NumElements();
     std::string lanes_text = (lanes == 1 ? std::string("its one lane") : "each of the " + std::to_string(lanes) + " lanes") +
                              (m.lanes.size() > 1 ? " (" + DimsToString(m.lanes) + ")" : "");
-    std::string reason = m.until_done
+    bool condition_once = m.until_done && m.predicate == loop->while_condition()->root();
+    std::string reason = condition_once && lanes == 1
+        ? "the loop runs in one kernel: its one lane keeps its " + count(m.lane.size(), "carry", "carries") +
+          " in registers and tests the condition before each step"
+        : condition_once
+        ? "the loop runs in one kernel: its condition is the same for every lane (computed from " +
+          count(m.uniform.size(), "uniform carry", "uniform carries") + " and the invariants), tested in the kernel "
+          "before each step; " + lanes_text + " keeps its " + count(m.lane.size(), "carry", "carries") + " in registers"
+        : m.until_done
         ? "the loop runs in one kernel: its lanes stop one by one (a step leaves a lane whose predicate is false as it "
           "is), so each block of lanes steps until its own are done; " + lanes_text + " keeps its " +
           count(m.lane.size(), "carry", "carries") + " in registers"

@@ -29,15 +29,21 @@ WholeLoopLayout GetWholeLoopLayout(const InstructionAttrs& attrs, const Computat
   int expected = states + 2 * (l.lane_outputs + l.reductions) + (until_done ? 1 : 0);
   if (l.carries < 0 || l.uniform_carries < 0 || l.lane_outputs < 0 || l.reductions < 0 || l.block_lanes < 1 ||
       l.trip_count < -1 || l.invariants < 0 ||
-      (until_done && (l.carries < 1 || l.uniform_carries + l.lane_outputs + l.reductions > 0)) ||
+      (until_done && (l.carries < 1 || l.lane_outputs + l.reductions > 0)) ||
       !root || root->opcode() != Opcode::kTuple || root->operand_count() != expected) {
     ThrowInvalidArgument("whole-loop fusion: the step computation does not match its layout");
   }
   if (until_done) {
     l.predicate = expected - 1;
+    // The lanes' predicate (of their shape), or one predicate for all lanes (a scalar: the
+    // uniform carries and invariants decide; or there is one lane). Only with one predicate
+    // for all may there be uniform carries: every block of lanes then steps alike.
     const Shape& p = root->operand(l.predicate)->shape();
-    if (!p.IsArray() || p.dtype() != DType::kPred || p.dims() != root->operand(0)->shape().dims()) {
-      ThrowInvalidArgument("whole-loop fusion: a loop until its lanes are done needs a predicate of the lanes' shape");
+    bool per_lane = p.IsArray() && p.dims() == root->operand(0)->shape().dims();
+    bool uniform = p.IsArray() && (p.rank() == 0 || root->operand(0)->shape().NumElements() == 1);
+    if (!p.IsArray() || p.dtype() != DType::kPred || !(per_lane || uniform) || (l.uniform_carries > 0 && !uniform)) {
+      ThrowInvalidArgument("whole-loop fusion: a loop until its lanes are done needs a predicate of the lanes' shape, "
+                           "or a scalar one");
     }
   }
   // The lanes: the carries' shape, or the first per-lane output's, or the reductions'.

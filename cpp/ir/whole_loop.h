@@ -16,7 +16,10 @@
 // whose trip count differs per example): the loop ran while any lane's predicate held, and
 // a step leaves a lane whose predicate is false as it is. Each block of lanes then steps
 // until its own lanes are done. Its step has lane carries and invariants only, and one
-// more root, last: the predicate (pred of shape S) of the state the step starts from.
+// more root, last: the predicate (pred of shape S) of the state the step starts from. Or a
+// while loop whose condition is one value computed alike by every block of lanes (from the
+// uniform carries and the invariants: a fori_loop to a bound known when it runs): the same
+// layout with a scalar predicate, and uniform carries allowed.
 //
 // Operands: the carries' initial values, then the invariants. Outputs: the carries' final
 // values, the per-lane outputs ([T] + S), and for each reduction its partial results per
