@@ -2,7 +2,8 @@
 
 1. the per-iteration overhead of a scan with a tiny body (c = c * 0.5 + x over 100,000
    steps): fusionjit's whole-loop kernel (its default profile), its step-by-step loop (the
-   xla profile), and JAX's scan on the CPU;
+   xla profile), and JAX's scan on the CPU; and a fori_loop to a bound passed in at run
+   time (4096 pendulums, 500 steps: a while loop to XLA), the same three ways;
 2. a CartPole scan (benchmarks/cartpole/cartpole.py: 2048 environments x 10,000 steps, pool
    actions, float32) in the paper's no-concat and concat-packed forms (its `no_concat` and
    `pool` variants), for each fusion
@@ -60,6 +61,35 @@ def overhead_rows(steps, repeats, found):
     return rows
 
 
+def pendulums(xp, xp_lax):
+    """A fori_loop to a bound passed in at run time (traced: a while loop whose trip count
+    is known only when it runs): pendulums stepped by explicit Euler."""
+    def run(theta, omega, n):
+        def body(i, c):
+            theta, omega = c
+            return theta + 0.01 * omega, omega - 0.01 * 9.8 * xp.sin(theta)
+        return xp_lax.fori_loop(0, n, body, (theta, omega))
+    return run
+
+
+def runtime_bound_rows(lanes, steps, repeats, found):
+    rng = np.random.default_rng(0)
+    args = (rng.uniform(-1, 1, lanes).astype(np.float32), np.zeros(lanes, np.float32),
+            np.int32(steps))
+    import fusionjit.numpy as fnp
+    rows = []
+    for name, fn in [("fusionjit (whole loop)", fusionjit.jit(pendulums(fnp, lax))),
+                     ("fusionjit, xla profile (step loop)",
+                      fusionjit.jit(pendulums(fnp, lax), fusion="xla"))]:
+        _, t, _ = timed(fn, args, repeats)
+        rows.append({"impl": name, "us": t * 1e6})
+    if "jax" in found:
+        jax, jnp = found["jax"]
+        _, t, _ = timed(jax.jit(pendulums(jnp, jax.lax)), args, repeats)
+        rows.append({"impl": "jax", "us": t * 1e6})
+    return rows
+
+
 def cartpole_rows(envs, steps, repeats, found):
     inputs = cartpole.inputs(envs, steps)
     args = inputs.args("pool")
@@ -101,6 +131,8 @@ def main(argv=None):
 
     over = overhead_rows(args.overhead_steps, args.repeats, found)
     report(f"scan with a tiny body, {args.overhead_steps} steps: per-iteration overhead", over)
+    report("fori_loop to a bound known when it runs: 4096 pendulums x 500 steps",
+           runtime_bound_rows(4096, 500, args.repeats, found))
     rows, results = cartpole_rows(args.envs, args.steps, args.repeats, found)
     report(f"CartPole scan, {args.envs} envs x {args.steps} steps, pool actions, float32", rows,
            args.json)

@@ -80,7 +80,8 @@ class ElementalEmitter {
   llvm::Value* HorizontalCombine(const Computation& combiner, llvm::Value* v);
 
   // for (i = start; i < end; i += step) with loop-carried values; returns their final
-  // values. `body` gets i and the carried values and returns the next ones.
+  // values. `body` gets i and the carried values and returns the next ones. (A WhileLoop
+  // whose first carried value is i.)
   using LoopBody = std::function<std::vector<llvm::Value*>(llvm::Value* i,
                                                            const std::vector<llvm::Value*>&)>;
   std::vector<llvm::Value*> ForLoop(llvm::Value* start, llvm::Value* end, int64_t step,
@@ -92,7 +93,7 @@ class ElementalEmitter {
   using WhileCond = std::function<llvm::Value*(const std::vector<llvm::Value*>&)>;
   using WhileBody = std::function<std::vector<llvm::Value*>(const std::vector<llvm::Value*>&)>;
   std::vector<llvm::Value*> WhileLoop(const std::vector<llvm::Value*>& init, const WhileCond& cond,
-                                      const WhileBody& body, const char* name = "while");
+                                      const WhileBody& body, const char* name = "while", LoopHints hints = {});
 
   // Scopes the value cache: values computed inside a loop body or a branch must not be
   // reused after it.

@@ -86,59 +86,25 @@ std::vector<llvm::Value*> ElementalEmitter::ForLoop(llvm::Value* start, llvm::Va
                                                     const std::vector<llvm::Value*>& init,
                                                     const LoopBody& body, const char* name,
                                                     LoopHints hints) {
-  llvm::Function* fn = b_.GetInsertBlock()->getParent();
-  llvm::LLVMContext& ctx = b_.getContext();
-  llvm::BasicBlock* pre = b_.GetInsertBlock();
-  llvm::BasicBlock* header = llvm::BasicBlock::Create(ctx, std::string(name) + ".header", fn);
-  llvm::BasicBlock* body_bb = llvm::BasicBlock::Create(ctx, std::string(name) + ".body", fn);
-  llvm::BasicBlock* exit = llvm::BasicBlock::Create(ctx, std::string(name) + ".exit", fn);
-  b_.CreateBr(header);
-
-  b_.SetInsertPoint(header);
-  llvm::PHINode* i = b_.CreatePHI(b_.getInt64Ty(), 2, name);
-  i->addIncoming(start, pre);
-  std::vector<llvm::PHINode*> carried;
-  std::vector<llvm::Value*> carried_values;
-  for (llvm::Value* v : init) {
-    llvm::PHINode* phi = b_.CreatePHI(v->getType(), 2);
-    phi->addIncoming(v, pre);
-    carried.push_back(phi);
-    carried_values.push_back(phi);
-  }
-  b_.CreateCondBr(b_.CreateICmpSLT(i, end), body_bb, exit);
-
-  b_.SetInsertPoint(body_bb);
-  PushScope();
-  std::vector<llvm::Value*> next = body(i, carried_values);
-  PopScope();
-  FJ_CHECK(next.size() == carried.size());
-  llvm::Value* i_next = b_.CreateAdd(i, b_.getInt64(step), "", /*HasNUW=*/true, /*HasNSW=*/true);
-  llvm::BasicBlock* latch = b_.GetInsertBlock();
-  llvm::BranchInst* back = b_.CreateBr(header);
-  if (hints.unroll != 0 || !hints.vectorize) {
-    // !llvm.loop !{self, hints...}
-    std::vector<llvm::Metadata*> md = {nullptr};
-    auto hint = [&](const char* key, llvm::Metadata* value) {
-      std::vector<llvm::Metadata*> kv = {llvm::MDString::get(ctx, key)};
-      if (value) kv.push_back(value);
-      md.push_back(llvm::MDNode::get(ctx, kv));
-    };
-    if (!hints.vectorize) hint("llvm.loop.vectorize.enable", llvm::ConstantAsMetadata::get(b_.getFalse()));
-    if (hints.unroll == 1) hint("llvm.loop.unroll.disable", nullptr);
-    if (hints.unroll > 1) hint("llvm.loop.unroll.count", llvm::ConstantAsMetadata::get(b_.getInt32(hints.unroll)));
-    llvm::MDNode* loop = llvm::MDNode::getDistinct(ctx, md);
-    loop->replaceOperandWith(0, loop);
-    back->setMetadata(llvm::LLVMContext::MD_loop, loop);
-  }
-  i->addIncoming(i_next, latch);
-  for (size_t k = 0; k < carried.size(); ++k) carried[k]->addIncoming(next[k], latch);
-
-  b_.SetInsertPoint(exit);
-  return carried_values;
+  // A while loop whose first carried value is i.
+  std::vector<llvm::Value*> with_i = {start};
+  with_i.insert(with_i.end(), init.begin(), init.end());
+  auto below_end = [&](const std::vector<llvm::Value*>& cur) {
+    cur[0]->setName(name);  // i, named as the loop (the IR's readers look for it)
+    return b_.CreateICmpSLT(cur[0], end);
+  };
+  auto step_body = [&](const std::vector<llvm::Value*>& cur) {
+    std::vector<llvm::Value*> next = body(cur[0], {cur.begin() + 1, cur.end()});
+    FJ_CHECK(next.size() + 1 == cur.size());
+    next.insert(next.begin(), b_.CreateAdd(cur[0], b_.getInt64(step), "", /*HasNUW=*/true, /*HasNSW=*/true));
+    return next;
+  };
+  std::vector<llvm::Value*> out = WhileLoop(with_i, below_end, step_body, name, hints);
+  return {out.begin() + 1, out.end()};
 }
 
 std::vector<llvm::Value*> ElementalEmitter::WhileLoop(const std::vector<llvm::Value*>& init, const WhileCond& cond,
-                                                      const WhileBody& body, const char* name) {
+                                                      const WhileBody& body, const char* name, LoopHints hints) {
   llvm::Function* fn = b_.GetInsertBlock()->getParent();
   llvm::LLVMContext& ctx = b_.getContext();
   llvm::BasicBlock* pre = b_.GetInsertBlock();
@@ -167,7 +133,22 @@ std::vector<llvm::Value*> ElementalEmitter::WhileLoop(const std::vector<llvm::Va
   PopScope();
   FJ_CHECK(next.size() == carried.size());
   llvm::BasicBlock* latch = b_.GetInsertBlock();
-  b_.CreateBr(header);
+  llvm::BranchInst* back = b_.CreateBr(header);
+  if (hints.unroll != 0 || !hints.vectorize) {
+    // !llvm.loop !{self, hints...}
+    std::vector<llvm::Metadata*> md = {nullptr};
+    auto hint = [&](const char* key, llvm::Metadata* value) {
+      std::vector<llvm::Metadata*> kv = {llvm::MDString::get(ctx, key)};
+      if (value) kv.push_back(value);
+      md.push_back(llvm::MDNode::get(ctx, kv));
+    };
+    if (!hints.vectorize) hint("llvm.loop.vectorize.enable", llvm::ConstantAsMetadata::get(b_.getFalse()));
+    if (hints.unroll == 1) hint("llvm.loop.unroll.disable", nullptr);
+    if (hints.unroll > 1) hint("llvm.loop.unroll.count", llvm::ConstantAsMetadata::get(b_.getInt32(hints.unroll)));
+    llvm::MDNode* loop = llvm::MDNode::getDistinct(ctx, md);
+    loop->replaceOperandWith(0, loop);
+    back->setMetadata(llvm::LLVMContext::MD_loop, loop);
+  }
   for (size_t k = 0; k < carried.size(); ++k) carried[k]->addIncoming(next[k], latch);
 
   b_.SetInsertPoint(exit);
