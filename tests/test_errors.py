@@ -737,3 +737,17 @@ def test_llvm_fatal_error_is_an_exception_not_an_abort():
     assert out.returncode == 0, out.stderr
     assert "InternalError" in out.stdout and "LLVM failed: cannot select" in out.stdout
     assert "restart the process" in out.stdout
+
+
+def test_debug_print_prints_known_values_and_refuses_traced_ones_naming_the_line(capsys):
+    x = fnp.arange(3.0)
+    fusionjit.debug.print("x={x} sum={s:.2f}", x=x, s=x.sum())
+    with fusionjit.disable_jit():
+        fusionjit.jit(lambda v: fusionjit.debug.print("twice {}", v * 2))(x)
+    seen = []
+    fusionjit.debug.callback(lambda a, k: seen.append((a.tolist(), k)), x, k=3)
+    assert capsys.readouterr().out.splitlines() == ["x=[0. 1. 2.] sum=3.00", "twice [0. 2. 4.]"]
+    assert seen == [([0.0, 1.0, 2.0], 3)]
+    for f in (lambda v: fusionjit.debug.print("v={}", v), lambda v: fusionjit.debug.print("hi")):
+        with pytest.raises(NotImplementedError, match=r"test_errors.py:\d+.*inside a traced"):
+            fusionjit.jit(f)(x)

@@ -41,6 +41,7 @@ from fusionjit import testing
 from fusionjit import dlpack
 from fusionjit import scipy  # noqa: F401 (fusionjit.scipy, as jax.scipy)
 from fusionjit import dtypes  # noqa: F401 (fusionjit.dtypes, as jax.dtypes)
+from fusionjit import debug  # noqa: F401 (fusionjit.debug, as jax.debug)
 from fusionjit import flatten_util  # noqa: F401 (as jax.flatten_util)
 
 _array_methods.install_all()
@@ -86,7 +87,7 @@ __all__ = [
     "Array", "Compiled", "ConcretizationTypeError", "Explanation", "Lowered", "ShapeDtypeStruct",
     "TracerArrayConversionError", "TracerBoolConversionError", "TracerIntegerConversionError",
     "UnexpectedTracerError", "DeviceError", "block_until_ready", "checkpoint", "clear_caches",
-    "config", "custom_jvp", "custom_vjp", "default_backend", "device_count", "device_get",
+    "config", "custom_jvp", "custom_vjp", "debug", "default_backend", "device_count", "device_get",
     "device_put",
     "devices", "disable_jit", "dlpack", "eval_shape", "explain", "gpu_unavailable_reason", "grad",
     "dtypes", "flatten_util", "hessian", "jacfwd", "jacrev", "jit", "jvp", "lax", "linearize",
