@@ -245,5 +245,5 @@ def top_k(operand, k: int):
         _fail(f"top_k: k={k} must be between 0 and the last axis' size {shape[-1]}", ValueError)
     iota = sh.broadcasted_iota(dt.int32, shape, len(shape) - 1)
     values, indices = sort_along((operand, iota), len(shape) - 1, 1, descending=True)
-    return (sh.slice_in_dim(values, 0, k, 1, len(shape) - 1),
-            sh.slice_in_dim(indices, 0, k, 1, len(shape) - 1))
+    return [sh.slice_in_dim(values, 0, k, 1, len(shape) - 1),   # a list, as JAX's
+            sh.slice_in_dim(indices, 0, k, 1, len(shape) - 1)]
