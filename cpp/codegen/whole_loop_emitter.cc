@@ -264,16 +264,20 @@ llvm::Function* EmitWholeLoopBody(llvm::Module& module, const Instruction* fusio
       }
       lanes_width = w;
       const size_t uniform_at = static_cast<size_t>(group) * l.carries;
+      // The uniform carries of the state `cur` into their slots, where the step reads them.
+      auto store_uniform = [&](const std::vector<llvm::Value*>& cur) {
+        size_t at_cur = uniform_at;
+        for (int u = 0; u < l.uniform_carries; ++u) {
+          DType ut = step.parameter(l.carries + u)->dtype();
+          for (int64_t j = 0; j < uniform_sizes[u]; ++j) {
+            b.CreateStore(StoreValue(b, ut, cur[at_cur++]), b.CreateConstGEP1_64(StorageType(ctx, ut), uniform_slots[u], j));
+          }
+        }
+      };
+      // One step from `cur`, whose uniform carries are in their slots.
       auto one_step = [&](llvm::Value* t, const std::vector<llvm::Value*>& cur) {
             const Instruction* cp = step.parameter(counter_param);
             counter = b.CreateIntCast(b.CreateAdd(t, b.getInt64(l.start)), RegisterType(ctx, cp->dtype()), true);
-            size_t at_cur = uniform_at;
-            for (int u = 0; u < l.uniform_carries; ++u) {
-              DType ut = step.parameter(l.carries + u)->dtype();
-              for (int64_t j = 0; j < uniform_sizes[u]; ++j) {
-                b.CreateStore(StoreValue(b, ut, cur[at_cur++]), b.CreateConstGEP1_64(StorageType(ctx, ut), uniform_slots[u], j));
-              }
-            }
             std::vector<llvm::Value*> next(cur.size());
             for (int g = 0; g < group; ++g) {
               current.assign(cur.begin() + g * l.carries, cur.begin() + (g + 1) * l.carries);
@@ -331,13 +335,7 @@ llvm::Function* EmitWholeLoopBody(llvm::Module& module, const Instruction* fusio
         auto any_running = [&](const std::vector<llvm::Value*>& cur) {
           llvm::Value* any = b.getFalse();
           emitter.ForgetLaneRows();
-          size_t at_cur = uniform_at;
-          for (int u = 0; u < l.uniform_carries; ++u) {
-            DType ut = step.parameter(l.carries + u)->dtype();
-            for (int64_t j = 0; j < uniform_sizes[u]; ++j) {
-              b.CreateStore(StoreValue(b, ut, cur[at_cur++]), b.CreateConstGEP1_64(StorageType(ctx, ut), uniform_slots[u], j));
-            }
-          }
+          store_uniform(cur);   // (the step that follows reads them there too)
           if (predicate->shape().rank() == 0 && lanes_n > 1) {
             ElementalEmitter::WidthScope scalar(emitter, 1);
             return emitter.Emit(predicate, Index{}).v;   // the same for every lane
@@ -353,7 +351,11 @@ llvm::Function* EmitWholeLoopBody(llvm::Module& module, const Instruction* fusio
           return one_step(b.getInt64(0), cur);
         }, "steps");
       } else {
-        finals = emitter.ForLoop(b.getInt64(0), b.getInt64(steps), 1, init, one_step, "step", {1, false});
+        finals = emitter.ForLoop(b.getInt64(0), b.getInt64(steps), 1, init,
+                                 [&](llvm::Value* t, const std::vector<llvm::Value*>& cur) {
+                                   store_uniform(cur);
+                                   return one_step(t, cur);
+                                 }, "step", {1, false});
       }
       guarded(active, [&] {
         for (int g = 0; g < group; ++g) {
