@@ -224,6 +224,35 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
     return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
 
 
+def _int_leaves(trees) -> tuple[list, list]:
+    """Each tree's (leaves, treedef), and which of its leaves are integers or booleans (held
+    constant by ``allow_int`` and ``custom_jvp``: not differentiated)."""
+    flat = [tree_util.tree_flatten(t) for t in trees]
+    return flat, [[not dt.is_float(core.get_aval(leaf).dtype) for leaf in leaves]
+                  for leaves, _ in flat]
+
+
+def _float_leaves(flat, ints, of: Callable = lambda leaf: leaf) -> list:
+    """For each tree, ``of`` its float leaves."""
+    return [[of(leaf) for leaf, i in zip(leaves, is_int) if not i]
+            for (leaves, _), is_int in zip(flat, ints)]
+
+
+def _rebuild(flat, ints, floats, int_leaf: Callable) -> list:
+    """The trees again: float leaves from ``floats`` (a sequence per tree), integer ones as
+    ``int_leaf(leaf)``."""
+    out = []
+    for (leaves, treedef), is_int, f in zip(flat, ints, floats):
+        it = iter(f)
+        out.append(tree_util.tree_unflatten(
+            treedef, [int_leaf(leaf) if i else next(it) for leaf, i in zip(leaves, is_int)]))
+    return out
+
+
+def _float0_zeros(leaf):
+    return np.zeros(core.get_aval(leaf).shape, dt.float0)
+
+
 def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
                    allow_int: bool = False):
     """``fun``'s value and its gradient with respect to the arguments ``argnums``, as
@@ -237,22 +266,15 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
     @functools.wraps(fun)
     def wrapped(*args, **kwargs):
         nums_ = _check_diff_args("grad", args, nums, allow_int)
-        # Each differentiated argument as its leaves, and which of them are integers.
-        flat = [tree_util.tree_flatten(args[n]) for n in nums_]
-        ints = [[not dt.is_float(core.get_aval(leaf).dtype) for leaf in leaves]
-                for leaves, _ in flat]
+        flat, ints = _int_leaves([args[n] for n in nums_])
 
         def part(*diff):
             full = list(args)
-            for n, (leaves, treedef), is_int, d in zip(nums_, flat, ints, diff):
-                floats = iter(d)
-                full[n] = tree_util.tree_unflatten(
-                    treedef, [leaf if i else next(floats) for leaf, i in zip(leaves, is_int)])
+            for n, tree in zip(nums_, _rebuild(flat, ints, diff, lambda leaf: leaf)):
+                full[n] = tree
             return fun(*full, **kwargs)
 
-        diff = [[leaf for leaf, i in zip(leaves, is_int) if not i]
-                for (leaves, _), is_int in zip(flat, ints)]
-        out = vjp(part, *diff, has_aux=has_aux)
+        out = vjp(part, *_float_leaves(flat, ints), has_aux=has_aux)
         value, pullback = out[0], out[1]
         leaves = tree_util.tree_leaves(value)
         aval = core.get_aval(leaves[0]) if len(leaves) == 1 else None
@@ -260,12 +282,7 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
             what = "several values" if len(leaves) != 1 else aval.str_short()
             _fail(f"grad requires a scalar floating-point output of "
                         f"{getattr(fun, '__name__', 'fun')}, got {what}", TypeError)
-        grads = []
-        for (leaves, treedef), is_int, g in zip(flat, ints, pullback(red.full((), 1, aval.dtype))):
-            floats = iter(g)
-            grads.append(tree_util.tree_unflatten(treedef, [
-                np.zeros(core.get_aval(leaf).shape, dt.float0) if i else next(floats)
-                for leaf, i in zip(leaves, is_int)]))
+        grads = _rebuild(flat, ints, pullback(red.full((), 1, aval.dtype)), _float0_zeros)
         g = tuple(grads) if many else grads[0]
         return ((value, out[2]), g) if has_aux else (value, g)
 
@@ -524,29 +541,17 @@ class custom_jvp:
 
         def bwd(*rest):
             static, primals, ct = rest[:len(nondiff)], rest[len(nondiff)], rest[-1]
-            flat = [tree_util.tree_flatten(p) for p in primals]
-            ints = [[not dt.is_float(core.get_aval(leaf).dtype) for leaf in leaves]
-                    for leaves, _ in flat]
+            flat, ints = _int_leaves(primals)
 
             def tangent_map(*float_tangents):
-                tangents = []
-                for (leaves, treedef), is_int, ft in zip(flat, ints, float_tangents):
-                    it = iter(ft)
-                    tangents.append(tree_util.tree_unflatten(treedef, [
-                        np.zeros(core.get_aval(leaf).shape, dt.float0) if i else next(it)
-                        for leaf, i in zip(leaves, is_int)]))
+                tangents = _rebuild(flat, ints, float_tangents, _float0_zeros)
                 return rule(*static, tuple(primals), tuple(tangents))[1]
 
-            zeros = [[_zeros(core.get_aval(leaf)) for leaf, i in zip(leaves, is_int) if not i]
-                     for (leaves, _), is_int in zip(flat, ints)]
-            _, pullback = vjp(tangent_map, *zeros)
-            cts = []
-            for (leaves, treedef), is_int, g in zip(flat, ints, pullback(ct)):
-                it = iter(g)
-                cts.append(tree_util.tree_unflatten(treedef, [
-                    _zeros(core.get_aval(leaf)) if i else next(it)
-                    for leaf, i in zip(leaves, is_int)]))
-            return tuple(cts)
+            def zeros(leaf):
+                return _zeros(core.get_aval(leaf))
+
+            _, pullback = vjp(tangent_map, *_float_leaves(flat, ints, zeros))
+            return tuple(_rebuild(flat, ints, pullback(ct), zeros))
 
         f.defvjp(fwd, bwd)
         return f(*args)
