@@ -533,9 +533,11 @@ tree_util.register_pytree_node(_Float0, lambda x: ((), x.shape),
                                lambda shape, _: np.zeros(shape, dt.float0))
 
 
+def _is_float0(leaf) -> bool:
+    return isinstance(leaf, np.ndarray) and leaf.dtype == dt.float0
+
+
 def _float0_outputs_static(out):
-    if not any(isinstance(leaf, np.ndarray) and leaf.dtype == dt.float0
-               for leaf in tree_util.tree_leaves(out)):
+    if not any(_is_float0(leaf) for leaf in tree_util.tree_leaves(out)):
         return out
-    return tree_util.tree_map(lambda leaf: _Float0(leaf.shape) if isinstance(
-        leaf, np.ndarray) and leaf.dtype == dt.float0 else leaf, out)
+    return tree_util.tree_map(lambda leaf: _Float0(leaf.shape) if _is_float0(leaf) else leaf, out)

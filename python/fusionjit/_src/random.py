@@ -715,23 +715,20 @@ def choice(key, a, shape=(), replace: bool = True, p=None, axis: int = 0):
         if not replace:
             # The Gumbel top-k trick, as JAX.
             g = ufuncs.add(gumbel(data, (n_inputs,), aval(p).dtype), ufuncs.log(p))
-            ind = lax.convert_element_type(top_k(g, n_draws)[1], dt.default_int())
-            ind = lax.reshape(ind, shape)
-            if arr is None:
-                return ind
-            out = _take(arr, lax.reshape(ind, (n_draws,)), axis)
-            return lax.reshape(out, aval(arr).shape[:axis] + shape + aval(arr).shape[axis + 1:])
-        # cumsum by a triangular sum, then searchsorted (left) as a count of cdf < r.
-        tri = lax.le(lax.broadcasted_iota(dt.default_int(), (n_inputs, n_inputs), 1),
-                     lax.broadcasted_iota(dt.default_int(), (n_inputs, n_inputs), 0))
-        pd = aval(p).dtype
-        cdf = reductions.sum(ufuncs.where(tri, lax.broadcast_in_dim(p, (n_inputs, n_inputs), (1,)),
-                                          to_array(0.0, pd, False)), axis=1)
-        total = cdf[n_inputs - 1]
-        r = ufuncs.multiply(total, ufuncs.subtract(to_array(1.0, pd, False),
-                                                   uniform(data, shape, pd)))
-        ind = reductions.sum(ufuncs.less(lax.reshape(cdf, (1,) * len(shape) + (n_inputs,)),
-                                         lax.reshape(r, shape + (1,))), axis=-1)
+            ind = lax.reshape(top_k(g, n_draws)[1], shape)
+        else:
+            # cumsum by a triangular sum, then searchsorted (left) as a count of cdf < r.
+            tri = lax.le(lax.broadcasted_iota(dt.default_int(), (n_inputs, n_inputs), 1),
+                         lax.broadcasted_iota(dt.default_int(), (n_inputs, n_inputs), 0))
+            pd = aval(p).dtype
+            cdf = reductions.sum(ufuncs.where(tri, lax.broadcast_in_dim(p, (n_inputs, n_inputs),
+                                                                        (1,)),
+                                              to_array(0.0, pd, False)), axis=1)
+            total = cdf[n_inputs - 1]
+            r = ufuncs.multiply(total, ufuncs.subtract(to_array(1.0, pd, False),
+                                                       uniform(data, shape, pd)))
+            ind = reductions.sum(ufuncs.less(lax.reshape(cdf, (1,) * len(shape) + (n_inputs,)),
+                                             lax.reshape(r, shape + (1,))), axis=-1)
         ind = lax.convert_element_type(ind, dt.default_int())
     if arr is None:
         return ind
