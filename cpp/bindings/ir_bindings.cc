@@ -426,6 +426,14 @@ void DefineIr(py::module_& m) {
         return out;
       })
       .def("last_loop_iterations", &Executable::last_loop_iterations)
+      // Compiled with profile=True: [(nanoseconds, launches)] per kernel since the last reset.
+      .def("profile",
+           [](const Executable& e) {
+             py::list out;
+             for (const Executable::KernelTime& t : e.Profile()) out.append(py::make_tuple(t.nanoseconds, t.launches));
+             return out;
+           })
+      .def("reset_profile", &Executable::ResetProfile)
       .def_property_readonly("backend", [](const Executable& e) { return std::string(BackendName(e.backend())); })
       .def_property_readonly("device", [](const Executable& e) {
         std::shared_ptr<Device> d = e.device();
@@ -485,8 +493,9 @@ void DefineIr(py::module_& m) {
       .def("compile",
            [](const ModuleHandle& h, int opt_level, int vector_width, bool simplify, bool keep_llvm_ir,
               const std::string& fusion, const std::string& backend, const std::string& gpu_arch,
-              int ptx_version, bool keep_ptx) {
+              int ptx_version, bool keep_ptx, bool profile) {
              CompileOptions o;
+             o.profile = profile;
              o.fusion_profile = fusion;
              o.backend = ParseBackend(backend);
              o.gpu_arch = gpu_arch;
@@ -505,7 +514,7 @@ void DefineIr(py::module_& m) {
            },
            "opt_level"_a = 2, "vector_width"_a = 0, "simplify"_a = true, "keep_llvm_ir"_a = false,
            "fusion"_a = "fusionjit", "backend"_a = "cpu", "gpu_arch"_a = "", "ptx_version"_a = 0,
-           "keep_ptx"_a = false);
+           "keep_ptx"_a = false, "profile"_a = false);
   m.def("fusion_profiles", &FusionProfileNames);
   // The process's cache of generated code (compiler/code_cache.h).
   m.def("code_cache_size", [] { return CodeCache::Get().size(); });

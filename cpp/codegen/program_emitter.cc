@@ -34,7 +34,7 @@ void ProgramEmitter::EmitComputation(const Computation& c) {
         kernels_.back().loop = loop_name_;
         break;
       case Opcode::kCustomCall:
-        kernels_.push_back(EmitCustomCall(instr));
+        kernels_.push_back(EmitCustomCall(instr, static_cast<int>(kernels_.size())));
         kernels_.back().loop = loop_name_;
         break;
       case Opcode::kWhile:

@@ -27,8 +27,8 @@ class ProgramEmitter {
  protected:
   // A call of fusion `fusion` (the program's kernel number `number`).
   virtual KernelInfo EmitKernelCall(const Instruction* fusion, int number) = 0;
-  // A call of a custom call's runtime kernel.
-  virtual KernelInfo EmitCustomCall(const Instruction* call) = 0;
+  // A call of a custom call's runtime kernel (the program's kernel number `number`).
+  virtual KernelInfo EmitCustomCall(const Instruction* call, int number) = 0;
   // Where a buffer slice is: the CPU's temp arena is argument 2, the GPU's is elsewhere.
   virtual llvm::Value* SlicePointer(const BufferSlice& s);
   virtual void EmitCopy(llvm::Value* dst, llvm::Value* src, int64_t bytes);

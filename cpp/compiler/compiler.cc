@@ -56,7 +56,7 @@ std::string CodeKey(const Module& module, const cpu::CpuOptions& o,
     return StrCat("literal#", literals.size() - 1, ":", lit->Hash());
   };
   return StrCat(module.ToString(&text), "\n# cpu opt_level=", o.opt_level, " lanes=", o.vector_width,
-                " keep_llvm_ir=", o.keep_llvm_ir, " keep_asm=", o.keep_asm);
+                " keep_llvm_ir=", o.keep_llvm_ir, " keep_asm=", o.keep_asm, " profile=", o.profile);
 }
 
 }  // namespace
@@ -182,6 +182,7 @@ std::unique_ptr<Compilation> Compile(const Module& traced, const CompileOptions&
     cpu_options.target = target;
     cpu_options.keep_llvm_ir = options.keep_llvm_ir;
     cpu_options.keep_asm = options.keep_llvm_ir;
+    cpu_options.profile = options.profile;
     cpu_options.resolve_custom_call = [](const std::string& target, bool* parallel) -> FjKernelFn {
       const CustomCall* call = FindCustomCall(target);
       if (parallel) *parallel = call && call->parallel;
@@ -199,7 +200,8 @@ std::unique_ptr<Compilation> Compile(const Module& traced, const CompileOptions&
       result->llvm_ir = program.llvm_ir;
       result->assembly = program.assembly;
       result->executable = std::make_shared<CpuExecutable>(program.entry, program.code, params, outputs,
-                                                           buffers.temp_bytes(), program.kernels, program.loops);
+                                                           buffers.temp_bytes(), program.kernels, program.loops,
+                                                           std::move(program.profile));
       CodeCache::Get().Insert(key, {result->executable, result->llvm_ir, result->assembly, std::move(literals)});
     }
     if (!result->llvm_ir.empty()) {

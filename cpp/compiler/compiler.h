@@ -24,6 +24,7 @@ struct CompileOptions {
   std::string gpu_arch;       // PTX target ("" : the GPU's, else sm_80)
   int ptx_version = 0;        // PTX ISA version (0: the lowest that has the target)
   bool keep_ptx = false;      // gpu_emulated: also generate the PTX (the GPU always does)
+  bool profile = false;       // CPU: time every kernel launch (Executable::Profile)
 };
 
 struct Compilation {

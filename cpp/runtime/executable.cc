@@ -26,12 +26,27 @@ std::vector<std::shared_ptr<Buffer>> Executable::Run(const void* const* params) 
 
 CpuExecutable::CpuExecutable(FjEntryFn entry, std::shared_ptr<void> code, std::vector<Shape> parameters,
                              std::vector<Shape> outputs, int64_t temp_bytes, std::vector<KernelInfo> kernels,
-                             std::vector<LoopInfo> loops)
+                             std::vector<LoopInfo> loops, std::shared_ptr<std::atomic<int64_t>[]> profile)
     : Executable(Backend::kCpu, std::move(parameters), std::move(outputs), temp_bytes, std::move(kernels),
                  std::move(loops)),
       entry_(entry),
-      code_(std::move(code)) {
+      code_(std::move(code)),
+      profile_(std::move(profile)) {
   if (temp_bytes > 0) arena_ = Buffer::Allocate(temp_bytes);
+}
+
+std::vector<Executable::KernelTime> CpuExecutable::Profile() const {
+  if (!profile_) return {};
+  std::vector<KernelTime> times(kernels().size());
+  for (size_t k = 0; k < times.size(); ++k) {
+    times[k] = {profile_[2 * k].load(std::memory_order_relaxed), profile_[2 * k + 1].load(std::memory_order_relaxed)};
+  }
+  return times;
+}
+
+void CpuExecutable::ResetProfile() const {
+  if (!profile_) return;
+  for (size_t i = 0; i < 2 * kernels().size(); ++i) profile_[i].store(0, std::memory_order_relaxed);
 }
 
 void CpuExecutable::RunInto(const void* const* params, void* const* outputs) const {

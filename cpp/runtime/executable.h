@@ -61,6 +61,15 @@ class Executable {
   // others count all their runs). Calls racing on threads may leave counts of several.
   std::vector<int64_t> last_loop_iterations() const;
   int64_t temp_bytes() const { return temp_bytes_; }
+  // Compiled with CompileOptions::profile: per kernel (kernels() order), nanoseconds spent
+  // in its launches and the number of launches, summed over the calls since the last
+  // ResetProfile. Empty when not profiled.
+  struct KernelTime {
+    int64_t nanoseconds = 0;
+    int64_t launches = 0;
+  };
+  virtual std::vector<KernelTime> Profile() const { return {}; }
+  virtual void ResetProfile() const {}
 
   // Runs the program on `args` (one per parameter) and returns the outputs, allocated on
   // device(). Thread-safe. Throws fj::Error when a kernel or the device fails.
@@ -90,8 +99,10 @@ class CpuExecutable final : public Executable {
  public:
   CpuExecutable(FjEntryFn entry, std::shared_ptr<void> code, std::vector<Shape> parameters,
                 std::vector<Shape> outputs, int64_t temp_bytes, std::vector<KernelInfo> kernels,
-                std::vector<LoopInfo> loops = {});
+                std::vector<LoopInfo> loops = {}, std::shared_ptr<std::atomic<int64_t>[]> profile = nullptr);
   std::vector<std::shared_ptr<Buffer>> Run(const std::vector<Argument>& args) const override;
+  std::vector<KernelTime> Profile() const override;
+  void ResetProfile() const override;
   using Executable::Run;
   // Runs into caller-provided output pointers.
   void RunInto(const void* const* params, void* const* outputs) const;
@@ -102,6 +113,8 @@ class CpuExecutable final : public Executable {
   // A reusable scratch arena; a concurrent call that finds it busy allocates its own.
   mutable std::atomic<bool> arena_busy_{false};
   mutable std::shared_ptr<Buffer> arena_;
+  // Profiled code adds to these (nanoseconds and launches per kernel, interleaved).
+  std::shared_ptr<std::atomic<int64_t>[]> profile_;
 };
 
 }  // namespace fj

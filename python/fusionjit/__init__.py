@@ -21,6 +21,7 @@ from fusionjit._src.interop import device_get, device_put
 from fusionjit._src.api import (Compiled, Lowered, ShapeDtypeStruct, clear_caches, disable_jit, jit,
                                 make_ir)
 from fusionjit._src.explain import Explanation, explain
+from fusionjit._src.profiler import Profile, profile
 from fusionjit._src.api_util import (default_backend, device_count, eval_shape,
                                      local_device_count, named_scope, process_count,
                                      process_index)
@@ -85,13 +86,14 @@ def gpu_unavailable_reason() -> str:
 
 __all__ = [
     "Array", "Compiled", "ConcretizationTypeError", "Explanation", "Lowered", "ShapeDtypeStruct",
-    "TracerArrayConversionError", "TracerBoolConversionError", "TracerIntegerConversionError",
+    "Profile", "TracerArrayConversionError", "TracerBoolConversionError",
+    "TracerIntegerConversionError",
     "UnexpectedTracerError", "DeviceError", "block_until_ready", "checkpoint", "clear_caches",
     "config", "custom_jvp", "custom_vjp", "debug", "default_backend", "device_count", "device_get",
     "device_put",
     "devices", "disable_jit", "dlpack", "eval_shape", "explain", "gpu_unavailable_reason", "grad",
     "dtypes", "flatten_util", "hessian", "jacfwd", "jacrev", "jit", "jvp", "lax", "linearize",
-    "local_device_count", "make_ir", "named_scope", "nn", "numpy", "process_count",
+    "local_device_count", "make_ir", "named_scope", "nn", "numpy", "process_count", "profile",
     "process_index", "random", "remat", "scipy", "testing", "tree", "tree_util",
     "value_and_grad", "vjp", "vmap",
 ]

@@ -2,6 +2,7 @@
 #include "codegen/cpu/cpu_compiler.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <unordered_map>
 
@@ -26,12 +27,16 @@ using codegen::ProgramEmitter;
 // large; custom calls through their address in the runtime.
 class CpuProgramEmitter : public codegen::ProgramEmitter {
  public:
-  CpuProgramEmitter(llvm::Module& module, const BufferAssignment& buffers, const CpuOptions& options)
-      : ProgramEmitter(module, buffers), options_(options) {}
+  CpuProgramEmitter(llvm::Module& module, const BufferAssignment& buffers, const CpuOptions& options,
+                    std::atomic<int64_t>* profile, int64_t profile_slots)
+      : ProgramEmitter(module, buffers), options_(options), profile_(profile), profile_slots_(profile_slots) {}
 
  private:
-  void CallKernel(llvm::Value* kernel, llvm::Value* table, int64_t units, bool parallel, int64_t grain) {
+  // Calls kernel number `number`; profiled, between two clock reads whose difference it adds
+  // to the kernel's counters.
+  void CallKernel(llvm::Value* kernel, llvm::Value* table, int64_t units, bool parallel, int64_t grain, int number) {
     Builder& b = *b_;
+    llvm::Value* start = profile_ ? ReadClock() : nullptr;
     if (parallel) {
       llvm::Value* rt = fn_->getArg(3);
       llvm::Value* parallel_for = b.CreateLoad(ptr_, rt);
@@ -43,10 +48,32 @@ class CpuProgramEmitter : public codegen::ProgramEmitter {
       auto* k_type = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx_), {ptr_, b.getInt64Ty(), b.getInt64Ty()}, false);
       b.CreateCall(k_type, kernel, {table, b.getInt64(0), b.getInt64(units)});
     }
+    if (!profile_) return;
+    FJ_CHECK(number < profile_slots_, "kernel ", number, " has no profile counters (", profile_slots_, ")");
+    llvm::Value* elapsed = b.CreateSub(ReadClock(), start);
+    auto add = [&](int64_t slot, llvm::Value* v) {
+      llvm::Value* at = llvm::ConstantExpr::getIntToPtr(
+          b.getInt64(static_cast<int64_t>(reinterpret_cast<uintptr_t>(&profile_[slot]))), ptr_);
+      b.CreateAtomicRMW(llvm::AtomicRMWInst::Add, at, v, llvm::MaybeAlign(8), llvm::AtomicOrdering::Monotonic);
+    };
+    add(2 * int64_t{number}, elapsed);
+    add(2 * int64_t{number} + 1, b.getInt64(1));
+  }
+
+  llvm::Value* ReadClock() {
+    auto* type = llvm::FunctionType::get(b_->getInt64Ty(), false);
+    llvm::Value* clock = llvm::ConstantExpr::getIntToPtr(
+        b_->getInt64(static_cast<int64_t>(reinterpret_cast<uintptr_t>(&ProfileClock))), ptr_);
+    return b_->CreateCall(type, clock, {});
+  }
+
+  static int64_t ProfileClock() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
   }
 
   // A custom call: an opaque kernel of the runtime, called through its address.
-  KernelInfo EmitCustomCall(const Instruction* call) override {
+  KernelInfo EmitCustomCall(const Instruction* call, int number) override {
     const std::string& target = call->attrs().custom_call_target;
     bool may_split = false;
     FjKernelFn fn = options_.resolve_custom_call ? options_.resolve_custom_call(target, &may_split) : nullptr;
@@ -62,7 +89,7 @@ class CpuProgramEmitter : public codegen::ProgramEmitter {
         b_->getInt64(static_cast<int64_t>(reinterpret_cast<uintptr_t>(fn))), ptr_);
     info.parallel = may_split && units >= options_.target.parallel_min_work;
     info.grain = 16384 / 16;
-    CallKernel(address, table, units, info.parallel, info.grain);
+    CallKernel(address, table, units, info.parallel, info.grain, number);
     return info;
   }
 
@@ -106,11 +133,13 @@ class CpuProgramEmitter : public codegen::ProgramEmitter {
     FJ_CHECK(!plan.whole_vector_chunks || grain % plan.width == 0, "kernel ", name, " was emitted without a scalar tail but ",
              "its chunks of ", grain, " units are not whole vectors of ", plan.width);
     info.grain = grain;
-    CallKernel(kernel, table, plan.units, info.parallel, grain);
+    CallKernel(kernel, table, plan.units, info.parallel, grain, number);
     return info;
   }
 
   const CpuOptions& options_;
+  std::atomic<int64_t>* profile_;  // null unless profiled
+  int64_t profile_slots_;          // kernels the counters have room for
   std::unordered_map<std::string, llvm::Function*> generated_;  // by what they compute
 };
 
@@ -124,7 +153,16 @@ CpuProgram CompileCpuProgram(const Module& module, const BufferAssignment& buffe
   // The host's triple from the start: the emitters ask what target they emit for.
   llvm_module->setTargetTriple(jit.target_machine().getTargetTriple().str());
   CpuProgram program;
-  CpuProgramEmitter emitter(*llvm_module, buffers, options);
+  int64_t launch_sites = 0;  // at most one kernel per fusion or custom call
+  if (options.profile) {
+    for (const Computation* c : module.computations()) {
+      for (const Instruction* i : c->MakePostOrder()) {
+        launch_sites += i->opcode() == Opcode::kFusion || i->opcode() == Opcode::kCustomCall;
+      }
+    }
+    program.profile.reset(new std::atomic<int64_t>[2 * launch_sites + 2]());
+  }
+  CpuProgramEmitter emitter(*llvm_module, buffers, options, program.profile.get(), launch_sites);
   program.kernels = emitter.Emit(*module.entry());
   program.loops = emitter.loops();
   bool want_ir = options.keep_llvm_ir || GetDebugFlags().debug_level >= 3;

@@ -4,6 +4,7 @@
 // No LLVM types in this header: the compiler layer includes it.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -25,6 +26,8 @@ struct CpuOptions {
   Target target = Target::For(Backend::kCpu);
   bool keep_llvm_ir = false;          // fill CpuProgram::llvm_ir
   bool keep_asm = false;              // fill CpuProgram::assembly
+  // Time every kernel launch (CpuProgram::profile): a clock read before and after each.
+  bool profile = false;
   // Resolves a custom call's target to its kernel function (the runtime's registry) and
   // whether its range may be split across threads.
   std::function<FjKernelFn(const std::string&, bool* parallel)> resolve_custom_call;
@@ -37,6 +40,9 @@ struct CpuProgram {
   std::vector<LoopInfo> loops;
   std::string llvm_ir;   // optimised LLVM IR, when requested
   std::string assembly;  // native assembly, when requested
+  // With CpuOptions::profile: per kernel, nanoseconds and launches (interleaved), which the
+  // generated code adds to (Executable::Profile).
+  std::shared_ptr<std::atomic<int64_t>[]> profile;
 };
 
 // `module` must be kernelized (see fusion/kernel_wrapper.h); `buffers` is its assignment.

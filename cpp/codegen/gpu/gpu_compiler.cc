@@ -79,7 +79,7 @@ class GpuProgramEmitter : public codegen::ProgramEmitter {
     return info;
   }
 
-  KernelInfo EmitCustomCall(const Instruction* call) override {
+  KernelInfo EmitCustomCall(const Instruction* call, int /*number*/) override {
     const std::string& target = call->attrs().custom_call_target;
     FjKernelFn fn = options_.resolve_custom_call ? options_.resolve_custom_call(target) : nullptr;
     if (!fn) ThrowUnimplemented("unknown custom-call target '", target, "'");

@@ -49,11 +49,13 @@ def compile_options(fusion: str | None = None, backend: str | None = None,
 
 def compile_module(module, name: str, keep_llvm_ir: bool = False, fusion: str | None = None,
                    backend: str | None = None, keep_ptx: bool = False,
-                   gpu_arch: str | None = None):
-    """Compiles a lowered module with the current configuration (fusion profile, backend)."""
+                   gpu_arch: str | None = None, profile: bool = False):
+    """Compiles a lowered module with the current configuration (fusion profile, backend);
+    ``profile``: the CPU program times every kernel launch (``fusionjit.profile``)."""
     start = time.perf_counter()
     options = compile_options(fusion, backend, gpu_arch)
-    compilation = module.compile(keep_llvm_ir=keep_llvm_ir, keep_ptx=keep_ptx, **options)
+    compilation = module.compile(keep_llvm_ir=keep_llvm_ir, keep_ptx=keep_ptx, profile=profile,
+                                 **options)
     stats.compiles += 1
     if options["backend"] != "cpu" and os.environ.get("FJ_CHECK_PTX"):
         check_ptx(module, options, os.environ["FJ_CHECK_PTX"])

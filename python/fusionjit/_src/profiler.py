@@ -1,0 +1,136 @@
+"""fusionjit.profile: where a compiled function's time goes, kernel by kernel, measured beside
+the cost model's estimate of each kernel (the figures ``explain`` gives for its decisions)."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from fusionjit._src import dispatch, errors
+
+
+@dataclass
+class KernelProfile:
+    """One kernel's measured time in a call (medians over the runs)."""
+
+    number: int              # its place in the program (as explain numbers it, from 1)
+    name: str                # the fusion (or custom call) it computes
+    kind: str
+    ops: list                # opcodes
+    loop: str                # the loop whose steps launch it ("" : once a call)
+    launches: float          # per call
+    us: float                # time in its launches, per call
+    estimated_us: float | None  # the cost model's estimate for one launch
+    bytes: int               # bytes read and written by one launch
+
+    @property
+    def us_per_launch(self) -> float:
+        return self.us / self.launches if self.launches else 0.0
+
+    @property
+    def model_ratio(self) -> float | None:
+        """Measured over estimated time per launch (above 1: slower than the model says)."""
+        if not self.estimated_us or not self.launches:
+            return None
+        return self.us_per_launch / self.estimated_us
+
+
+@dataclass
+class Profile:
+    """What ``fusionjit.profile(f)(*args)`` returns: per-call times of the whole call and of
+    each kernel, medians of several runs."""
+
+    function: str
+    kernels: list            # KernelProfile, in program order
+    call_us: float           # one call, as the caller sees it (profiled code)
+    calls: int               # calls per run
+    runs: int
+
+    @property
+    def kernel_us(self) -> float:
+        return sum(k.us for k in self.kernels)
+
+    def top(self, n: int = 10) -> list:
+        return sorted(self.kernels, key=lambda k: -k.us)[:n]
+
+    def __str__(self) -> str:
+        outside = max(self.call_us - self.kernel_us, 0.0)
+        lines = [f"{self.function}: {self.call_us:.1f} us per call ({len(self.kernels)} kernels: "
+                 f"{self.kernel_us:.1f} us; outside them {outside:.1f} us: dispatch, copies, "
+                 f"loop control), medians of {self.runs} runs of {self.calls} calls",
+                 f"  {'#':>3} {'kernel':34} {'kind':9} {'launches':>8} {'us/call':>9} {'share':>6} "
+                 f"{'us/launch':>10} {'model us':>9} {'meas/model':>10}  ops"]
+        total = self.call_us or 1.0
+        for k in self.top(len(self.kernels)):
+            ratio = k.model_ratio
+            ops = ", ".join(dict.fromkeys(k.ops))
+            if len(ops) > 60:
+                ops = ops[:57] + "..."
+            lines.append(
+                f"  {k.number:>3} {k.name[:34]:34} {k.kind[:9]:9} {k.launches:>8.4g} {k.us:>9.1f} "
+                f"{100 * k.us / total:>5.1f}% {k.us_per_launch:>10.2f} "
+                f"{'' if k.estimated_us is None else format(k.estimated_us, '.2f'):>9} "
+                f"{'' if ratio is None else format(ratio, '.2f'):>10}  {ops}")
+        return "\n".join(lines)
+
+    def _repr_pretty_(self, p, cycle) -> None:
+        p.text(str(self))
+
+
+def profile(fun: Callable, *, fusion: str | None = None, backend: str | None = None,
+            static_argnums=None, static_argnames=None, runs: int = 5,
+            min_time: float = 0.05) -> Callable:
+    """``profile(f, fusion=...)(*args)``: compiles ``f`` for these arguments with a clock read
+    around every kernel launch, runs it ``runs`` times for at least ``min_time`` seconds each,
+    and returns a Profile: per kernel, launches and time per call, the cost model's estimate
+    beside the measurement, and the time outside the kernels. Kernels are numbered and named
+    as ``explain`` names them. The CPU backend only."""
+    from fusionjit._src.api import Jitted
+
+    def profiled(*args, **kwargs) -> Profile:
+        jitted = fun if isinstance(fun, Jitted) and fusion is None and backend is None else Jitted(
+            getattr(fun, "_fun", fun), static_argnums, static_argnames, fusion, backend=backend)
+        entry, leaves = jitted._entry(args, kwargs)
+        exe_backend = entry.compilation.executable.backend
+        if exe_backend != "cpu":
+            raise NotImplementedError(errors.located(
+                f"fusionjit.profile times kernels on the CPU backend only; {jitted._name} is "
+                f"compiled for {exe_backend!r}. Pass backend='cpu'"))
+        comp = dispatch.compile_module(entry.module, jitted._name, fusion=jitted._fusion,
+                                       backend="cpu", profile=True)
+        exe = comp.executable
+        argv = [dispatch.to_argument(x, a) for x, a in zip(leaves, entry.avals)]
+
+        def call():
+            exe(argv, entry.out_weak)
+
+        call()
+        call()
+        calls, start = 1, time.perf_counter()
+        call()
+        once = max(time.perf_counter() - start, 1e-7)
+        calls = max(1, int(min_time / once))
+        walls, counters = [], []
+        for _ in range(max(1, runs)):
+            exe.reset_profile()
+            start = time.perf_counter()
+            for _ in range(calls):
+                call()
+            walls.append((time.perf_counter() - start) / calls)
+            counters.append(exe.profile())
+        estimates = {k["name"]: k.get("estimated_us") for k in comp.kernel_graph}
+        ops = {k["name"]: [op["opcode"] for op in k["ops"]] for k in comp.kernel_graph}
+        kernels = []
+        for i, info in enumerate(exe.kernels):
+            ns = statistics.median(c[i][0] for c in counters)
+            launches = statistics.median(c[i][1] for c in counters)
+            name = info["fusion"]
+            kernels.append(KernelProfile(
+                i + 1, name, info["kind"], ops.get(name, [info["kind"]]), info["loop"],
+                launches / calls, ns / calls / 1e3, estimates.get(name),
+                info["bytes_read"] + info["bytes_written"]))
+        return Profile(jitted._name, kernels, statistics.median(walls) * 1e6, calls, max(1, runs))
+
+    return profiled

@@ -1,0 +1,79 @@
+"""fusionjit.profile: per-kernel times measured by clock reads around each launch in the CPU
+program, beside the cost model's estimate of each kernel."""
+
+import numpy as np
+import pytest
+
+import fusionjit
+import fusionjit.numpy as fnp
+from fusionjit import lax
+
+
+def _softmax_and_small(x, y):
+    e = fnp.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True), y * 2.0 + 1.0
+
+
+def test_kernels_as_explain_names_them_with_times():
+    x = np.random.default_rng(0).standard_normal((1024, 1024)).astype(np.float32)
+    y = np.ones(4, np.float32)
+    prof = fusionjit.profile(_softmax_and_small, runs=3, min_time=0.01)(x, y)
+    explained = fusionjit.explain(_softmax_and_small)(x, y)
+    assert [k.name for k in prof.kernels] == [k.name for k in explained.kernels]
+    assert [k.number for k in prof.kernels] == list(range(1, len(prof.kernels) + 1))
+    for k in prof.kernels:
+        assert k.launches == 1
+        assert k.us > 0
+        assert k.estimated_us is not None and k.estimated_us > 0
+        assert k.bytes > 0
+    # The row-fused softmax reads and writes 4 MiB; the other kernel 16 bytes each way.
+    big = max(prof.kernels, key=lambda k: k.bytes)
+    assert prof.top(1)[0] is big
+    assert big.us > 5 * min(k.us for k in prof.kernels)
+    # Clock reads inside the call: the kernels' time fits in the call's (medians of runs).
+    assert prof.kernel_us <= 1.25 * prof.call_us + 20
+    text = str(prof)
+    assert "us per call" in text and big.name in text and "meas/model" in text
+
+
+def test_launches_per_call_count_loop_steps():
+    def f(x):
+        return lax.fori_loop(0, 7, lambda i, c: fnp.sin(c) * 1.5 + c, x)
+
+    x = np.linspace(0, 1, 4096, dtype=np.float32)
+    # The xla profile runs the loop step by step: the body's kernel launches 7 times a call.
+    prof = fusionjit.profile(f, fusion="xla", runs=2, min_time=0.005)(x)
+    body = [k for k in prof.kernels if k.loop]
+    assert body and all(k.launches == 7 for k in body)
+    assert all(abs(k.us_per_launch * 7 - k.us) < 1e-6 * max(k.us, 1) for k in body)
+    # The default profile runs it as one kernel: one launch.
+    whole = fusionjit.profile(f, runs=2, min_time=0.005)(x)
+    assert len(whole.kernels) == 1 and whole.kernels[0].launches == 1
+
+
+def test_profiled_code_computes_the_same_values():
+    from fusionjit._src import dispatch
+
+    def f(x):
+        return fnp.tanh(x @ x.T).sum(axis=0), fnp.cumsum(x, axis=1)
+
+    x = np.random.default_rng(1).standard_normal((64, 32)).astype(np.float32)
+    jitted = fusionjit.jit(f)
+    entry, leaves = jitted._entry((x,), {})
+    profiled = dispatch.compile_module(entry.module, "f", profile=True).executable
+    assert profiled is not entry.compilation.executable
+    got = dispatch.run(profiled, leaves, entry.avals, entry.out_weak)
+    for a, b in zip(got, jitted(x)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    times = profiled.profile()
+    assert len(times) == profiled.num_kernels and all(n == 1 and ns > 0 for ns, n in times)
+    profiled.reset_profile()
+    assert all(t == (0, 0) for t in profiled.profile())
+    # Unprofiled code keeps no counters.
+    assert entry.compilation.executable.profile() == []
+
+
+def test_gpu_backend_is_refused_naming_the_line():
+    x = np.ones(8, np.float32)
+    with pytest.raises(NotImplementedError, match=r"test_profile.py:\d+.*CPU backend only"):
+        fusionjit.profile(lambda x: x + 1, backend="gpu_emulated")(x)
