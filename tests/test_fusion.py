@@ -449,6 +449,34 @@ def test_a_dense_layer_is_one_kernel_under_fusionjit_and_two_under_xla():
     assert not any(d["rule"] == "dot-epilogue" and d["fuse"] for d in two.decisions), str(two)
 
 
+def test_a_broadcast_read_by_a_dot_epilogue_and_other_kernels_is_not_written_to_memory():
+    # The backward pass of relu(x @ w) compares and selects against a broadcast zero that
+    # several kernels read. The dot's epilogue took it only as its one reader, so the zeros
+    # were written by a kernel of their own (4 MiB in a classifier's training step) and read
+    # back; a broadcast is computed from its index, so each kernel now has its own copy.
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((512, 64)).astype(np.float32)
+    w = rng.standard_normal((64, 128)).astype(np.float32)
+    v = rng.standard_normal((128, 6)).astype(np.float32)
+
+    def loss(w, v):
+        return fnp.sum(fnp.maximum(x @ w, 0.0) @ v)
+
+    ex = fusionjit.explain(fusionjit.grad(loss, argnums=(0, 1)))(w, v)
+    # (The sum's cotangent, ones [512, 6], is the lhs of a dot and stays in memory.)
+    zeros = [k.name for k in ex.kernels
+             if set(k.opcodes) <= {"broadcast", "constant"} and k.bytes_written >= 512 * 128 * 4]
+    assert not zeros, str(ex)
+    copied = [d for d in ex.decisions
+              if d["rule"] == "dot-epilogue" and d["fuse"] and "own copy" in d["reason"]]
+    assert copied, str(ex)
+    h = np.maximum(x.astype(np.float64) @ w, 0)
+    gw, gv = fusionjit.grad(loss, argnums=(0, 1))(w, v)
+    np.testing.assert_allclose(np.asarray(gv), h.T @ np.ones((512, 6)), rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(np.asarray(gw), x.T @ ((h > 0) * (np.ones((512, 6)) @ v.T)),
+                               rtol=1e-4, atol=1e-3)
+
+
 def test_a_softmax_is_not_a_side_output_of_another_reduction():
     # Large-tier fuzz seed 215689, shrunk: a row-fused softmax joined the tree reduction of
     # its min over everything as side outputs stored from that reduction's loop, where each

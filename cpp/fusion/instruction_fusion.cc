@@ -204,8 +204,15 @@ FusionDecision InstructionFusionPass::ShouldFuse(const Instruction* producer,
       const Instruction* p = consumer->fused_computation()->parameter(i);
       feeds_dot = feeds_dot || !dot || dot->operand(0) == p || dot->operand(1) == p;
     }
-    if (profile_.cost_model && !feeds_dot && producer->user_count() == 1 && !producer_is_reduction &&
+    // A broadcast (or iota) is computed from its index alone, so each kernel that reads it
+    // may have its own copy (XLA duplicates them into every user).
+    bool duplicable = producer->user_count() == 1 || IsAlwaysDuplicable(producer);
+    if (profile_.cost_model && !feeds_dot && duplicable && !producer_is_reduction &&
         producer->opcode() != Opcode::kParameter) {
+      if (producer->user_count() > 1) {
+        return FusionDecision::Yes("dot-epilogue", "the epilogue of dot %" + dot->name() + " computes its own copy of " +
+                                                       Describe(producer) + " at the product's positions");
+      }
       return FusionDecision::Yes("dot-epilogue", Describe(producer) + " is read only by the epilogue of dot %" + dot->name() +
                                                      ", which computes it at the product's positions");
     }
