@@ -39,6 +39,10 @@ _DOT_FORMS = [
     ((33, 4, 8), (4, 8, 40), (((1, 2), (0, 1)), ((), ())), "tiled"),   # two contracting dims
     ((33, 8, 4), (4, 8, 40), (((2, 1), (0, 1)), ((), ())), "tiled"),   # ... paired crosswise
     ((64, 33), (64, 40), (((0,), (0,)), ((), ())), "tiled"),           # A^T B
+    ((200, 90), (200, 20), (((0,), (0,)), ((), ())), "tiled"),         # g^T x: lhs as [K, M]
+    ((200, 6), (200, 90), (((0,), (0,)), ((), ())), "tiled"),          # ... computed transposed
+    ((3, 50, 33), (3, 50, 40), (((1,), (1,)), ((0,), (0,))), "tiled"), # batched A^T B
+    ((90, 20), (40, 90), (((0,), (1,)), ((), ())), "tiled"),           # A^T B^T
     ((33, 3, 16), (3, 16, 40), (((2,), (1,)), ((1,), (0,))), "tiled"), # batch not leading
     ((33, 3, 16), (16, 3, 40), (((2,), (0,)), ((1,), (1,))), "tiled"),
     ((4, 6, 5, 7), (5, 4, 7, 9), (((3,), (2,)), ((0, 2), (1, 0))), "tiled"),  # two batch dims
@@ -145,3 +149,75 @@ def test_a_product_with_a_partial_vector_of_columns_is_padded_to_whole_vectors(n
     # explain says why the bias is not the dot's epilogue.
     why = str(fusionjit.explain(lambda x, w, b: x @ w + b)(x, w, b))
     assert "the product's columns were padded to whole vectors" in why, why
+
+
+def _largest_transpose(text: str) -> int:
+    """The most elements a transpose in a compiled module's text writes."""
+    largest = 0
+    for line in text.splitlines():
+        if " transpose(" in line:
+            dims = line.split("=")[1].split("[")[1].split("]")[0]
+            largest = max(largest, int(np.prod([int(d) for d in dims.split(",") if d])))
+    return largest
+
+
+@pytest.mark.cpu_only
+def test_weight_gradients_read_their_operands_where_they_lie():
+    # The gradient of x @ w with respect to w is dot(g, x) over the batch. The tiled product
+    # reads its lhs as [K, M] as well as [M, K], so neither g nor x is transposed by a kernel
+    # of its own (a training step of a 64-256-6 classifier spent a fifth of its time
+    # transposing g, [4096, 256]); a policy head's gradient, 6 rows one way, is computed
+    # transposed, with its 256 rows shared among threads.
+    import fusionjit
+    import fusionjit.numpy as fnp
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((512, 32)).astype(np.float32)
+    w1 = (rng.standard_normal((32, 256)) * 0.2).astype(np.float32)
+    w2 = (rng.standard_normal((256, 6)) * 0.2).astype(np.float32)
+
+    def loss(w1, w2, x):
+        return fnp.sum(fnp.tanh(fnp.maximum(x @ w1, 0.0) @ w2) ** 2)
+
+    def step(w1, w2, x):
+        g1, g2 = fusionjit.grad(loss, argnums=(0, 1))(w1, w2, x)
+        return w1 - 0.1 * g1, w2 - 0.1 * g2
+
+    f = fusionjit.jit(step)
+    text = f.lower(w1, w2, x).compile().as_text()
+    # Only weights are transposed (w2 for g @ w2^T, the gradients for their updates), never
+    # an array with a row per example.
+    assert _largest_transpose(text) <= 32 * 256, text
+    dots = [line for line in text.splitlines() if " dot(" in line]
+    assert sum("lhs_contracting_dims={0}" in d for d in dots) == 2, dots
+    # Against NumPy's gradient in float64.
+    h = np.maximum(x.astype(np.float64) @ w1, 0)
+    z = h @ w2
+    gz = 2 * np.tanh(z) * (1 - np.tanh(z) ** 2)
+    g2 = h.T @ gz
+    g1 = x.T @ ((gz @ w2.T) * (h > 0))
+    n1, n2 = f(w1, w2, x)
+    np.testing.assert_allclose(np.asarray(n1), w1 - 0.1 * g1, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(np.asarray(n2), w2 - 0.1 * g2, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.cpu_only
+def test_a_transposed_operand_is_folded_into_the_dot():
+    # `a.T @ b` traced to a transpose and a canonical dot; the transpose was a kernel of its
+    # own (5% of A^T B's time). Folded into the dot's dimension numbers (XLA's
+    # TransposeFolding), the product reads a as [K, M] where it lies: one kernel, the same
+    # sums in the same order.
+    import fusionjit
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((96, 40)).astype(np.float32)
+    b = rng.standard_normal((96, 64)).astype(np.float32)
+    f = fusionjit.jit(lambda a, b: a.T @ b)
+    text = f.lower(a, b).compile().as_text()
+    assert " transpose(" not in text and len(f.lower(a, b).compile().kernels) == 1, text
+    np.testing.assert_array_equal(np.asarray(f(a, b)),
+                                  _sequential_matmul(np.ascontiguousarray(a.T), b))
+    # A transpose that reorders an operand's free dimensions stays: they order the result.
+    x = rng.standard_normal((4, 5, 16)).astype(np.float32)
+    w = rng.standard_normal((16, 8)).astype(np.float32)
+    dims = (((2,), (0,)), ((), ()))
+    g = fusionjit.jit(lambda x, w: lax.dot_general(x.transpose(1, 0, 2), w, dims))
+    np.testing.assert_allclose(np.asarray(g(x, w)), x.transpose(1, 0, 2) @ w, rtol=1e-5, atol=1e-5)

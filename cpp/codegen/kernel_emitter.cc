@@ -616,7 +616,7 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
       const int64_t tiled = plan.row_length / span * span;
       const Instruction* lhs = tile.dot->operand(0);
       const Instruction* rhs = tile.dot->operand(1);
-      const int64_t depth = lhs->shape().dims().back();
+      const int64_t depth = lhs->shape().dim(tile.lhs_transposed ? rank - 2 : rank - 1);
       const int64_t kc = tile.pack ? tile.depth_block : depth;
       const int64_t kblocks = (depth + kc - 1) / kc;
       const DType t = tile.dot->dtype();
@@ -696,8 +696,10 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
                     for (int v = 0; v < nv; ++v) {
                       for (int r = 0; r < nr; ++r) {
                         Index li;
-                        for (int d = 0; d < rank - 1; ++d) li.dims.push_back(outer_dim(lanes, r, d));
-                        li.dims.push_back(lanes.Uniform(k));
+                        for (int d = 0; d < rank - 2; ++d) li.dims.push_back(outer_dim(lanes, r, d));
+                        if (tile.lhs_transposed) li.dims.push_back(lanes.Uniform(k));
+                        li.dims.push_back(outer_dim(lanes, r, rank - 2));
+                        if (!tile.lhs_transposed) li.dims.push_back(lanes.Uniform(k));
                         llvm::Value* x = lanes.Widen(emitter.Emit(lhs, li));
                         llvm::Value* y = rhs_at(k, k0, j0, v, outer[r], lanes, panel != nullptr);
                         llvm::Value*& sum = next[static_cast<size_t>(r * nv + v)];

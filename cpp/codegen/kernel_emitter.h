@@ -37,6 +37,9 @@ struct DotTile {
   int64_t depth_block = 1;
   // The fewest rows a thread's chunk should have: each chunk packs the whole rhs again.
   int64_t chunk_rows = 1;
+  // The lhs is [batch..., K, M] (contracting before free; dot_layout.h): a gradient's x^T
+  // read where it lies instead of transposed by a kernel of its own.
+  bool lhs_transposed = false;
 };
 
 struct KernelPlan {

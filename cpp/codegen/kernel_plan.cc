@@ -44,7 +44,9 @@ DotTile FindDotTile(const Computation& c, const KernelPlan& plan, const std::vec
   for (int k = 0; k < batch; ++k) {
     if (dd.lhs_batch[k] != k || dd.rhs_batch[k] != k) return tile;
   }
-  if (dd.lhs_contracting != std::vector<int64_t>{batch + 1} || dd.rhs_contracting != std::vector<int64_t>{batch}) {
+  const bool lhs_transposed = dd.lhs_contracting == std::vector<int64_t>{batch};
+  if ((!lhs_transposed && dd.lhs_contracting != std::vector<int64_t>{batch + 1}) ||
+      dd.rhs_contracting != std::vector<int64_t>{batch}) {
     return tile;
   }
   if (!ReadOnlyAtOwnPositions(dot)) return tile;
@@ -54,7 +56,7 @@ DotTile FindDotTile(const Computation& c, const KernelPlan& plan, const std::vec
                                                     plan.row_length / plan.width));
   if (tile.vectors < 1) return tile;
   if (tile.vectors == 1) tile.rows = 8;
-  const int64_t depth = dot->operand(0)->shape().dims().back();
+  const int64_t depth = dot->operand(0)->shape().dim(lhs_transposed ? batch : batch + 1);
   int64_t batch_size = 1;
   for (int k = 0; k < batch; ++k) batch_size *= dot->shape().dim(k);
   // The panel and the waiting sums hold the sums' type (half precision is summed in float32).
@@ -68,6 +70,7 @@ DotTile FindDotTile(const Computation& c, const KernelPlan& plan, const std::vec
   tile.block_rows = std::max<int64_t>(1, block_rows / tile.rows) * tile.rows;
   if (tile.pack) tile.chunk_rows = std::min<int64_t>(tile.block_rows, kDotChunkRows);
   tile.dot = dot;
+  tile.lhs_transposed = lhs_transposed;
   return tile;
 }
 

@@ -9,6 +9,16 @@
 //   computed an element at a time, with a gather per lane and step: x @ w over a [B, T, D]
 //   x was 2.8x, a product over two contracting dimensions 7.5x, A^T B 4.8x slower than the
 //   same work as a 2-D product.
+//   The tiled product also reads its lhs as [batch..., K, M] (contracting first): it reads
+//   lhs elements one at a time, so their layout costs nothing there, and the gradient of
+//   x @ w with respect to w, dot(g, x) over the batch, needs no transpose. Where the
+//   operands need transposes either way, the product is computed transposed, as
+//   (rhs^T lhs^T)^T, if that moves fewer elements (its result's transpose counted unless
+//   every reader transposes it back); where neither way moves anything, so as to have more
+//   than a few rows to share among threads. Transposes read only by a dot are first folded
+//   into its dimension numbers (XLA's TransposeFolding): `a.T @ b` reads a where it lies.
+//   A classifier's training step (64-256-6, batch 4096) spent a third of its time in
+//   transposes; without them it took 1.9x less time.
 //   On a CPU with vector lanes, a tiled product whose N is not a whole number of vectors
 //   (below the lanes: not a power of two) gets its rhs padded with zero columns to one and
 //   its result sliced back: the columns past the last whole vector were computed an
