@@ -1,7 +1,8 @@
 """The cost model's estimate against the measured time, program by program: softmax and
 layer norm over rows of several lengths (short rows in lanes, long rows one at a time),
 row sums, elementwise passes in and beyond the cache, matrix products (of several layouts),
-a dense layer, an RNN's loop over time with its gradient,
+a dense layer, an RNN's loop over time with its gradient, transposes, a classifier's
+training step,
 and the paper's CartPole rollouts (2048 environments x 1000 steps) under XLA's rules and
 ours. The estimate is the plan's, as `explain` prints it; the time is a median of calls.
 Where the two disagree, the model is what needs fixing: the summary gives the spread of
@@ -72,6 +73,19 @@ def rnn_grad(x, w1, w2):
     return fusionjit.grad(lambda w1, w2: fnp.mean(rnn(x, w1, w2)[1] ** 2), argnums=(0, 1))(w1, w2)
 
 
+def transpose(x):
+    return x.T
+
+
+def classifier_step(x, y, w1, w2):
+    """A training step of a 64-256-6 relu classifier: cross-entropy, its gradient, SGD."""
+    def loss(w1, w2):
+        logits = fnp.maximum(x @ w1, 0.0) @ w2
+        return -fnp.mean(fnp.sum(fusionjit.nn.log_softmax(logits) * y, axis=-1))
+    g1, g2 = fusionjit.grad(loss, argnums=(0, 1))(w1, w2)
+    return w1 - 0.01 * g1, w2 - 0.01 * g2
+
+
 SHAPES = [(65536, 4), (65536, 10), (65536, 16), (16384, 64), (1024, 1024)]
 
 
@@ -94,6 +108,11 @@ def cases(rng):
     rnn_inputs = (f32(32, 256, 16), f32(16, 32) * 0.3, f32(32, 32) * 0.3)
     yield rnn, "[32 steps, 256, 16] 32 tanh", rnn_inputs
     yield rnn_grad, "[32 steps, 256, 16] 32 tanh", rnn_inputs
+    yield transpose, "[1024, 1024]", (f32(1024, 1024),)
+    yield transpose, "[4096, 64]", (f32(4096, 64),)
+    onehot = np.eye(6, dtype=np.float32)[rng.integers(0, 6, 4096)]
+    yield classifier_step, "[4096, 64] 256 relu 6", (f32(4096, 64), onehot, f32(64, 256) * 0.1,
+                                                     f32(256, 6) * 0.1)
 
 
 def cartpole_cases(steps=1000):

@@ -383,8 +383,23 @@ namespace {
 // are computed from the same range reduction and polynomials (codegen/math.cc), which LLVM
 // merges, so it costs a fifth (sin + cos of 2^18 floats: 65 us, a sine alone 52; the
 // CartPole step's pole angle).
+// A transpose that brings another dimension of its operand to the minor one reads its
+// elements one lane at a time (a gather per vector): 0.22-0.5 ns an element on our 2-core
+// CPU (median 0.26: [4096, 256] 248 us, [1024, 1024] 528 us, [8, 128, 64] with its last two
+// dimensions swapped 14 us), 24 lane-ops at its vector rate; only the bytes counted before
+// (50 us estimated for [1024, 1024]). Short output rows are walked in lanes (RowCopy).
+constexpr double kGatheredElementCost = 24;
+
+bool GathersLanes(const Instruction* transpose) {
+  const std::vector<int64_t>& perm = transpose->dimensions();
+  const int rank = transpose->shape().rank();
+  return rank >= 2 && perm.back() != rank - 1 && transpose->shape().dim(rank - 1) >= 8 &&
+         transpose->operand(0)->shape().dim(rank - 1) > 1;
+}
+
 double CostInKernel(const Instruction* i) {
   Opcode op = i->opcode();
+  if (op == Opcode::kTranspose && GathersLanes(i)) return kGatheredElementCost;
   if (op == Opcode::kSin || op == Opcode::kCos) {
     Opcode partner = op == Opcode::kSin ? Opcode::kCos : Opcode::kSin;
     for (const Instruction* u : i->operand(0)->users()) {
@@ -605,7 +620,7 @@ KernelCost EstimateKernelAnew(const Instruction* instr) {
     }
     double per = 1;
     if (instr->operand_count() > 0) per = ReadsPerEvaluation(instr, 0);
-    c.flops = Elements(instr->shape()) * per * ElementCost(*instr);
+    c.flops = Elements(instr->shape()) * per * CostInKernel(instr);
     c.work = Elements(instr->shape()) * per;
     c.row_steps = RowStepsOf(instr);
   }
