@@ -444,6 +444,24 @@ def test_reductions_with_few_outputs_are_split_and_exact(shape, axis):
     assert fusionjit.testing.count_kernels(lambda x: fnp.max(x, axis=axis))(x) == 2
 
 
+@pytest.mark.cpu_only
+@pytest.mark.parametrize("columns", [3, 6, 12])
+def test_a_column_reduction_to_fewer_outputs_than_a_vector_sums_them_side_by_side(columns):
+    """A bias gradient over a policy's few logits, [4096, 6] summed over the batch: each
+    output's sum is a chain of adds in order, and the kernel ran them one lane at a time, one
+    after another (20 us). Narrower vectors run several chains side by side, each still in
+    order: the same bits as one row after another."""
+    x = np.random.default_rng(columns).standard_normal((4096, columns)).astype(np.float32)
+    b = np.ones(columns, np.float32)
+    f = fusionjit.jit(lambda x, b: b - 0.01 * fnp.sum(x, axis=0))
+    (kernel,) = f.lower(x, b).compile().kernels
+    assert kernel["width"] == 1 << (min(columns, 16).bit_length() - 1), kernel
+    sums = np.zeros(columns, np.float32)
+    for row in x:
+        sums = sums + row
+    np.testing.assert_array_equal(np.asarray(f(x, b)), b - np.float32(0.01) * sums)
+
+
 def test_kernels_that_make_their_own_large_values_are_parallel():
     """A kernel's work counts the arrays it makes itself, not only its inputs and outputs:
     the partial sums of random numbers (from a two-word key) or of an iota were run on one
