@@ -165,7 +165,7 @@ KernelPlan PlanKernel(const Instruction* fusion, int max_width, bool in_place) {
                                               : 1;
   // A product with short rows (an RL policy's few logits) in narrower vectors: its sums
   // are the work, and one lane at a time waits on each of them in turn.
-  if (plan.width == 1 && !row_reduction && (fusion->fusion_kind() == FusionKind::kOutput || hero)) {
+  if (plan.width == 1 && !row_reduction && fusion->fusion_kind() == FusionKind::kOutput) {
     while (plan.width * 2 <= std::min<int64_t>(plan.row_length, max_width)) plan.width *= 2;
   }
   // Rows shorter than the reduction lanes (a policy's few actions) go in lanes, one row per
