@@ -128,6 +128,35 @@ def test_a_dqn_policy_under_jit():
     np.testing.assert_allclose(np.asarray(q_values(obs)), reference(obs), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.cpu_only
+def test_patch_windows_are_loaded_as_runs_where_their_lanes_are_consecutive():
+    # The patch matrix is one gather whose indices are computed from iotas: its lanes were
+    # read a lane at a time (a DQN's first convolution, 84x84x4 by 8x8/4: 3.6 ms of its
+    # 10.6). A window's row is a run of kernel-width x channels elements, so a vector of
+    # lanes whose indices are consecutive is one load, tested at run time; the others
+    # (lanes that cross a window's row) are still gathered. The same values either way.
+    rng = np.random.default_rng(4)
+    dn = ("NHWC", "HWIO", "NHWC")
+    for x_shape, w_shape, stride in [((2, 20, 20, 4), (8, 8, 4, 8), 4),   # runs of 32
+                                     ((2, 9, 9, 3), (3, 3, 3, 5), 1)]:    # runs of 9
+        x = rng.uniform(size=x_shape).astype(np.float32)
+        w = rng.normal(0, 0.1, w_shape).astype(np.float32)
+        f = fusionjit.jit(lambda x, w, s=stride: lax.conv_general_dilated(
+            x, w, (s, s), "VALID", dimension_numbers=dn))
+        assert "load.run" in f.lower(x, w).as_text("llvm")
+        want = conv_reference(x.transpose(0, 3, 1, 2), w.transpose(3, 2, 0, 1), (stride, stride),
+                              [(0, 0)] * 2, (1, 1), (1, 1), 1).transpose(0, 2, 3, 1)
+        np.testing.assert_allclose(np.asarray(f(x, w)), want, rtol=1e-5, atol=1e-5)
+    # A gather of rows in random order reads each vector's lanes as they come.
+    table = rng.standard_normal((50, 16)).astype(np.float32)
+    rows = rng.integers(0, 50, 300).astype(np.int32)
+    cols = rng.integers(0, 16, 300).astype(np.int32)
+    np.testing.assert_array_equal(np.asarray(fusionjit.jit(lambda t, r: t[r])(table, rows)),
+                                  table[rows])
+    np.testing.assert_array_equal(
+        np.asarray(fusionjit.jit(lambda t, r, c: t[r, c])(table, rows, cols)), table[rows, cols])
+
+
 def test_errors_name_the_line():
     x = np.ones((1, 4, 5, 5), np.float32)
     with pytest.raises(ValueError, match=r"test_conv.py:\d+.*groups"):
