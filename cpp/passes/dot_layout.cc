@@ -26,6 +26,11 @@ constexpr int64_t kMinPaddedWork = int64_t{1} << 15;
 // Rows below which a product that could be computed transposed at no cost is: a few row
 // tiles cannot be shared among threads.
 constexpr int64_t kFewRows = 16;
+// The most rows a thread's chunk of a tiled product has (kernel_plan.cc, kDotChunkRows).
+constexpr int64_t kChunkRows = 64;
+// A tiled product's multiply-adds that take the time of one element transposed on one of
+// two threads (0.26 ns against 16-lane fused multiply-adds two a cycle).
+constexpr int64_t kProductPerMovedElement = 64;
 
 int64_t Product(const Shape& s, const std::vector<int64_t>& dims) {
   int64_t n = 1;
@@ -57,7 +62,7 @@ class DotRewriter {
     k_ = Product(l, dd_.lhs_contracting);
     for (int64_t d : dd_.lhs_batch) batch_dims_.push_back(l.dim(d));
     bool small = k_ == 1 || n_ == 1 || m_ == 1;
-    if (!small && IsCanonical(l, r) && PaddedN(n_) == n_) return false;
+    if (!small && IsCanonical(l, r) && PaddedN(n_) == n_ && !OneChunkOfRows()) return false;
 
     // lhs as [batch..., M, K], rhs as [batch..., K, N]: contracting dimensions in the order
     // they pair up, so that the flattened K walks both alike.
@@ -177,9 +182,19 @@ class DotRewriter {
     for (const Instruction* u : dot_->users()) read_transposed = read_transposed && u->opcode() == Opcode::kTranspose;
     int64_t swapped = moved(IsIdentity(rT) || IsIdentity(rorder), k_ * n_) + moved(IsIdentity(lT), m_ * k_) +
                       moved(read_transposed, m_ * n_);
-    if (swapped != canonical) return swapped < canonical;
-    return m_ < kFewRows && n_ > m_;
+    if (swapped != canonical) {
+      if (swapped < canonical) return true;
+      // Rows for one thread's chunk only (a DQN's fully connected layer over a batch of 32:
+      // 1.4 ms on one thread), where the transposed product has several: the transposes
+      // it adds cost less than a thread's share of the product.
+      return OneChunkOfRows() && (swapped - canonical) * kProductPerMovedElement <= m_ * n_ * k_;
+    }
+    return (m_ < kFewRows || OneChunkOfRows()) && n_ > m_;
   }
+
+  // Whether the product has rows for one thread's chunk (kernel_plan.cc: 64), and transposed,
+  // would have several.
+  bool OneChunkOfRows() const { return m_ <= kChunkRows && n_ >= 4 * m_; }
 
   // [batch..., M, K] x [batch..., K, N] with batch dimensions leading in order: the layout the
   // CPU's tiled product reads (kernel_plan.cc, FindDotTile).
