@@ -192,9 +192,9 @@ class DotRewriter {
     return (m_ < kFewRows || OneChunkOfRows()) && n_ > m_;
   }
 
-  // Whether the product has rows for one thread's chunk (kernel_plan.cc: 64), and transposed,
-  // would have several.
-  bool OneChunkOfRows() const { return m_ <= kChunkRows && n_ >= 4 * m_; }
+  // Whether the CPU's product has rows for one thread's chunk (kernel_plan.cc: 64), and
+  // transposed, would have several. (A GPU takes a thread per element.)
+  bool OneChunkOfRows() const { return lanes_ > 1 && m_ <= kChunkRows && n_ >= 4 * m_; }
 
   // [batch..., M, K] x [batch..., K, N] with batch dimensions leading in order: the layout the
   // CPU's tiled product reads (kernel_plan.cc, FindDotTile).
