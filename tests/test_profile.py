@@ -26,6 +26,7 @@ def test_kernels_as_explain_names_them_with_times():
         assert k.us > 0
         assert k.estimated_us is not None and k.estimated_us > 0
         assert k.bytes > 0
+        assert k.gb_per_s == pytest.approx(k.bytes / (k.us_per_launch * 1e3))
     # The row-fused softmax reads and writes 4 MiB; the other kernel 16 bytes each way.
     big = max(prof.kernels, key=lambda k: k.bytes)
     assert prof.top(1)[0] is big

@@ -30,6 +30,11 @@ class KernelProfile:
         return self.us / self.launches if self.launches else 0.0
 
     @property
+    def gb_per_s(self) -> float:
+        """Bytes the kernel reads and writes over its measured time (GB/s)."""
+        return self.bytes / (self.us_per_launch * 1e3) if self.launches and self.us else 0.0
+
+    @property
     def model_ratio(self) -> float | None:
         """Measured over estimated time per launch (above 1: slower than the model says)."""
         if not self.estimated_us or not self.launches:
@@ -61,7 +66,7 @@ class Profile:
                  f"{self.kernel_us:.1f} us; outside them {outside:.1f} us: dispatch, copies, "
                  f"loop control), medians of {self.runs} runs of {self.calls} calls",
                  f"  {'#':>3} {'kernel':34} {'kind':9} {'launches':>8} {'us/call':>9} {'share':>6} "
-                 f"{'us/launch':>10} {'model us':>9} {'meas/model':>10}  ops"]
+                 f"{'us/launch':>10} {'model us':>9} {'meas/model':>10} {'GB/s':>6}  ops"]
         total = self.call_us or 1.0
         for k in self.top(len(self.kernels)):
             ratio = k.model_ratio
@@ -72,7 +77,7 @@ class Profile:
                 f"  {k.number:>3} {k.name[:34]:34} {k.kind[:9]:9} {k.launches:>8.4g} {k.us:>9.1f} "
                 f"{100 * k.us / total:>5.1f}% {k.us_per_launch:>10.2f} "
                 f"{'' if k.estimated_us is None else format(k.estimated_us, '.2f'):>9} "
-                f"{'' if ratio is None else format(ratio, '.2f'):>10}  {ops}")
+                f"{'' if ratio is None else format(ratio, '.2f'):>10} {k.gb_per_s:>6.1f}  {ops}")
         return "\n".join(lines)
 
     def _repr_pretty_(self, p, cycle) -> None:
