@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/buffer_access.h"
 #include "codegen/elemental.h"
 #include "codegen/llvm_util.h"
 #include "ir/instruction.h"
@@ -129,16 +130,5 @@ llvm::Function* EmitTableWrapper(llvm::Module& module, llvm::Function* body, con
 // reduction a kernel's outputs are built around (the lanes compute each output together).
 // Empty when the plan has none.
 std::vector<const Instruction*> CooperativeReductions(const Instruction* fusion, const KernelPlan& plan);
-
-// Loads the elements of a buffer of `t` at `linear` (`width` lanes): a scalar load for a
-// uniform index, a vector load for consecutive lanes, else a gather; pred is stored as i8.
-Val LoadElements(Builder& b, llvm::Value* base, DType t, const IndexDim& linear, int width);
-// Stores `v` at `linear` (consecutive lanes: a vector store; else a scatter).
-void StoreElements(Builder& b, llvm::Value* base, DType t, const IndexDim& linear, const Val& v, int width);
-// A value of `t` as it is stored (pred widened to i8).
-llvm::Value* StoreValue(Builder& b, DType t, llvm::Value* v);
-
-// A private global holding a constant's bytes, 64-byte aligned (created once per module).
-llvm::GlobalVariable* ConstantGlobal(llvm::Module& module, const Instruction* constant);
 
 }  // namespace fj::codegen

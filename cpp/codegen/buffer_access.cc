@@ -1,0 +1,87 @@
+// Buffer access (see buffer_access.h).
+#include "codegen/buffer_access.h"
+
+namespace fj::codegen {
+
+llvm::Value* StoreValue(Builder& b, DType t, llvm::Value* v) {
+  return t == DType::kPred ? b.CreateZExt(v, v->getType()->isVectorTy()
+                                                 ? WithWidth(b.getInt8Ty(), llvm::cast<llvm::FixedVectorType>(v->getType())->getNumElements())
+                                                 : b.getInt8Ty())
+                           : v;
+}
+
+Val LoadElements(Builder& b, llvm::Value* base, DType t, const IndexDim& linear, int width) {
+  llvm::Type* storage = StorageType(b.getContext(), t);
+  LaneMath lanes(b, width);
+  llvm::Value* v;
+  bool varying = width > 1 && !linear.uniform();
+  if (!varying) {
+    v = b.CreateLoad(storage, b.CreateGEP(storage, base, linear.base));
+  } else if (!linear.vec && linear.stride == 1) {
+    llvm::Type* vt = WithWidth(storage, width);
+    v = b.CreateAlignedLoad(vt, b.CreateGEP(storage, base, linear.base), llvm::Align(DTypeBytes(t)));
+  } else if (!linear.vec) {
+    llvm::Value* addrs = b.CreateGEP(storage, base, lanes.Materialize(linear));
+    v = b.CreateMaskedGather(WithWidth(storage, width), addrs, llvm::Align(DTypeBytes(t)));
+  } else {
+    // Lanes whose indices are data (a gather's, an index computed from iotas) are often
+    // consecutive all the same: the windows of a convolution's patch matrix are runs of
+    // kernel-width x channels elements, an embedding's rows runs of its width. Tested at run
+    // time, such a vector is one load instead of a gather of a lane at a time (the patches
+    // of a DQN's first convolution took 3.6 ms as gathers).
+    llvm::Type* vt = WithWidth(storage, width);
+    llvm::Value* first = b.CreateExtractElement(linear.vec, uint64_t{0});
+    llvm::Value* consecutive =
+        b.CreateAndReduce(b.CreateICmpEQ(linear.vec, lanes.Materialize(lanes.LaneRamp(first))));
+    llvm::Function* fn = b.GetInsertBlock()->getParent();
+    llvm::BasicBlock* run = llvm::BasicBlock::Create(b.getContext(), "load.run", fn);
+    llvm::BasicBlock* gather = llvm::BasicBlock::Create(b.getContext(), "load.gather", fn);
+    llvm::BasicBlock* merge = llvm::BasicBlock::Create(b.getContext(), "load.merge", fn);
+    b.CreateCondBr(consecutive, run, gather);
+    b.SetInsertPoint(run);
+    llvm::Value* loaded = b.CreateAlignedLoad(vt, b.CreateGEP(storage, base, first), llvm::Align(DTypeBytes(t)));
+    b.CreateBr(merge);
+    b.SetInsertPoint(gather);
+    llvm::Value* gathered =
+        b.CreateMaskedGather(vt, b.CreateGEP(storage, base, linear.vec), llvm::Align(DTypeBytes(t)));
+    b.CreateBr(merge);
+    b.SetInsertPoint(merge);
+    llvm::PHINode* phi = b.CreatePHI(vt, 2);
+    phi->addIncoming(loaded, run);
+    phi->addIncoming(gathered, gather);
+    v = phi;
+  }
+  if (t == DType::kPred) v = b.CreateICmpNE(v, llvm::Constant::getNullValue(v->getType()));
+  return {v, varying};
+}
+
+void StoreElements(Builder& b, llvm::Value* base, DType t, const IndexDim& linear, const Val& v, int width) {
+  llvm::Type* storage = StorageType(b.getContext(), t);
+  llvm::Value* addr = b.CreateGEP(storage, base, linear.base);
+  if (width == 1) {
+    b.CreateStore(StoreValue(b, t, v.v), addr);
+  } else if (linear.vec || linear.stride != 1) {
+    LaneMath lanes(b, width);
+    llvm::Value* addrs = b.CreateGEP(storage, base, lanes.Materialize(linear));
+    b.CreateMaskedScatter(StoreValue(b, t, lanes.Widen(v)), addrs, llvm::Align(DTypeBytes(t)));
+  } else {
+    llvm::Value* vec = LaneMath(b, width).Widen(v);
+    b.CreateAlignedStore(StoreValue(b, t, vec), addr, llvm::Align(DTypeBytes(t)));
+  }
+}
+
+llvm::GlobalVariable* ConstantGlobal(llvm::Module& module, const Instruction* constant) {
+  std::string name = "const." + std::to_string(constant->unique_id());
+  if (llvm::GlobalVariable* g = module.getNamedGlobal(name)) return g;
+  const Literal& lit = constant->literal();
+  const uint8_t* bytes = static_cast<const uint8_t*>(lit.data());
+  llvm::ArrayRef<uint8_t> data(bytes, static_cast<size_t>(lit.byte_size()));
+  llvm::Constant* init = llvm::ConstantDataArray::get(module.getContext(), data);
+  auto* g = new llvm::GlobalVariable(module, init->getType(), /*isConstant=*/true,
+                                     llvm::GlobalValue::PrivateLinkage, init, name);
+  g->setAlignment(llvm::Align(64));
+  g->setUnnamedAddr(llvm::GlobalValue::UnnamedAddr::Global);
+  return g;
+}
+
+}  // namespace fj::codegen
