@@ -52,6 +52,26 @@ def test_launches_per_call_count_loop_steps():
     assert len(whole.kernels) == 1 and whole.kernels[0].launches == 1
 
 
+def test_branches_count_the_launches_they_run():
+    # A cond in a loop's step: each branch's kernels launch in the steps that take it, the
+    # other never; kernels are numbered wherever the program runs a computation.
+    def f(x):
+        def body(i, c):
+            return lax.cond(i % 2 == 0, lambda c: c * 1.5, lambda c: fnp.sin(c), c)
+        y = lax.fori_loop(0, 6, body, x)
+        return lax.cond(y.sum() > 0, lambda y: y + 1.0, lambda y: y - 1.0, y)
+
+    x = np.linspace(0, 1, 4096, dtype=np.float32)
+    prof = fusionjit.profile(f, fusion="xla", runs=2, min_time=0.005)(x)
+    launches = {tuple(k.ops): k.launches for k in prof.kernels}
+    assert launches[("sine",)] == 3 and launches[("broadcast", "multiply")] == 3, prof
+    assert launches[("broadcast", "add")] == 1 and launches[("broadcast", "subtract")] == 0, prof
+    # Two kernels of one name (the step's counter update and the last branch's add) each
+    # get their own estimate.
+    adds = [k for k in prof.kernels if k.name == "loop_add_fusion"]
+    assert len(adds) == 2 and adds[0].estimated_us != adds[1].estimated_us, prof
+
+
 def test_profiled_code_computes_the_same_values():
     from fusionjit._src import dispatch
 

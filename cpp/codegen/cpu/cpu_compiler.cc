@@ -143,6 +143,22 @@ class CpuProgramEmitter : public codegen::ProgramEmitter {
   std::unordered_map<std::string, llvm::Function*> generated_;  // by what they compute
 };
 
+// The kernels ProgramEmitter numbers in `c`: one per fusion or custom call, and those of
+// the loops' and branches' computations wherever they are called.
+int64_t LaunchSites(const Computation& c) {
+  int64_t n = 0;
+  for (const Instruction* i : c.MakePostOrder()) {
+    if (i->opcode() == Opcode::kFusion || i->opcode() == Opcode::kCustomCall) {
+      ++n;
+    } else if (i->opcode() == Opcode::kWhile) {
+      n += LaunchSites(*i->while_condition()) + LaunchSites(*i->while_body());
+    } else if (i->opcode() == Opcode::kConditional) {
+      for (const Computation* branch : i->called_computations()) n += LaunchSites(*branch);
+    }
+  }
+  return n;
+}
+
 }  // namespace
 
 CpuProgram CompileCpuProgram(const Module& module, const BufferAssignment& buffers,
@@ -153,13 +169,9 @@ CpuProgram CompileCpuProgram(const Module& module, const BufferAssignment& buffe
   // The host's triple from the start: the emitters ask what target they emit for.
   llvm_module->setTargetTriple(jit.target_machine().getTargetTriple().str());
   CpuProgram program;
-  int64_t launch_sites = 0;  // at most one kernel per fusion or custom call
+  int64_t launch_sites = 0;  // the kernels the program emitter will number
   if (options.profile) {
-    for (const Computation* c : module.computations()) {
-      for (const Instruction* i : c->MakePostOrder()) {
-        launch_sites += i->opcode() == Opcode::kFusion || i->opcode() == Opcode::kCustomCall;
-      }
-    }
+    launch_sites = LaunchSites(*module.entry());
     program.profile.reset(new std::atomic<int64_t>[2 * launch_sites + 2]());
   }
   CpuProgramEmitter emitter(*llvm_module, buffers, options, program.profile.get(), launch_sites);

@@ -125,17 +125,22 @@ def profile(fun: Callable, *, fusion: str | None = None, backend: str | None = N
                 call()
             walls.append((time.perf_counter() - start) / calls)
             counters.append(exe.profile())
-        estimates = {k["name"]: k.get("estimated_us") for k in comp.kernel_graph}
-        ops = {k["name"]: [op["opcode"] for op in k["ops"]] for k in comp.kernel_graph}
+        # Kernel names are unique within a computation: a loop's body and the code after it
+        # may both have a loop_add_fusion. Each name's kernels pair up in program order.
+        described: dict = {}
+        for k in comp.kernel_graph:
+            described.setdefault(k["name"], []).append(k)
         kernels = []
         for i, info in enumerate(exe.kernels):
             ns = statistics.median(c[i][0] for c in counters)
             launches = statistics.median(c[i][1] for c in counters)
             name = info["fusion"]
+            same = described.get(name) or [{}]
+            graph = same.pop(0) if len(same) > 1 else same[0]
             kernels.append(KernelProfile(
-                i + 1, name, info["kind"], ops.get(name, [info["kind"]]), info["loop"],
-                launches / calls, ns / calls / 1e3, estimates.get(name),
-                info["bytes_read"] + info["bytes_written"]))
+                i + 1, name, info["kind"], [op["opcode"] for op in graph.get("ops", [])] or
+                [info["kind"]], info["loop"], launches / calls, ns / calls / 1e3,
+                graph.get("estimated_us"), info["bytes_read"] + info["bytes_written"]))
         return Profile(jitted._name, kernels, statistics.median(walls) * 1e6, calls, max(1, runs))
 
     return profiled
