@@ -66,11 +66,8 @@ class DotRewriter {
 
     // lhs as [batch..., M, K], rhs as [batch..., K, N]: contracting dimensions in the order
     // they pair up, so that the flattened K walks both alike.
-    std::vector<int64_t> lorder = dd_.lhs_batch, rorder = dd_.rhs_batch;
-    lorder.insert(lorder.end(), lfree_.begin(), lfree_.end());
-    lorder.insert(lorder.end(), dd_.lhs_contracting.begin(), dd_.lhs_contracting.end());
-    rorder.insert(rorder.end(), dd_.rhs_contracting.begin(), dd_.rhs_contracting.end());
-    rorder.insert(rorder.end(), rfree_.begin(), rfree_.end());
+    std::vector<int64_t> lorder = Order(dd_.lhs_batch, lfree_, dd_.lhs_contracting);
+    std::vector<int64_t> rorder = Order(dd_.rhs_batch, dd_.rhs_contracting, rfree_);
     // Which form (dot_layout.h); operands of one row or column become vectors.
     const bool outer = k_ == 1, row = !outer && n_ == 1, column = !outer && !row && m_ == 1;
     using Dims = std::vector<int64_t>;
