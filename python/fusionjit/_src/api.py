@@ -241,20 +241,30 @@ class Jitted(_core.JitFunction):
                 f"dynamic")) from None
         return key
 
-    def _entry(self, args, kwargs, keep_llvm_ir=False, keep_ptx=False) -> tuple[_CacheEntry, list]:
-        """Traces and compiles for this call's signature (cached); returns the entry and the
-        flat argument leaves."""
+    def _call_key(self, args, kwargs) -> tuple:
+        """Checks and splits a call: (cache key, flat argument leaves, their avals, and what
+        tracing needs: the input tree, the static arguments)."""
         self._check_call(args, kwargs)
         dyn_args, dyn_kwargs, statics, static_kwargs = self._split(args, kwargs)
         static_key = self._static_key(statics, static_kwargs)
         leaves, in_tree = _core.tree_flatten((tuple(dyn_args), dyn_kwargs))
         avals = tuple(core.get_aval(x) for x in leaves)
         key = (in_tree, static_key, avals, config.epoch)
+        return key, leaves, avals, (in_tree, avals, statics, static_kwargs)
+
+    def _lower(self, traced) -> tuple:
+        """Traces and lowers for a signature's `traced` part: (program, module, out_tree)."""
+        program, out_tree = self._trace(*traced)
+        return program, lowering.lower_program(program, _module_name(self._name)), out_tree
+
+    def _entry(self, args, kwargs, keep_llvm_ir=False, keep_ptx=False) -> tuple[_CacheEntry, list]:
+        """Traces and compiles for this call's signature (cached); returns the entry and the
+        flat argument leaves."""
+        key, leaves, avals, traced = self._call_key(args, kwargs)
         entry = self._entries.get(key)
         if (entry is None or (keep_llvm_ir and not entry.compilation.llvm_ir)
                 or (keep_ptx and not entry.compilation.ptx)):
-            program, out_tree = self._trace(in_tree, avals, statics, static_kwargs)
-            module = lowering.lower_program(program, _module_name(self._name))
+            program, module, out_tree = self._lower(traced)
             compilation = dispatch.compile_module(module, self._name, keep_llvm_ir, self._fusion,
                                                   self._backend, keep_ptx)
             out_weak = [a.weak_type for a in program.out_avals]

@@ -97,23 +97,26 @@ def profile(fun: Callable, *, fusion: str | None = None, backend: str | None = N
     def profiled(*args, **kwargs) -> Profile:
         jitted = fun if isinstance(fun, Jitted) and fusion is None and backend is None else Jitted(
             getattr(fun, "_fun", fun), static_argnums, static_argnames, fusion, backend=backend)
-        entry, leaves = jitted._entry(args, kwargs)
-        exe_backend = entry.compilation.executable.backend
-        if exe_backend != "cpu":
+        chosen = dispatch.compile_options(backend=jitted._backend)["backend"]
+        if chosen != "cpu":
             raise NotImplementedError(errors.located(
                 f"fusionjit.profile times kernels on the CPU backend only; {jitted._name} is "
-                f"compiled for {exe_backend!r}. Pass backend='cpu'"))
-        comp = dispatch.compile_module(entry.module, jitted._name, fusion=jitted._fusion,
+                f"compiled for {chosen!r}. Pass backend='cpu'"))
+        # Traced and compiled once, profiled (the plain compilation is not needed).
+        _, leaves, avals, traced = jitted._call_key(args, kwargs)
+        program, module, _ = jitted._lower(traced)
+        comp = dispatch.compile_module(module, jitted._name, fusion=jitted._fusion,
                                        backend="cpu", profile=True)
         exe = comp.executable
-        argv = [dispatch.to_argument(x, a) for x, a in zip(leaves, entry.avals)]
+        argv = [dispatch.to_argument(x, a) for x, a in zip(leaves, avals)]
+        out_weak = [a.weak_type for a in program.out_avals]
 
         def call():
-            exe(argv, entry.out_weak)
+            exe(argv, out_weak)
 
         call()
         call()
-        calls, start = 1, time.perf_counter()
+        start = time.perf_counter()
         call()
         once = max(time.perf_counter() - start, 1e-7)
         calls = max(1, int(min_time / once))
