@@ -74,6 +74,14 @@ DotTile FindDotTile(const Computation& c, const KernelPlan& plan, const std::vec
   return tile;
 }
 
+// The widest power-of-two vector of at most `max_width` lanes that `length` outputs fill:
+// fewer outputs than a vector, side by side (each a chain of work in order).
+int NarrowVector(int64_t length, int max_width) {
+  int width = 1;
+  while (width * 2 <= std::min<int64_t>(length, max_width)) width *= 2;
+  return width;
+}
+
 }  // namespace
 
 std::string KernelKey(const Instruction* fusion, bool in_place) {
@@ -148,7 +156,7 @@ KernelPlan PlanKernel(const Instruction* fusion, int max_width, bool in_place) {
     // logits) in narrower vectors: each output's sum is a chain of adds in order, and one
     // lane at a time waits on each chain in turn (6 sums over 4096 rows: 20 us).
     if (plan.width == 1 && hero && !row_reduction) {
-      while (plan.width * 2 <= std::min<int64_t>(elements, max_width)) plan.width *= 2;
+      plan.width = NarrowVector(elements, max_width);
     }
     // Row reductions of rows shorter than a vector: a vector of rows at a time, one per
     // lane, each combined in order as one row at a time is (ShortRowWalk).
@@ -166,7 +174,7 @@ KernelPlan PlanKernel(const Instruction* fusion, int max_width, bool in_place) {
   // A product with short rows (an RL policy's few logits) in narrower vectors: its sums
   // are the work, and one lane at a time waits on each of them in turn.
   if (plan.width == 1 && !row_reduction && fusion->fusion_kind() == FusionKind::kOutput) {
-    while (plan.width * 2 <= std::min<int64_t>(plan.row_length, max_width)) plan.width *= 2;
+    plan.width = NarrowVector(plan.row_length, max_width);
   }
   // Rows shorter than the reduction lanes (a policy's few actions) go in lanes, one row per
   // lane, when every reduction is as short: each lane then combines its row in the same
