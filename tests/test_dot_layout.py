@@ -223,6 +223,41 @@ def test_a_transposed_operand_is_folded_into_the_dot():
     np.testing.assert_allclose(np.asarray(g(x, w)), x.transpose(1, 0, 2) @ w, rtol=1e-5, atol=1e-5)
 
 
+def test_per_example_weight_gradients_are_written_in_their_own_order():
+    # vmap of grad of x @ w: each example's gradient is the outer product of x and the
+    # backpropagated error, a dot without contracting dimensions computed [b, 64, 32] and
+    # transposed to w's [b, 32, 64]. The transpose was pushed into the broadcasts of the
+    # product, so the kernel writes [b, 32, 64] in order, reading its rows where they lie
+    # (it wrote 16 MiB a column strip at a time: 1.9 ms, now under 0.6; JAX takes 1.0).
+    import fusionjit
+    import fusionjit.numpy as fnp
+    rng = np.random.default_rng(4)
+    w1 = (rng.standard_normal((32, 64)) * 0.2).astype(np.float32)
+    b1 = rng.standard_normal(64).astype(np.float32)
+    w2 = (rng.standard_normal((64, 8)) * 0.2).astype(np.float32)
+    x = rng.standard_normal((256, 32)).astype(np.float32)
+    y = rng.standard_normal((256, 8)).astype(np.float32)
+
+    def loss(w, x, y):
+        return fnp.sum((fnp.tanh(x @ w + b1) @ w2 - y) ** 2)
+
+    f = fusionjit.jit(fusionjit.vmap(fusionjit.grad(loss), in_axes=(None, 0, 0)))
+    text = f.lower(w1, x, y).compile().as_text()
+    assert not [line for line in text.splitlines()
+                if " transpose(" in line and "[256,32,64]" in line], text
+    h = np.tanh(x.astype(np.float64) @ w1 + b1)
+    d = (2 * (h @ w2 - y) @ w2.T) * (1 - h ** 2)
+    np.testing.assert_allclose(np.asarray(f(w1, x, y)), x[:, :, None] * d[:, None, :],
+                               rtol=1e-4, atol=1e-5)
+    # The same outer product written by hand and transposed.
+    a = rng.standard_normal((8, 5)).astype(np.float32)
+    b = rng.standard_normal((8, 7)).astype(np.float32)
+    g = fusionjit.jit(lambda a, b: (a[:, :, None] * b[:, None, :] + 1.0).transpose(0, 2, 1))
+    assert " transpose(" not in g.lower(a, b).compile().as_text()
+    np.testing.assert_array_equal(np.asarray(g(a, b)),
+                                  (a[:, :, None] * b[:, None, :] + 1.0).transpose(0, 2, 1))
+
+
 @pytest.mark.cpu_only
 def test_a_product_of_few_rows_is_computed_transposed_to_share_its_rows():
     # A DQN's fully connected layer over a batch of 32, [32, 3136] @ [3136, 512]: rows for

@@ -2,6 +2,8 @@
 // existing value or a simpler instruction; DCE cleans up what becomes dead.
 #include "passes/simplify.h"
 
+#include <algorithm>
+
 #include "ir/builder.h"
 
 namespace fj {
@@ -96,6 +98,83 @@ bool MovesOnlyUnitDims(const Instruction* t) {
   return true;
 }
 
+// Whether transposing `x` costs nothing: x is a transpose (the two compose), a broadcast or
+// an iota (each takes the permutation into its dimensions), or an elementwise op read by
+// `reader` alone whose array operands all transpose for nothing. A transpose of such a value
+// is then pushed into its leaves, so that a kernel reads the data in the order it writes it
+// (an outer product computed in one order and transposed, as a dot without contracting
+// dimensions is, becomes a product of broadcasts in the result's order).
+bool TransposesForNothing(const Instruction* x, const Instruction* reader, int depth) {
+  Opcode o = x->opcode();
+  if (o == Opcode::kTranspose || o == Opcode::kBroadcast || o == Opcode::kIota) return true;
+  if (!IsElementwise(o) || depth == 0 || !x->called_computations().empty()) return false;
+  for (const Instruction* u : x->users()) {
+    if (u != reader) return false;
+  }
+  for (const Instruction* op : x->operands()) {
+    if (!op->shape().IsScalar() && !TransposesForNothing(op, x, depth - 1)) return false;
+  }
+  return true;
+}
+
+Instruction* PushTransposeInto(Builder& b, Instruction* x, const std::vector<int64_t>& perm);
+
+// transpose(x, perm) for an x that TransposesForNothing: result dimension k is x's
+// dimension perm[k]. What it builds carries x's source.
+Instruction* PushTranspose(Builder& b, Instruction* x, const std::vector<int64_t>& perm) {
+  Instruction* r = PushTransposeInto(b, x, perm);
+  if (r->metadata().empty()) r->set_metadata(x->metadata());
+  return r;
+}
+
+Instruction* PushTransposeInto(Builder& b, Instruction* x, const std::vector<int64_t>& perm) {
+  const int rank = static_cast<int>(perm.size());
+  std::vector<int64_t> dims(rank), inverse(rank);
+  for (int k = 0; k < rank; ++k) {
+    dims[k] = x->shape().dim(static_cast<int>(perm[k]));
+    inverse[perm[k]] = k;
+  }
+  Shape shape(x->dtype(), dims);
+  InstructionAttrs a = x->attrs();
+  switch (x->opcode()) {
+    case Opcode::kTranspose: {
+      a.dimensions.clear();
+      for (int64_t d : perm) a.dimensions.push_back(x->dimensions()[d]);
+      return IsIdentityPermutation(a.dimensions) ? x->operand(0)
+                                                 : b.Add(Opcode::kTranspose, {x->operand(0)}, a);
+    }
+    case Opcode::kBroadcast: {
+      // Operand dimension i lands on result dimension inverse[d_i]; the broadcast's
+      // dimensions must increase, so the (smaller) operand is transposed where they do not.
+      const std::vector<int64_t>& bd = x->dimensions();
+      std::vector<int64_t> order(bd.size());
+      for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+      std::sort(order.begin(), order.end(),
+                [&](int64_t i, int64_t j) { return inverse[bd[i]] < inverse[bd[j]]; });
+      Instruction* op = x->operand(0);
+      if (!IsIdentityPermutation(order)) {
+        InstructionAttrs t;
+        t.dimensions = order;
+        op = b.Add(Opcode::kTranspose, {op}, t);
+        op->set_metadata(x->metadata());
+      }
+      std::vector<int64_t> out_dims;
+      for (int64_t i : order) out_dims.push_back(inverse[bd[i]]);
+      return b.Broadcast(op, dims, out_dims);
+    }
+    case Opcode::kIota:
+      a.dimensions = {inverse[x->dimensions()[0]]};
+      return b.Add(Opcode::kIota, {}, a, {}, &shape);
+    default: {
+      std::vector<Instruction*> ops;
+      for (Instruction* op : x->operands()) {
+        ops.push_back(op->shape().IsScalar() ? op : PushTranspose(b, op, perm));
+      }
+      return b.Add(x->opcode(), ops, a, {}, &shape);
+    }
+  }
+}
+
 // Returns the value `instr` can be replaced with, or null. May add new instructions.
 Instruction* Simplify(Instruction* instr) {
   Computation* c = instr->parent();
@@ -145,6 +224,7 @@ Instruction* Simplify(Instruction* instr) {
         a.dimensions = perm;
         return b.Add(Opcode::kTranspose, {x->operand(0)}, a);
       }
+      if (TransposesForNothing(x, instr, 8)) return PushTranspose(b, x, instr->dimensions());
       return nullptr;
     }
     case Opcode::kBroadcast: {

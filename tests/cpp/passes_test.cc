@@ -344,6 +344,67 @@ ENTRY %main (x: f32[6,8], u: f32[2,3], v: f32[2,3]) -> (f32[2,8], f32[2,3], f32[
   EXPECT_EQ(reads, want) << m->ToString();
 }
 
+TEST(Simplify, TransposesOfProductsOfBroadcastsArePushedIntoTheBroadcasts) {
+  // A per-example outer product computed [b, j, i] and transposed to [b, i, j] (a dot
+  // without contracting dimensions, as vmap of grad makes it): computed in the result's
+  // order. The broadcast of z does not keep its dimensions' order and transposes z (two
+  // elements) instead; the iota takes its new dimension; an elementwise value read twice
+  // is not pushed (its transpose would be computed beside it).
+  std::unique_ptr<Module> m = Parse(R"(
+module m
+ENTRY %main (x: f32[2,3], y: f32[2,4], z: f32[3,4], w: f32[2,3,4]) -> (f32[2,4,3], f32[4,3,2], f32[2,4,3], f32[2,3,4]) {
+  %x = f32[2,3] parameter(0)
+  %y = f32[2,4] parameter(1)
+  %z = f32[3,4] parameter(2)
+  %w = f32[2,3,4] parameter(3)
+  %bx = f32[2,3,4] broadcast(%x), dimensions={0,1}
+  %by = f32[2,3,4] broadcast(%y), dimensions={0,2}
+  %io = s32[2,3,4] iota(), iota_dimension=1
+  %fi = f32[2,3,4] convert(%io)
+  %p = f32[2,3,4] multiply(%bx, %by)
+  %q = f32[2,3,4] add(%p, %fi)
+  %t1 = f32[2,4,3] transpose(%q), dimensions={0,2,1}
+  %bz = f32[2,3,4] broadcast(%z), dimensions={1,2}
+  %e = f32[2,3,4] exponential(%bz)
+  %t2 = f32[4,3,2] transpose(%e), dimensions={2,1,0}
+  %r = f32[2,3,4] subtract(%w, %bx)
+  %t3 = f32[2,4,3] transpose(%r), dimensions={0,2,1}
+  ROOT %t = (f32[2,4,3], f32[4,3,2], f32[2,4,3], f32[2,3,4]) tuple(%t1, %t2, %t3, %r)
+}
+)");
+  std::vector<Literal> args;
+  for (const Instruction* p : m->entry()->parameters()) {
+    Literal l(p->shape());
+    for (int64_t i = 0; i < l.num_elements(); ++i) l.SetDouble(i, 0.25 * p->parameter_number() + 0.01 * i);
+    args.push_back(l);
+  }
+  std::vector<Literal> before = EvaluateRootTuple(*m->entry(), args);
+  SimplifyPass().Run(*m);
+  DcePass().Run(*m);
+  VerifyModule(*m);
+  std::vector<Literal> after = EvaluateRootTuple(*m->entry(), args);
+  for (size_t k = 0; k < before.size(); ++k) EXPECT_TRUE(before[k] == after[k]) << k << "\n" << m->ToString();
+  const Instruction* root = m->entry()->root();
+  const Instruction* t1 = root->operand(0);
+  ASSERT_EQ(t1->opcode(), Opcode::kAdd) << m->ToString();
+  EXPECT_EQ(t1->operand(0)->opcode(), Opcode::kMultiply);
+  EXPECT_EQ(t1->operand(0)->operand(0)->opcode(), Opcode::kBroadcast);
+  EXPECT_EQ(t1->operand(0)->operand(0)->dimensions(), (std::vector<int64_t>{0, 2}));
+  EXPECT_EQ(t1->operand(0)->operand(0)->operand(0)->name(), "x");
+  EXPECT_EQ(t1->operand(0)->operand(1)->dimensions(), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(t1->operand(1)->operand(0)->opcode(), Opcode::kIota);
+  EXPECT_EQ(t1->operand(1)->operand(0)->dimensions(), (std::vector<int64_t>{2}));
+  const Instruction* t2 = root->operand(1);
+  ASSERT_EQ(t2->opcode(), Opcode::kExp) << m->ToString();
+  const Instruction* bz = t2->operand(0);
+  ASSERT_EQ(bz->opcode(), Opcode::kBroadcast);
+  EXPECT_EQ(bz->dimensions(), (std::vector<int64_t>{0, 1}));
+  ASSERT_EQ(bz->operand(0)->opcode(), Opcode::kTranspose);
+  EXPECT_EQ(bz->operand(0)->operand(0)->name(), "z");
+  EXPECT_EQ(root->operand(2)->opcode(), Opcode::kTranspose);
+  EXPECT_EQ(root->operand(2)->operand(0), root->operand(3));
+}
+
 TEST(Simplify, DynamicSlicesAtConstantStartsAreSlices) {
   std::unique_ptr<Module> m = Parse(R"(
 module m
