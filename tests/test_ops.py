@@ -575,26 +575,40 @@ def test_a_value_a_lazy_select_shares_is_computed_once():
 
 @pytest.mark.parametrize("shape,perm", [((64, 64), (1, 0)), ((37, 53), (1, 0)),
                                         ((3, 40, 17), (0, 2, 1)), ((5, 6, 70), (2, 1, 0)),
-                                        ((2, 3, 4, 35), (3, 1, 0, 2)), ((1, 64), (1, 0))])
-@pytest.mark.parametrize("dtype", [np.float32, np.int8, np.bool_, np.float16])
-def test_transposes_that_move_the_last_dimension_in_row_tiles(shape, perm, dtype):
+                                        ((2, 3, 4, 35), (3, 1, 0, 2)), ((1, 64), (1, 0)),
+                                        ((100, 37), (1, 0)), ((3, 20, 32), (0, 2, 1)),
+                                        ((2, 32, 3, 48), (0, 2, 3, 1))])
+@pytest.mark.parametrize("dtype", [np.float32, np.int8, np.bool_, np.float16, np.int32,
+                                   np.float64])
+def test_transposes_that_move_the_last_dimension_in_row_tiles(shape, perm, dtype, x64):
     """A kernel that reads across rows computes a tile of rows vector by vector, so that
     the lines one vector reads serve the next rows too (a 1024 x 1024 float32 transpose:
-    2.5 ms -> 0.6 ms); whole tiles, rows and columns left over, fused elementwise work."""
+    2.5 ms -> 0.6 ms); 32- and 64-bit elements by blocks transposed in registers
+    (IsBlockTransposed): whole tiles, rows before the first whole tile of a thread's rows
+    and after the last, columns left over, fused elementwise work before and after."""
     rng = np.random.default_rng(5)
     x = (rng.normal(size=shape) * 5).astype(dtype)
     y = rng.normal(size=tuple(shape[p] for p in perm)).astype(np.float32)
     f = fusionjit.jit(lambda x, y: (fnp.transpose(x, perm),
-                                    fnp.transpose(x, perm).astype(np.float32) * 2 + y))
-    t, u = f(x, y)
+                                    fnp.transpose(x, perm).astype(np.float32) * 2 + y,
+                                    fnp.transpose(x * 3 + 1, perm)))
+    t, u, v = f(x, y)
     np.testing.assert_array_equal(np.asarray(t), np.transpose(x, perm))
-    np.testing.assert_array_equal(np.asarray(u), np.transpose(x, perm).astype(np.float32) * 2 + y)
+    np.testing.assert_array_equal(np.asarray(u),
+                                  np.transpose(x, perm).astype(np.float32) * 2 + y)
+    np.testing.assert_array_equal(np.asarray(v), np.transpose(x * 3 + 1, perm))
 
 
 @pytest.mark.cpu_only
 def test_a_transpose_kernel_walks_row_tiles():
+    # By register blocks where IsBlockTransposed holds, else by gathers in row tiles.
     x = np.ones((64, 64), np.float32)
-    assert "strided.rows" in fusionjit.jit(lambda x: x.T).lower(x).as_text("llvm")
+    blocked = fusionjit.jit(lambda x: x.T).lower(x).as_text("llvm")
+    assert "block.rows" in blocked and "strided.rows" not in blocked
+    assert "shufflevector" in blocked
+    y = np.ones((3, 40, 24), np.float32)   # rows in runs of 24: not whole blocks
+    gathered = fusionjit.jit(lambda y: y.transpose(0, 2, 1)).lower(y).as_text("llvm")
+    assert "strided.rows" in gathered and "block.rows" not in gathered
     assert "strided.rows" not in fusionjit.jit(lambda x: x * 2).lower(x).as_text("llvm")
 
 

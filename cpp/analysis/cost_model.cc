@@ -389,6 +389,9 @@ namespace {
 // dimensions swapped 14 us), 24 lane-ops at its vector rate; only the bytes counted before
 // (50 us estimated for [1024, 1024]). Short output rows are walked in lanes (RowCopy).
 constexpr double kGatheredElementCost = 24;
+// Read by blocks transposed in registers instead (IsBlockTransposed): four stages of
+// shuffles and a stack buffer's store and load per element, about 6 lane-ops.
+constexpr double kBlockTransposedElementCost = 6;
 
 bool GathersLanes(const Instruction* transpose) {
   const std::vector<int64_t>& perm = transpose->dimensions();
@@ -399,7 +402,9 @@ bool GathersLanes(const Instruction* transpose) {
 
 double CostInKernel(const Instruction* i) {
   Opcode op = i->opcode();
-  if (op == Opcode::kTranspose && GathersLanes(i)) return kGatheredElementCost;
+  if (op == Opcode::kTranspose && GathersLanes(i)) {
+    return IsBlockTransposed(i) ? kBlockTransposedElementCost : kGatheredElementCost;
+  }
   if (op == Opcode::kSin || op == Opcode::kCos) {
     Opcode partner = op == Opcode::kSin ? Opcode::kCos : Opcode::kSin;
     for (const Instruction* u : i->operand(0)->users()) {

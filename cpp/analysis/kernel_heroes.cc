@@ -308,4 +308,33 @@ bool ReadOnlyAtOwnPositions(const Instruction* value) {
   return true;
 }
 
+bool IsBlockTransposed(const Instruction* t) {
+  if (t->opcode() != Opcode::kTranspose || !t->parent()->IsFusionComputation()) return false;
+  const int bytes = DTypeBytes(t->dtype());
+  const std::vector<int64_t>& perm = t->dimensions();
+  const int rank = t->shape().rank();
+  if (rank < 2 || (bytes != 4 && bytes != 8) || perm[rank - 2] != rank - 1 || perm[rank - 1] == rank - 1 ||
+      (rank > 2 && t->shape().dim(rank - 2) % kMaxBlockLanes != 0) || t->shape().dim(rank - 1) < kMaxBlockLanes) {
+    return false;
+  }
+  const Computation& c = *t->parent();
+  for (const Instruction* i : c.MakePostOrder()) {
+    if (IsReduction(i) || i->opcode() == Opcode::kDot) return false;
+  }
+  for (const Instruction* r : KernelRoots(c)) {
+    if (!r->shape().SameDims(t->shape())) return false;
+  }
+  std::vector<const Instruction*> work = {t};
+  while (!work.empty()) {
+    const Instruction* v = work.back();
+    work.pop_back();
+    for (const Instruction* u : v->users()) {
+      if (u == c.root() && u->opcode() == Opcode::kTuple) continue;
+      if (!IsElementwise(u->opcode()) || !u->shape().SameDims(t->shape())) return false;
+      work.push_back(u);
+    }
+  }
+  return true;
+}
+
 }  // namespace fj

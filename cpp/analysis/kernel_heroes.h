@@ -88,4 +88,15 @@ ShortRows ShortRowWalk(const Instruction* kernel, int max_width);
 // (an epilogue), so a kernel may hand each position its value from elsewhere.
 bool ReadOnlyAtOwnPositions(const Instruction* value);
 
+// A transpose a CPU kernel reads by square blocks of vectors transposed in registers (a
+// block of its operand's rows loaded whole, then log2(lanes) stages of shuffles), where
+// its lanes would otherwise be gathered one at a time: it brings its operand's minor
+// dimension to its second-to-last (the kernel's rows), the kernel walks the transpose's
+// own dimensions with no reduction or product, its rows at least kMaxBlockLanes long and,
+// above rank 2, in runs of whole blocks of kMaxBlockLanes rows (a block's rows share their
+// other outer indices), and only elementwise ops read it on the way to the outputs. 32-
+// and 64-bit elements. Codegen blocks by it and the cost model prices it.
+constexpr int kMaxBlockLanes = 16;
+bool IsBlockTransposed(const Instruction* transpose);
+
 }  // namespace fj

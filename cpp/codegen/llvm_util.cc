@@ -151,6 +151,28 @@ void EmitPermutedCopy(Builder& b, llvm::Type* storage, llvm::Value* from, llvm::
   }
 }
 
+void TransposeSquare(Builder& b, std::vector<llvm::Value*>& v) {
+  const int n = static_cast<int>(v.size());
+  FJ_CHECK(n > 1 && (n & (n - 1)) == 0, "a square transpose of ", n, " vectors");
+  // Stage `half`: swap the off-diagonal half x half blocks of every 2half x 2half block
+  // (vectors i and i + half, lanes with and without the bit `half`). After the stages for
+  // n/2 .. 1, v[j] holds element j of every input vector.
+  for (int half = n / 2; half >= 1; half /= 2) {
+    for (int i = 0; i < n; ++i) {
+      if (i & half) continue;
+      std::vector<int> low(n), high(n);
+      for (int c = 0; c < n; ++c) {
+        low[c] = (c & half) ? n + c - half : c;    // v[i]'s lanes, then v[i + half]'s
+        high[c] = (c & half) ? n + c : c + half;
+      }
+      llvm::Value* a = v[i];
+      llvm::Value* c = v[i + half];
+      v[i] = b.CreateShuffleVector(a, c, low);
+      v[i + half] = b.CreateShuffleVector(a, c, high);
+    }
+  }
+}
+
 void EmitMaskedBlockTranspose(Builder& b, llvm::Type* storage, llvm::Value* flat, llvm::Value* staged,
                               llvm::Align staged_align, int n, int64_t length, bool in) {
   FJ_CHECK(n > 1 && (n & (n - 1)) == 0 && length > 0 && length < n, "a masked transpose of ", n, " rows of ",
@@ -170,23 +192,7 @@ void EmitMaskedBlockTranspose(Builder& b, llvm::Type* storage, llvm::Value* flat
       v[i] = b.CreateAlignedLoad(vector, b.CreateGEP(storage, staged, b.getInt64(i * n)), staged_align);
     }
   }
-  // Stage `half`: swap the off-diagonal half x half blocks of every 2half x 2half block
-  // (vectors i and i + half, lanes with and without the bit `half`). After the stages for
-  // n/2 .. 1, v[j] holds element j of every input vector.
-  for (int half = n / 2; half >= 1; half /= 2) {
-    for (int i = 0; i < n; ++i) {
-      if (i & half) continue;
-      std::vector<int> low(n), high(n);
-      for (int c = 0; c < n; ++c) {
-        low[c] = (c & half) ? n + c - half : c;    // v[i]'s lanes, then v[i + half]'s
-        high[c] = (c & half) ? n + c : c + half;
-      }
-      llvm::Value* a = v[i];
-      llvm::Value* c = v[i + half];
-      v[i] = b.CreateShuffleVector(a, c, low);
-      v[i + half] = b.CreateShuffleVector(a, c, high);
-    }
-  }
+  TransposeSquare(b, v);
   for (int i = 0; i < n; ++i) {
     if (in && i < length) {
       b.CreateAlignedStore(v[i], b.CreateGEP(storage, staged, b.getInt64(i * n)), staged_align);

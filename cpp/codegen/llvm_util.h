@@ -79,6 +79,11 @@ class LaneMath {
 void EmitPermutedCopy(Builder& b, llvm::Type* storage, llvm::Value* from, llvm::Align from_align, llvm::Value* to,
                       llvm::Align to_align, int64_t count, int piece, const std::function<int64_t(int64_t)>& source);
 
+// Transposes `v`, n vectors of n lanes (n a power of two), in registers: afterwards v[j]
+// holds lane j of every vector as it was (v[j][i] = old v[i][j]), by log2(n) stages of n
+// two-input shuffles (16 x 16: 64 shuffles).
+void TransposeSquare(Builder& b, std::vector<llvm::Value*>& v);
+
 // Copies a block of `n` rows of `length` (< n) elements of type `storage` between `flat`
 // (row-major: row r at r * length) and `staged` (position-major: position j of row r at
 // j * n + r, `staged_align`), as an n x n transpose of vectors of n elements (`n` a power of
