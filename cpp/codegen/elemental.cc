@@ -54,8 +54,10 @@ Index MultiIndex(LaneMath& lanes, const IndexDim& linear, const std::vector<int6
       index.dims.push_back(lanes.Constant(0));
       continue;
     }
-    IndexDim q = strides[d] == 1 ? linear : lanes.DivConst(linear, strides[d]);
-    index.dims.push_back(d == outer ? q : lanes.RemConst(q, dims[d]));
+    // Positions of the shape's elements: below its size (and the quotients below theirs).
+    int64_t size = strides.empty() ? 1 : strides[0] * dims[0];
+    IndexDim q = strides[d] == 1 ? linear : lanes.DivConst(linear, strides[d], size);
+    index.dims.push_back(d == outer ? q : lanes.RemConst(q, dims[d], size / strides[d]));
   }
   return index;
 }

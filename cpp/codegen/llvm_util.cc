@@ -80,21 +80,32 @@ IndexDim LaneMath::MulConst(const IndexDim& a, int64_t c) {
   return {nullptr, 0, b_.CreateMul(a.vec, Splat(I64(c)))};
 }
 
-IndexDim LaneMath::DivConst(const IndexDim& a, int64_t c) {
+llvm::Value* LaneMath::DivideLanes(const IndexDim& a, int64_t c, int64_t bound, bool rem) {
+  llvm::Value* v = Materialize(a);
+  if (width_ > 1 && bound > 0 && bound <= (int64_t{1} << 31) && c < (int64_t{1} << 31)) {
+    llvm::Type* narrow = llvm::FixedVectorType::get(b_.getInt32Ty(), width_);
+    llvm::Value* d = llvm::ConstantVector::getSplat(llvm::ElementCount::getFixed(width_), b_.getInt32(static_cast<uint32_t>(c)));
+    llvm::Value* n = b_.CreateTrunc(v, narrow);
+    return b_.CreateZExt(rem ? b_.CreateURem(n, d) : b_.CreateUDiv(n, d), v->getType());
+  }
+  return rem ? b_.CreateURem(v, Splat(I64(c))) : b_.CreateUDiv(v, Splat(I64(c)));
+}
+
+IndexDim LaneMath::DivConst(const IndexDim& a, int64_t c, int64_t bound) {
   if (c == 1) return a;
   if (a.uniform()) return {b_.CreateUDiv(a.base, I64(c)), 0, nullptr};
   if (!a.vec && a.stride % c == 0) {
     // (base + l*s) / c == base / c + l*(s/c) only when base % c + l*s... holds for s % c == 0.
     return {b_.CreateUDiv(a.base, I64(c)), a.stride / c, nullptr};
   }
-  return {nullptr, 0, b_.CreateUDiv(Materialize(a), Splat(I64(c)))};
+  return {nullptr, 0, DivideLanes(a, c, bound, false)};
 }
 
-IndexDim LaneMath::RemConst(const IndexDim& a, int64_t c) {
+IndexDim LaneMath::RemConst(const IndexDim& a, int64_t c, int64_t bound) {
   if (c == 1) return Constant(0);
   if (a.uniform()) return {b_.CreateURem(a.base, I64(c)), 0, nullptr};
   if (!a.vec && a.stride % c == 0) return {b_.CreateURem(a.base, I64(c)), 0, nullptr};
-  return {nullptr, 0, b_.CreateURem(Materialize(a), Splat(I64(c)))};
+  return {nullptr, 0, DivideLanes(a, c, bound, true)};
 }
 
 IndexDim LaneMath::Clamp(const IndexDim& a, int64_t lo, int64_t hi) {

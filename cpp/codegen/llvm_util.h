@@ -54,11 +54,21 @@ class LaneMath {
   IndexDim Add(const IndexDim& a, const IndexDim& b);
   IndexDim AddConst(const IndexDim& a, int64_t c);
   IndexDim MulConst(const IndexDim& a, int64_t c);
-  IndexDim DivConst(const IndexDim& a, int64_t c);  // a >= 0
-  IndexDim RemConst(const IndexDim& a, int64_t c);  // a >= 0
+  // a >= 0; `bound` > 0: every lane of a is below it. Lanes computed apart (not base +
+  // lane * stride) are divided in 32 bits where the bound allows: x86 has no vector 64-bit
+  // multiply-high, and LLVM divided each lane by a scalar multiply (16 extracts, multiplies
+  // and inserts per vector: a gather's index arithmetic 14x its estimate).
+  IndexDim DivConst(const IndexDim& a, int64_t c, int64_t bound = 0);
+  IndexDim RemConst(const IndexDim& a, int64_t c, int64_t bound = 0);
   // Clamps every lane into [lo, hi].
   IndexDim Clamp(const IndexDim& a, int64_t lo, int64_t hi);
   llvm::Value* Materialize(const IndexDim& a);  // <width x i64> (or i64 for width 1)
+
+ private:
+  // a's lanes divided by c (`rem`: their remainders), in 32 bits where `bound` allows.
+  llvm::Value* DivideLanes(const IndexDim& a, int64_t c, int64_t bound, bool rem);
+
+ public:
 
   // Values.
   llvm::Value* Splat(llvm::Value* scalar);
