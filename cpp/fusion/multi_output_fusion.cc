@@ -7,6 +7,7 @@
 #include "analysis/cost_model.h"
 #include "fusion/fusible.h"
 #include "fusion/fusion_utils.h"
+#include "fusion/instruction_fusion.h"
 
 namespace fj {
 namespace {
@@ -122,6 +123,32 @@ FusionDecision ShapesCompatible(const Instruction* a, const Instruction* b, cons
   return FusionDecision::Yes("compatible");
 }
 
+// Beyond XLA (a profile with row fusion): a kernel that is only a row reduction (a
+// logsumexp's max) joins a kernel built around another reduction of the same rows that
+// reads it (the sum of exp(x - max)), as an extra output. The kernel walks a row at a time
+// and computes both reductions once per row (codegen's unit reductions), the second pass
+// reading the row from cache, where two kernels read it from memory twice. The producer's
+// other users (the max added back) read the extra output.
+bool RowReductionJoins(const Instruction* producer, const Instruction* consumer, const FusionProfile& profile) {
+  if (!profile.row_fusion || !profile.cost_model) return false;
+  const Instruction* hp = HeroOf(producer);
+  const Instruction* hc = HeroOf(consumer);
+  if (!hp || !hc || hp->opcode() != Opcode::kReduce || !IsRowReduction(hp) || !IsRowReduction(hc) ||
+      hp->dimensions().size() != 1 || hc->dimensions() != hp->dimensions()) {
+    return false;
+  }
+  const Shape& rows = hp->operand(0)->shape();
+  if (!rows.SameDims(hc->operand(0)->shape()) || !producer->shape().IsArray() ||
+      !producer->shape().SameDims(hp->shape()) || !consumer->shape().IsArray() ||
+      !consumer->shape().SameDims(hc->shape())) {
+    return false;
+  }
+  if (producer->opcode() == Opcode::kFusion && producer->fused_computation()->root() != hp) return false;
+  int64_t length = rows.dims().back();
+  return length <= InstructionFusionPass::kRowFusionMaxRow &&
+         rows.NumElements() / std::max<int64_t>(length, 1) >= InstructionFusionPass::kRowFusionMinRows;
+}
+
 int MergedOperandsAndOutputs(const Instruction* a, const Instruction* b) {
   std::unordered_set<const Instruction*> ops(a->operands().begin(), a->operands().end());
   ops.insert(b->operands().begin(), b->operands().end());
@@ -200,12 +227,13 @@ bool MultiOutputFusionPass::FuseProducerConsumer(Computation* comp) {
       // sibling fusion of two producers would end fusion for both (the CartPole step would
       // stay two kernels where XLA makes one).
       if (!IsMofCandidate(producer)) continue;
-      if (producer->opcode() == Opcode::kFusion && producer->fusion_kind() != FusionKind::kLoop) continue;
-      if (HeroOf(producer)) continue;
+      const bool row_reduction = HeroOf(producer) != nullptr;
+      if (producer->opcode() == Opcode::kFusion && producer->fusion_kind() != FusionKind::kLoop && !row_reduction) continue;
       std::vector<Instruction*> consumers;
       auto add_consumer = [&](Instruction* u) {
-        bool kind_ok = u->opcode() == Opcode::kFusion || IsElementwise(u->opcode()) ||
-                       (profile_.reduction_epilogue && IsReduction(u));
+        bool kind_ok = row_reduction ? RowReductionJoins(producer, u, profile_)
+                                     : u->opcode() == Opcode::kFusion || IsElementwise(u->opcode()) ||
+                                           (profile_.reduction_epilogue && IsReduction(u));
         if (IsMofCandidate(u) && kind_ok &&
             std::find(consumers.begin(), consumers.end(), u) == consumers.end()) {
           consumers.push_back(u);
@@ -233,8 +261,10 @@ bool MultiOutputFusionPass::FuseProducerConsumer(Computation* comp) {
         }
         continue;
       }
+      if (row_reduction && consumers.empty()) continue;
       // A producer with one user that is not a multi-output kernel is regular fusion's case.
-      if (!IsMultiOutput(producer) && producer->user_count() < 2 && (consumers.empty() || !IsMultiOutput(consumers[0]))) {
+      if (!row_reduction && !IsMultiOutput(producer) && producer->user_count() < 2 &&
+          (consumers.empty() || !IsMultiOutput(consumers[0]))) {
         continue;
       }
       std::stable_sort(consumers.begin(), consumers.end(), [](Instruction* x, Instruction* y) {
