@@ -143,6 +143,29 @@ def test_the_reset_count_is_computed_in_the_state_kernel():
         assert_close(g, w, rtol=2e-5, atol=2e-6)
 
 
+def test_rows_shorter_than_a_vector_keep_their_elementwise_outputs_apart():
+    # A classifier's log-softmax over 6 classes beside its sum of exp: as side outputs of
+    # the sum, stored from its loop, the log-softmax was computed one element at a time
+    # with the sum's rows (53 us for [4096, 6], where a kernel of its own takes 3). Over
+    # rows of 16 and more the side outputs still ride in the reduction's loop.
+    def f(z, m):
+        d = z - m[:, None]
+        return d, fnp.sum(fnp.exp(d), axis=-1)
+
+    rng = np.random.default_rng(3)
+    for cols, kernels in ((6, 2), (32, 1)):
+        z = rng.standard_normal((4096, cols)).astype(np.float32)
+        m = z.max(-1)
+        ex = fusionjit.explain(f)(z, m)
+        assert ex.num_kernels == kernels, str(ex)
+        if cols < 16:
+            assert any(d["rule"] == "reduction-side-outputs" and not d["fuse"] and
+                       "one at a time" in d["reason"] for d in ex.decisions), str(ex)
+        d, s = fusionjit.jit(f)(z, m)
+        np.testing.assert_array_equal(np.asarray(d), z - m[:, None])
+        assert_close(s, np.exp(z - m[:, None]).sum(-1), rtol=2e-6, atol=0)
+
+
 @pytest.mark.parametrize("profile", ["xla", "fusionjit"])
 def test_siblings_and_producers_with_several_users_make_one_kernel(profile):
     """Shared sin/cos and a select mask read by several outputs: one multi-output kernel."""
