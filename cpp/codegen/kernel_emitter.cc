@@ -714,79 +714,54 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
       }, "dot.block");
     }
     const int strided = (warp || tile.dot) ? 0 : StridedTileRows(comp, plan, roots);
-    // Transposes read by blocks (block_transpose.h): tiles of `width` rows from a multiple of
-    // `width`, so that a tile lies in one run of the rows' last outer dimension; for each
-    // vector of columns the blocks are filled, then the tile's rows read them (a gather per
-    // vector otherwise: [1000, 1000] float32, 232 us -> 64 us).
-    const int bw = plan.width;
-    TransposeBlocks blocks = strided > 1 && per_row.empty() ? AllocateTransposeBlocks(b, body, comp, bw) : TransposeBlocks{};
-    if (!blocks.empty()) {
-      const int64_t vectors_end = plan.row_length / bw * bw;
-      llvm::Value* w = b.getInt64(bw);
-      llvm::Value* first = b.CreateMul(b.CreateUDiv(b.CreateAdd(begin, b.getInt64(bw - 1)), w), w);
-      first = b.CreateSelect(b.CreateICmpULT(first, end), first, end);
-      llvm::Value* last = b.CreateMul(b.CreateUDiv(end, w), w);
-      last = b.CreateSelect(b.CreateICmpULT(last, first), first, last);
-      emitter.ForLoop(begin, first, 1, {}, [&](llvm::Value* row, const std::vector<llvm::Value*>&) {
-        emit_row(row, 0);
-        return std::vector<llvm::Value*>{};
-      }, "block.before");
-      emitter.ForLoop(first, last, bw, {}, [&](llvm::Value* row0, const std::vector<llvm::Value*>&) {
-        std::vector<llvm::Value*> outer = outer_of(row0);
-        emitter.ForLoop(b.getInt64(0), b.getInt64(vectors_end), bw, {}, [&](llvm::Value* j, const std::vector<llvm::Value*>&) {
-          FillTransposeBlocks(b, emitter, blocks, dims, outer, j);
-          emitter.ForLoop(b.getInt64(0), w, 1, {}, [&](llvm::Value* r, const std::vector<llvm::Value*>&) {
+    // Tiles of `strided` rows, vector by vector (StridedTileRows); the columns past the last
+    // whole vector, and the rows left over, as plain rows. Transposes read by blocks
+    // (block_transpose.h) take tiles of `width` rows from a multiple of `width`, so that a
+    // tile lies in one run of the rows' last outer dimension: for each vector of columns the
+    // blocks are filled, then the tile's rows read them (a gather per vector otherwise:
+    // [1000, 1000] float32, 232 us -> 64 us).
+    const int width = plan.width;
+    TransposeBlocks blocks = strided > 1 && per_row.empty() ? AllocateTransposeBlocks(b, body, comp, width) : TransposeBlocks{};
+    if (strided > 1 && per_row.empty()) {
+      const int tile_rows = blocks.empty() ? strided : width;
+      llvm::Value* t = b.getInt64(tile_rows);
+      const int64_t vectors_end = plan.row_length / width * width;
+      llvm::Value* first = begin;
+      if (!blocks.empty()) {
+        first = b.CreateMul(b.CreateUDiv(b.CreateAdd(begin, b.getInt64(tile_rows - 1)), t), t);
+        first = b.CreateSelect(b.CreateICmpULT(first, end), first, end);
+        emitter.ForLoop(begin, first, 1, {}, [&](llvm::Value* row, const std::vector<llvm::Value*>&) {
+          emit_row(row, 0);
+          return std::vector<llvm::Value*>{};
+        }, "tile.before");
+      }
+      rows_end = b.CreateAdd(first, b.CreateMul(b.CreateUDiv(b.CreateSub(end, first), t), t));
+      emitter.ForLoop(first, rows_end, tile_rows, {}, [&](llvm::Value* row0, const std::vector<llvm::Value*>&) {
+        std::vector<llvm::Value*> outer0 = blocks.empty() ? std::vector<llvm::Value*>{} : outer_of(row0);
+        emitter.ForLoop(b.getInt64(0), b.getInt64(vectors_end), width, {}, [&](llvm::Value* j, const std::vector<llvm::Value*>&) {
+          if (!blocks.empty()) FillTransposeBlocks(b, emitter, blocks, dims, outer0, j);
+          emitter.ForLoop(b.getInt64(0), t, 1, {}, [&](llvm::Value* r, const std::vector<llvm::Value*>&) {
             llvm::Value* row = b.CreateAdd(row0, r);
-            LaneMath lanes(b, bw);
+            LaneMath lanes(b, width);
             Index index = outer_index(outer_of(row), lanes);
-            ReadTransposeBlocks(b, emitter, blocks, index.dims, r);
+            if (!blocks.empty()) ReadTransposeBlocks(b, emitter, blocks, index.dims, r);
             index.dims.push_back(lanes.LaneRamp(j));
             emitter.PushScope();
             emit_group(index, lanes.LaneRamp(b.CreateAdd(b.CreateMul(row, b.getInt64(plan.row_length)), j)));
             emitter.PopScope();
             emitter.ForgetRowValues();
             return std::vector<llvm::Value*>{};
-          }, "block.row");
+          }, "tile.row");
           return std::vector<llvm::Value*>{};
-        }, "block.vec");
+        }, "tile.vec");
         if (vectors_end < plan.row_length) {
-          emitter.ForLoop(b.getInt64(0), w, 1, {}, [&](llvm::Value* r, const std::vector<llvm::Value*>&) {
+          emitter.ForLoop(b.getInt64(0), t, 1, {}, [&](llvm::Value* r, const std::vector<llvm::Value*>&) {
             emit_row(b.CreateAdd(row0, r), vectors_end);
             return std::vector<llvm::Value*>{};
-          }, "block.tail");
+          }, "tile.tail");
         }
         return std::vector<llvm::Value*>{};
-      }, "block.rows");
-      rows_end = last;
-    } else if (strided > 1 && per_row.empty()) {
-      // Tiles of `strided` rows, vector by vector (StridedTileRows); the columns past the
-      // last whole vector, and the rows left over, as plain rows.
-      const int width = plan.width;
-      const int64_t vectors_end = plan.row_length / width * width;
-      llvm::Value* n = b.CreateSub(end, begin);
-      rows_end = b.CreateAdd(begin, b.CreateMul(b.CreateUDiv(n, b.getInt64(strided)), b.getInt64(strided)));
-      emitter.ForLoop(begin, rows_end, strided, {}, [&](llvm::Value* row0, const std::vector<llvm::Value*>&) {
-        emitter.ForLoop(b.getInt64(0), b.getInt64(vectors_end), width, {}, [&](llvm::Value* j, const std::vector<llvm::Value*>&) {
-          emitter.ForLoop(b.getInt64(0), b.getInt64(strided), 1, {}, [&](llvm::Value* r, const std::vector<llvm::Value*>&) {
-            llvm::Value* row = b.CreateAdd(row0, r);
-            LaneMath lanes(b, width);
-            Index index = outer_index(outer_of(row), lanes);
-            index.dims.push_back(lanes.LaneRamp(j));
-            emitter.PushScope();
-            emit_group(index, lanes.LaneRamp(b.CreateAdd(b.CreateMul(row, b.getInt64(plan.row_length)), j)));
-            emitter.PopScope();
-            return std::vector<llvm::Value*>{};
-          }, "strided.row");
-          return std::vector<llvm::Value*>{};
-        }, "strided.vec");
-        if (vectors_end < plan.row_length) {
-          emitter.ForLoop(b.getInt64(0), b.getInt64(strided), 1, {}, [&](llvm::Value* r, const std::vector<llvm::Value*>&) {
-            emit_row(b.CreateAdd(row0, r), vectors_end);
-            return std::vector<llvm::Value*>{};
-          }, "strided.tail");
-        }
-        return std::vector<llvm::Value*>{};
-      }, "strided.rows");
+      }, blocks.empty() ? "strided.rows" : "block.rows");
     }
     if (plan.row_lanes > 1) {
       // Short rows, plan.row_lanes at a time, one in each lane: position j of the lanes'
