@@ -1,6 +1,7 @@
 """Convolutions side by side with JAX in one run: the three convolutions of a Nature-DQN
-policy (84x84x4 pixels, NHWC) one by one and the whole forward pass, as medians and as
-fusionjit/JAX time ratios (below 1: fusionjit faster).
+policy (84x84x4 pixels, NHWC) one by one, the whole forward pass and its gradient with
+respect to every weight, as medians and as fusionjit/JAX time ratios (below 1: fusionjit
+faster).
 
     python benchmarks/conv.py [--batch 32] [--json out.json]
 """
@@ -28,6 +29,15 @@ def forward(lax, relu, x, w1, w2, w3, wf, wo):
     return h @ wo
 
 
+def gradient(lax, relu, x, *params):
+    """The gradient of mean(q ** 2) over the batch with respect to every weight, as one
+    vector (a training step's backward pass: the convolutions' transposes)."""
+    import fusionjit as fj
+    grad = fj.grad if lax is fj.lax else __import__("jax").grad
+    g = grad(lambda p: (forward(lax, relu, x, *p) ** 2).mean())(list(params))
+    return lax.concatenate([a.reshape(-1) for a in g], 0)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--batch", type=int, default=32)
@@ -48,6 +58,7 @@ def main(argv=None):
                rng.normal(0, 0.01, (512, 6)).astype(np.float32)]
     obs = rng.uniform(size=(args.batch, 84, 84, 4)).astype(np.float32)
     cases.append(("Nature-DQN forward", forward, (obs, *params)))
+    cases.append(("Nature-DQN gradient", gradient, (obs, *params)))
     for name, fn, inputs in cases:
         f = fusionjit.jit(lambda *a, fn=fn: fn(fusionjit.lax, fusionjit.nn.relu, *a))
         fa = [fnp.asarray(a) for a in inputs]
