@@ -313,7 +313,7 @@ bool IsBlockTransposed(const Instruction* t) {
   const int bytes = DTypeBytes(t->dtype());
   const std::vector<int64_t>& perm = t->dimensions();
   const int rank = t->shape().rank();
-  if (rank < 2 || (bytes != 4 && bytes != 8) || perm[rank - 2] != rank - 1 || perm[rank - 1] == rank - 1 ||
+  if (rank < 2 || (bytes != 4 && bytes != 8) || perm[rank - 2] != rank - 1 ||
       (rank > 2 && t->shape().dim(rank - 2) % kMaxBlockLanes != 0) || t->shape().dim(rank - 1) < kMaxBlockLanes) {
     return false;
   }

@@ -123,7 +123,8 @@ Instruction* PushTransposeInto(Builder& b, Instruction* x, const std::vector<int
 // dimension perm[k]. What it builds carries x's source.
 Instruction* PushTranspose(Builder& b, Instruction* x, const std::vector<int64_t>& perm) {
   Instruction* r = PushTransposeInto(b, x, perm);
-  if (r->metadata().empty()) r->set_metadata(x->metadata());
+  bool built = x->operand_count() == 0 || r != x->operand(0);  // not the transpose's operand, met again
+  if (built && r->metadata().empty()) r->set_metadata(x->metadata());
   return r;
 }
 
