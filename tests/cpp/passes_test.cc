@@ -276,6 +276,18 @@ ENTRY %main (x: f32[4]) -> (f32[4]) {
   EXPECT_FALSE(changed);
 }
 
+// Arguments for `c`'s parameters: element i of parameter p holds per_parameter * p +
+// per_element * i.
+std::vector<Literal> RampArguments(const Computation& c, double per_parameter, double per_element) {
+  std::vector<Literal> args;
+  for (const Instruction* p : c.parameters()) {
+    Literal l(p->shape());
+    for (int64_t i = 0; i < l.num_elements(); ++i) l.SetDouble(i, per_parameter * p->parameter_number() + per_element * i);
+    args.push_back(l);
+  }
+  return args;
+}
+
 // The values of the root tuple's elements, each instruction evaluated in post order with
 // the parameters bound to `args`.
 std::vector<Literal> EvaluateRootTuple(const Computation& c, const std::vector<Literal>& args) {
@@ -320,12 +332,7 @@ ENTRY %main (x: f32[6,8], u: f32[2,3], v: f32[2,3]) -> (f32[2,8], f32[2,3], f32[
   ROOT %t = (f32[2,8], f32[2,3], f32[2,2], f32[2,2], f32[2,2], f32[1,1], f32[2,3], f32[1,8], f32[6,8]) tuple(%none, %all, %some, %some2, %strided_none, %corner, %clamped, %row, %e)
 }
 )");
-  std::vector<Literal> args;
-  for (const Instruction* p : m->entry()->parameters()) {
-    Literal l(p->shape());
-    for (int64_t i = 0; i < l.num_elements(); ++i) l.SetDouble(i, 100.0 * p->parameter_number() + i);
-    args.push_back(l);
-  }
+  std::vector<Literal> args = RampArguments(*m->entry(), 100.0, 1.0);
   std::vector<Literal> before = EvaluateRootTuple(*m->entry(), args);
   SimplifyPass().Run(*m);
   DcePass().Run(*m);
@@ -372,12 +379,7 @@ ENTRY %main (x: f32[2,3], y: f32[2,4], z: f32[3,4], w: f32[2,3,4]) -> (f32[2,4,3
   ROOT %t = (f32[2,4,3], f32[4,3,2], f32[2,4,3], f32[2,3,4]) tuple(%t1, %t2, %t3, %r)
 }
 )");
-  std::vector<Literal> args;
-  for (const Instruction* p : m->entry()->parameters()) {
-    Literal l(p->shape());
-    for (int64_t i = 0; i < l.num_elements(); ++i) l.SetDouble(i, 0.25 * p->parameter_number() + 0.01 * i);
-    args.push_back(l);
-  }
+  std::vector<Literal> args = RampArguments(*m->entry(), 0.25, 0.01);
   std::vector<Literal> before = EvaluateRootTuple(*m->entry(), args);
   SimplifyPass().Run(*m);
   DcePass().Run(*m);
