@@ -557,6 +557,26 @@ class custom_jvp:
         return f(*args)
 
 
+def with_jvp(impl: Callable, *partials) -> custom_jvp:
+    """``impl`` with the derivative ``sum_i partials[i](*args, ans) * tangent_i`` (None: no
+    derivative by that argument, as for an integer exponent): for functions computed with
+    selects between approximations, clamps or bit operations, whose pieces differentiated
+    one by one would give 0, NaN or half the slope at a piece's edge, the rule JAX gives the
+    function."""
+    f = custom_jvp(impl)
+
+    @f.defjvp
+    def _jvp(primals, tangents):
+        ans = impl(*primals)
+        out = None
+        for partial, t in zip(partials, tangents):
+            if partial is not None:
+                term = ew.mul(t, partial(*primals, ans))
+                out = term if out is None else ew.add(out, term)
+        return ans, out
+    return f
+
+
 class _Custom:
     """What the backward rule of a custom_vjp call needs (hashable by identity)."""
 

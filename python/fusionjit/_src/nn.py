@@ -10,7 +10,8 @@ import numpy as np
 
 from fusionjit._src import dtypes as dt
 from fusionjit._src import special
-from fusionjit._src.numpy import reductions, shapes, ufuncs
+from fusionjit._src.autodiff import custom_jvp, with_jvp
+from fusionjit._src.numpy import math_ufuncs, reductions, shapes, ufuncs
 from fusionjit._src.numpy.util import aval, canonical_axis, check_arraylike, fail, to_array
 
 
@@ -22,21 +23,39 @@ def _float(x, name):
     return x
 
 
+def _passes(g, where):
+    """g where ``where`` holds, else 0 (also where g is NaN or inf), as JAX's rules select."""
+    return ufuncs.where(where, g, 0)
+
+
+# relu and relu6 as JAX defines them: slope 0 at 0 (and at 6), not the half of each side
+# that max and min give a tie.
+_relu = custom_jvp(lambda x: ufuncs.maximum(x, 0))
+_relu.defjvps(lambda g, ans, x: _passes(g, ufuncs.greater(x, 0)))
+_relu6 = custom_jvp(lambda x: ufuncs.minimum(ufuncs.maximum(x, 0), 6))
+_relu6.defjvps(lambda g, ans, x: _passes(g, ufuncs.logical_and(ufuncs.greater(x, 0),
+                                                               ufuncs.less(x, 6))))
+
+
 def relu(x):
-    """max(x, 0)."""
-    x = to_array(x)
-    return ufuncs.maximum(x, 0)
+    """max(x, 0), with slope 0 at 0 (JAX's)."""
+    check_arraylike("relu", x)
+    return _relu(to_array(x))
 
 
 def relu6(x):
-    """min(max(x, 0), 6)."""
-    return ufuncs.minimum(relu(x), 6)
+    """min(max(x, 0), 6), with slope 0 at 0 and 6 (JAX's)."""
+    check_arraylike("relu6", x)
+    return _relu6(to_array(x))
+
+
+# JAX's logistic: its slope is ans * (1 - ans), 0 where exp(-x) overflows (not inf / inf).
+_sigmoid = with_jvp(lambda x: 1 / (1 + ufuncs.exp(-x)), lambda x, ans: ans * (1 - ans))
 
 
 def sigmoid(x):
     """1 / (1 + exp(-x)), as JAX's logistic."""
-    x = _float(x, "sigmoid")
-    return 1 / (1 + ufuncs.exp(-x))
+    return _sigmoid(_float(x, "sigmoid"))
 
 
 def log_sigmoid(x):
@@ -45,9 +64,9 @@ def log_sigmoid(x):
 
 
 def softplus(x):
-    """log(1 + exp(x)), as JAX's logaddexp(x, 0)."""
+    """log(1 + exp(x)), as JAX's logaddexp(x, 0) (and its slope, 1/2 at 0)."""
     x = _float(x, "softplus")
-    return ufuncs.maximum(x, 0) + ufuncs.log1p(ufuncs.exp(-ufuncs.absolute(x)))
+    return math_ufuncs.logaddexp(x, shapes.zeros_like(x))
 
 
 def silu(x):
@@ -76,9 +95,9 @@ def elu(x, alpha=1.0):
 
 
 def celu(x, alpha=1.0):
-    """max(x, 0) + alpha * min(exp(x / alpha) - 1, 0)."""
+    """max(x, 0) + alpha * (exp(min(x, 0) / alpha) - 1)."""
     x = _float(x, "celu")
-    return ufuncs.maximum(x, 0) + alpha * ufuncs.minimum(ufuncs.expm1(x / alpha), 0)
+    return ufuncs.maximum(x, 0) + alpha * ufuncs.expm1(ufuncs.minimum(x, 0) / alpha)
 
 
 def selu(x):
@@ -94,8 +113,9 @@ def leaky_relu(x, negative_slope=1e-2):
 
 
 def hard_tanh(x):
-    """x clipped to [-1, 1]."""
-    return ufuncs.clip(_float(x, "hard_tanh"), -1, 1)
+    """x clipped to [-1, 1] (slope 1 at -1 and 1, as JAX's)."""
+    x = _float(x, "hard_tanh")
+    return ufuncs.where(x > 1, 1, ufuncs.where(x < -1, -1, x))
 
 
 def logsumexp(a, axis=None, b=None, keepdims: bool = False, return_sign: bool = False,
@@ -234,11 +254,14 @@ def sparse_sigmoid(x):
     return 0.5 * ufuncs.clip(_float(x, "sparse_sigmoid") + 1.0, 0.0, 2.0)
 
 
+_log1mexp = with_jvp(lambda x: ufuncs.where(x < np.log(2.0), ufuncs.log(-ufuncs.expm1(-x)),
+                                             ufuncs.log1p(-ufuncs.exp(-x))),
+                     lambda x, ans: 1 / ufuncs.expm1(x))
+
+
 def log1mexp(x):
-    """log(1 - exp(-x)) for x > 0, accurate on both sides of log(2)."""
-    x = _float(x, "log1mexp")
-    return ufuncs.where(x < np.log(2.0), ufuncs.log(-ufuncs.expm1(-x)),
-                        ufuncs.log1p(-ufuncs.exp(-x)))
+    """log(1 - exp(-x)) for x > 0, accurate on both sides of log(2); slope 1 / expm1(x)."""
+    return _log1mexp(_float(x, "log1mexp"))
 
 
 def logmeanexp(x, axis=None, where=None, keepdims: bool = False):

@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from fusionjit._src import nn, special
-from fusionjit._src.autodiff import custom_vjp
+from fusionjit._src.autodiff import custom_vjp, with_jvp
 from fusionjit._src.numpy.shapes import broadcast_arrays
 from fusionjit._src.numpy import ufuncs
 from fusionjit._src.numpy.util import promote_args_inexact
@@ -41,10 +41,14 @@ softmax = nn.softmax
 log_softmax = nn.log_softmax
 
 
+_logit = with_jvp(lambda x: ufuncs.log(ufuncs.divide(x, ufuncs.subtract(1.0, x))),
+                  lambda x, ans: ufuncs.reciprocal(ufuncs.multiply(x, ufuncs.subtract(1.0, x))))
+
+
 def logit(x):
-    """log(x / (1 - x))."""
+    """log(x / (1 - x)); slope 1 / (x (1 - x)) (inf at 0 and 1, as JAX's)."""
     (x,) = promote_args_inexact("logit", x)
-    return ufuncs.log(ufuncs.divide(x, ufuncs.subtract(1.0, x)))
+    return _logit(x)
 
 
 def gamma(x):

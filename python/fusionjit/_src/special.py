@@ -26,7 +26,7 @@ import numpy as np
 
 from fusionjit._src import dtypes as dt
 from fusionjit._src import errors, special_coeffs
-from fusionjit._src.autodiff import custom_vjp
+from fusionjit._src.autodiff import with_jvp
 from fusionjit._src.lax import lax
 from fusionjit._src.numpy import shapes, ufuncs
 from fusionjit._src.numpy.util import aval, fail, to_array
@@ -59,18 +59,6 @@ def in_working_precision(fn):
     return wrapped
 
 
-def _with_derivative(value, derivative):
-    """``value(x)`` whose fusionjit.grad is ``g * derivative(x, value(x))``: a custom backward
-    pass, where differentiating the pieces (their unused branches) would give NaN."""
-    f = custom_vjp(value)
-
-    def fwd(x):
-        y = value(x)
-        return y, (x, y)
-    f.defvjp(fwd, lambda r, g: (ufuncs.multiply(g, derivative(*r)),))
-    return f
-
-
 def _coeffs(x):
     return special_coeffs.F64 if aval(x).dtype == dt.float64 else special_coeffs.F32
 
@@ -92,7 +80,7 @@ def _exp_sq(ax, sign: float):
     hi**2 is exact, so the only rounding is in the small factor exp(sign * lo * (ax + hi))."""
     f64 = aval(ax).dtype == dt.float64
     scale, limit = (4096.0, 30.0) if f64 else (64.0, 12.0)
-    ax = ufuncs.minimum(ax, limit)  # beyond: the result is 0 or inf either way
+    ax = ufuncs.where(ax > limit, limit, ax)  # beyond: the result is 0 or inf either way
     hi = ufuncs.divide(ufuncs.floor(ufuncs.add(ufuncs.multiply(ax, scale), 0.5)), scale)
     lo = ufuncs.subtract(ax, hi)
     return ufuncs.multiply(ufuncs.exp(ufuncs.multiply(ufuncs.multiply(hi, hi), sign)),
@@ -101,9 +89,10 @@ def _exp_sq(ax, sign: float):
 
 
 def _erfcx_from_half(x):
-    """erfcx(x) for x >= 0.5 (smaller x are read as 0.5)."""
+    """erfcx(x) for x >= 0.5 (smaller x are read as 0.5; at 0.5 the slope is x's whole,
+    not the half a tie of max gives)."""
     c = _coeffs(x)
-    x = ufuncs.maximum(x, 0.5)
+    x = ufuncs.where(x < 0.5, 0.5, x)
     s = ufuncs.reciprocal(ufuncs.multiply(x, x))
     out = ufuncs.divide(_poly(s, c["asymptotic"]), ufuncs.multiply(x, math.sqrt(math.pi)))
     for piece in reversed(c["erfcx"]):
@@ -137,11 +126,15 @@ def erfc(x):
     return ufuncs.where(ufuncs.less(ax, 0.5), small, tail)
 
 
-@in_working_precision
-def erfcx(x):
-    """exp(x**2) * erfc(x), without overflow for large x."""
+def _erfcx_value(x):
     small = ufuncs.multiply(_exp_sq(ufuncs.abs(x), 1.0), erfc(ufuncs.minimum(x, 0.5)))
     return ufuncs.where(ufuncs.less(x, 0.5), small, _erfcx_from_half(x))
+
+
+@in_working_precision
+def erfcx(x):
+    """exp(x**2) * erfc(x), without overflow for large x; slope 2 x erfcx(x) - 2 / sqrt(pi)."""
+    return _erfcx(x)
 
 
 def _erf_inv_pieces(x, w):
@@ -207,7 +200,7 @@ def _erf_inv_value(x):
                         ufuncs.multiply(x, to_array(np.inf, d, False)), _erf_inv_pieces(x, w))
 
 
-_erf_inv = _with_derivative(_erf_inv_value, lambda x, y: ufuncs.multiply(
+_erf_inv = with_jvp(_erf_inv_value, lambda x, y: ufuncs.multiply(
     0.5 * math.sqrt(math.pi), ufuncs.exp(ufuncs.multiply(y, y))))
 
 
@@ -260,7 +253,7 @@ def log_ndtr(x):
     z = ufuncs.multiply(ufuncs.minimum(x, -1.0), -1 / math.sqrt(2.0))
     tail = ufuncs.subtract(ufuncs.log(ufuncs.multiply(_erfcx_from_half(z), 0.5)),
                            ufuncs.multiply(z, z))
-    upper = ufuncs.log1p(ufuncs.negative(ndtr(ufuncs.negative(ufuncs.maximum(x, -1.0)))))
+    upper = ufuncs.log1p(ufuncs.negative(ndtr(ufuncs.negative(ufuncs.where(x < -1.0, -1.0, x)))))
     return ufuncs.where(ufuncs.less(x, -1.0), tail, upper)
 
 
@@ -358,10 +351,12 @@ def _lax(name: str, fn):
 lax_erf = _lax("erf", erf)
 lax_erfc = _lax("erfc", erfc)
 lax_erf_inv = _lax("erf_inv", erf_inv)
-_lgamma = _with_derivative(_lgamma_terms, lambda x, y: digamma(x))
-_ndtri = _with_derivative(_ndtri_value, lambda p, x: ufuncs.multiply(
+_erfcx = with_jvp(_erfcx_value, lambda x, y: ufuncs.subtract(
+    ufuncs.multiply(ufuncs.multiply(x, 2.0), y), 2 / math.sqrt(math.pi)))
+_lgamma = with_jvp(_lgamma_terms, lambda x, y: digamma(x))
+_ndtri = with_jvp(_ndtri_value, lambda p, x: ufuncs.multiply(
     math.sqrt(2 * math.pi), ufuncs.exp(ufuncs.multiply(ufuncs.multiply(x, x), 0.5))))
-_digamma = _with_derivative(_digamma_value, _no_trigamma)
+_digamma = with_jvp(_digamma_value, _no_trigamma)
 
 lax_lgamma = _lax("lgamma", lgamma)
 lax_digamma = _lax("digamma", digamma)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from fusionjit._src import dtypes as dt
+from fusionjit._src.autodiff import with_jvp
 from fusionjit._src.lax import lax
 from fusionjit._src.numpy import reductions
 from fusionjit._src.numpy.util import (aval, check_arraylike, fail, promote_args,
@@ -79,8 +80,14 @@ def _arctan(x):
     return lax.select(_tiny(x), x, lax.atan2(x, _full(1, x)))
 
 
-arcsin = _unary_float("arcsin", _arcsin, "Inverse sine, elementwise (NaN outside [-1, 1]).")
-arccos = _unary_float("arccos", _arccos, "Inverse cosine, elementwise (NaN outside [-1, 1]).")
+def _arcsin_derivative(x, ans):
+    return lax.rsqrt(lax.mul(lax.sub(_c(1, x), x), lax.add(_c(1, x), x)))
+
+
+arcsin = _unary_float("arcsin", with_jvp(_arcsin, _arcsin_derivative),
+                      "Inverse sine, elementwise (NaN outside [-1, 1]).")
+arccos = _unary_float("arccos", with_jvp(_arccos, lambda x, ans: lax.neg(
+    _arcsin_derivative(x, ans))), "Inverse cosine, elementwise (NaN outside [-1, 1]).")
 arctan = _unary_float("arctan", _arctan, "Inverse tangent, elementwise.")
 asin, acos, atan = arcsin, arccos, arctan
 
@@ -149,11 +156,21 @@ def _arctanh(x):
     return _copysign(r, x)
 
 
-sinh = _unary_float("sinh", _sinh, "Hyperbolic sine, elementwise.")
-cosh = _unary_float("cosh", _cosh, "Hyperbolic cosine, elementwise.")
-arcsinh = _unary_float("arcsinh", _arcsinh, "Inverse hyperbolic sine, elementwise.")
-arccosh = _unary_float("arccosh", _arccosh, "Inverse hyperbolic cosine (NaN below 1).")
-arctanh = _unary_float("arctanh", _arctanh, "Inverse hyperbolic tangent (NaN outside [-1, 1]).")
+def _arctanh_derivative(x, ans):
+    return lax.div(lax.reciprocal(lax.add(_c(1, x), x)), lax.sub(_c(1, x), x))
+
+
+sinh = _unary_float("sinh", with_jvp(_sinh, lambda x, ans: _cosh(x)),
+                    "Hyperbolic sine, elementwise.")
+cosh = _unary_float("cosh", with_jvp(_cosh, lambda x, ans: _sinh(x)),
+                    "Hyperbolic cosine, elementwise.")
+arcsinh = _unary_float("arcsinh", with_jvp(_arcsinh, lambda x, ans: lax.rsqrt(
+    lax.add(lax.mul(x, x), _c(1, x)))), "Inverse hyperbolic sine, elementwise.")
+arccosh = _unary_float("arccosh", with_jvp(_arccosh, lambda x, ans: lax.rsqrt(
+    lax.mul(lax.sub(x, _c(1, x)), lax.add(x, _c(1, x))))),
+    "Inverse hyperbolic cosine (NaN below 1).")
+arctanh = _unary_float("arctanh", with_jvp(_arctanh, _arctanh_derivative),
+                       "Inverse hyperbolic tangent (NaN outside [-1, 1]).")
 asinh, acosh, atanh = arcsinh, arccosh, arctanh
 
 
@@ -184,8 +201,19 @@ def sinc(x, /):
 
 def hypot(x1, x2, /):
     """``sqrt(x1**2 + x2**2)`` without overflow or underflow; inf if either is infinite
-    (even when the other is NaN), as IEEE 754."""
+    (even when the other is NaN), as IEEE 754. The slope by x1 is x1 / hypot: 1/2 at the
+    origin and 0 where hypot is infinite, as JAX's."""
     x1, x2 = _float_args("hypot", x1, x2)
+    return _hypot(x1, x2)
+
+
+def _hypot_partial(x, out):
+    slope = lax.div(x, lax.select(lax.eq(out, _c(0, out)), _full(1, out), out))
+    slope = lax.select(lax.eq(out, _c(np.inf, out)), _full(0, out), slope)
+    return lax.select(lax.eq(out, _c(0, out)), _full(0.5, out), slope)
+
+
+def _hypot_value(x1, x2):
     a, b = lax.abs(x1), lax.abs(x2)
     hi, lo = lax.max(a, b), lax.min(a, b)
     exponent = 50 if aval(hi).dtype == dt.float32 else 450
@@ -199,28 +227,70 @@ def hypot(x1, x2, /):
     return lax.select(inf, _full(np.inf, out), out)
 
 
+_hypot = with_jvp(_hypot_value, lambda x1, x2, out: _hypot_partial(x1, out),
+                  lambda x1, x2, out: _hypot_partial(x2, out))
+
+
+def _posinf_as_zero(x):
+    return lax.select(lax.eq(x, _c(np.inf, x)), _full(0, x), x)
+
+
+def _logaddexp_partial(exp):
+    """The derivative of logaddexp (exp: exp) or logaddexp2 (exp: 2**) by x: exp(x - out),
+    +inf read as 0, as JAX (1/2 where x1 == x2, 1 and 0 where one is -inf)."""
+    def partial(x1, x2, ans, which):
+        x = x1 if which == 0 else x2
+        return exp(lax.sub(_posinf_as_zero(x), _posinf_as_zero(ans)))
+    return (lambda x1, x2, ans: partial(x1, x2, ans, 0),
+            lambda x1, x2, ans: partial(x1, x2, ans, 1))
+
+
 def logaddexp(x1, x2, /):
     """``log(exp(x1) + exp(x2))`` without overflow."""
     x1, x2 = _float_args("logaddexp", x1, x2)
+    return _logaddexp(x1, x2)
+
+
+def _logaddexp_value(x1, x2):
     delta = lax.sub(x1, x2)
     out = lax.add(lax.max(x1, x2), lax.log1p(lax.exp(lax.neg(lax.abs(delta)))))
     # delta is NaN for NaN inputs and for equal infinities; x1 + x2 is right for both.
     return lax.select(lax.ne(delta, delta), lax.add(x1, x2), out)
 
 
+_logaddexp = with_jvp(_logaddexp_value, *_logaddexp_partial(lax.exp))
+
+
 def logaddexp2(x1, x2, /):
     """``log2(2**x1 + 2**x2)`` without overflow."""
     x1, x2 = _float_args("logaddexp2", x1, x2)
+    return _logaddexp2(x1, x2)
+
+
+def _logaddexp2_value(x1, x2):
     delta = lax.sub(x1, x2)
     ln2 = _c(np.log(2.0), delta)
     tail = lax.div(lax.log1p(exp2_accurate(lax.neg(lax.abs(delta)))), ln2)
     return lax.select(lax.ne(delta, delta), lax.add(x1, x2), lax.add(lax.max(x1, x2), tail))
 
 
+_logaddexp2 = with_jvp(_logaddexp2_value, *_logaddexp_partial(lambda v: exp2_accurate(v)))
+
+
+def _copysign_derivative(x1, x2, ans):
+    """JAX's, of where(signbit(x2), -|x1|, |x1|): |x1|'s is 1 at 0."""
+    one = _full(1, x1)
+    outward = lax.select(lax.ge(x1, _c(0, x1)), one, lax.neg(one))
+    return lax.select(signbit(x2), lax.neg(outward), outward)
+
+
+_copysign_differentiable = with_jvp(_copysign, _copysign_derivative, None)
+
+
 def copysign(x1, x2, /):
     """The magnitude of ``x1`` with the sign bit of ``x2`` (-0.0 and NaN signs count)."""
     x1, x2 = _float_args("copysign", x1, x2)
-    return _copysign(x1, x2)
+    return _copysign_differentiable(x1, x2)
 
 
 def signbit(x, /):
@@ -256,19 +326,21 @@ def nextafter(x1, x2, /):
 
 
 def fmax(x1, x2, /):
-    """Elementwise maximum that ignores NaN (NaN only where both are NaN)."""
+    """Elementwise maximum that ignores NaN (NaN only where both are NaN): x1 where x1 > x2
+    or x2 is NaN, else x2, as JAX (ties, -0.0 against 0.0 included, and their slopes)."""
     x1, x2 = promote_args("fmax", x1, x2)
     if not dt.is_float(aval(x1).dtype):
         return lax.max(x1, x2)
-    return lax.select(lax.ne(x2, x2), x1, lax.select(lax.ne(x1, x1), x2, lax.max(x1, x2)))
+    return lax.select(lax.bitwise_or(lax.gt(x1, x2), lax.ne(x2, x2)), x1, x2)
 
 
 def fmin(x1, x2, /):
-    """Elementwise minimum that ignores NaN (NaN only where both are NaN)."""
+    """Elementwise minimum that ignores NaN (NaN only where both are NaN): x1 where x1 < x2
+    or x2 is NaN, else x2, as JAX."""
     x1, x2 = promote_args("fmin", x1, x2)
     if not dt.is_float(aval(x1).dtype):
         return lax.min(x1, x2)
-    return lax.select(lax.ne(x2, x2), x1, lax.select(lax.ne(x1, x1), x2, lax.min(x1, x2)))
+    return lax.select(lax.bitwise_or(lax.lt(x1, x2), lax.ne(x2, x2)), x1, x2)
 
 
 def fmod(x1, x2, /):
@@ -297,15 +369,22 @@ def float_power(x1, x2, /):
     return lax.pow(x1, x2)
 
 
-def cbrt(x, /):
-    """The real cube root (negative for negative ``x``)."""
-    (x,) = _float_args("cbrt", x)
+def _cbrt(x):
     a = lax.abs(x)
     r = lax.pow(a, _c(1.0 / 3.0, a))
     # One Newton step, r += (a / r^2 - r) / 3, fixes the rounding of 1/3 in the exponent.
     refined = lax.add(r, lax.div(lax.sub(lax.div(a, lax.mul(r, r)), r), _c(3, r)))
     special = lax.bitwise_or(lax.eq(r, _c(0, r)), lax.bitwise_not(lax.is_finite(r)))
     return _copysign(lax.select(special, r, refined), x)
+
+
+_cbrt_differentiable = with_jvp(_cbrt, lambda x, ans: lax.div(_c(1 / 3, x), lax.mul(ans, ans)))
+
+
+def cbrt(x, /):
+    """The real cube root (negative for negative ``x``)."""
+    (x,) = _float_args("cbrt", x)
+    return _cbrt_differentiable(x)
 
 
 # --- rounding, classification --------------------------------------------------------
@@ -328,13 +407,19 @@ def rint(x, /):
     return lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN)
 
 
+def _fraction(x):
+    frac = lax.select(lax.is_finite(x), lax.sub(x, trunc(x)), lax.select(lax.ne(x, x), x,
+                                                                          _full(0, x)))
+    return _copysign(frac, x)
+
+
+_fraction_differentiable = with_jvp(_fraction, lambda x, ans: _full(1, x))
+
+
 def modf(x, /):
     """(fractional part, integral part), both with the sign of ``x``."""
     (x,) = _float_args("modf", x)
-    whole = trunc(x)
-    frac = lax.select(lax.is_finite(x), lax.sub(x, whole), lax.select(lax.ne(x, x), x,
-                                                                       _full(0, x)))
-    return _copysign(frac, x), whole
+    return _fraction_differentiable(x), trunc(x)
 
 
 def fabs(x, /):
@@ -441,8 +526,13 @@ def exp2_accurate(x):
 
 def frexp(x, /):
     """(mantissa in [0.5, 1) with x's sign, int32 exponent) with ``x = m * 2**e``; zeros,
-    infinities and NaN give (x, 0). Subnormals are normalised."""
+    infinities and NaN give (x, 0). Subnormals are normalised. The mantissa's derivative
+    is 2**-e."""
     (x,) = _float_args("frexp", x)
+    return _mantissa(x), _frexp(x)[1]
+
+
+def _frexp(x):
     d = aval(x).dtype
     u, mant, bias = _float_layout(d)
     subnormal = lax.lt(lax.abs(x), _c(dt.finfo(d).smallest_normal, x))
@@ -462,6 +552,10 @@ def frexp(x, /):
             lax.select(special, lax.full(aval(x).shape, 0, dt.int32), e))
 
 
+_mantissa = with_jvp(lambda x: _frexp(x)[0], lambda x, ans: _exact_power_of_two(
+    lax.neg(_frexp(x)[1]), aval(x).dtype))
+
+
 def ldexp(x1, x2, /):
     """``x1 * 2**x2`` rounded once (``x2`` integer), with overflow to inf and gradual
     underflow."""
@@ -471,7 +565,11 @@ def ldexp(x1, x2, /):
         fail(f"ldexp() needs an integer exponent, got {aval(x2).dtype}")
     (x1,) = _float_args("ldexp", x1)
     x1, x2 = promote_shapes(x1, x2)
-    m, e = frexp(x1)
+    return _ldexp_differentiable(x1, x2)
+
+
+def _ldexp(x1, x2):
+    m, e = _frexp(x1)
     # (2m) * 2**t with t = e + x2 - 1 and 2m in [1, 2): first times 2**max(t, emin), exact
     # (the product is normal or overflows), then times 2**min(t - emin, 0), which rounds
     # once, into the subnormals too.
@@ -485,6 +583,10 @@ def ldexp(x1, x2, /):
     out = lax.mul(lax.mul(lax.mul(m, _c(2, m)), high), low)
     special = lax.bitwise_or(lax.eq(x1, _c(0, x1)), lax.bitwise_not(lax.is_finite(x1)))
     return lax.select(special, x1, out)
+
+
+# By x1: 2**x2 (0 or inf where it underflows or overflows).
+_ldexp_differentiable = with_jvp(_ldexp, lambda x1, x2, ans: _ldexp(_full(1, x1), x2), None)
 
 
 # --- integers --------------------------------------------------------------------------
