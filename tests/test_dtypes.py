@@ -461,3 +461,26 @@ def test_numpy_scalars_match_jax(x64, b):
                 wrong.append(f"{a} + np.{b}: fusionjit {fmt(got.dtype, got.weak_type)}, "
                              f"JAX {fmt(want.dtype, want.weak_type)}")
     assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int8", "uint8", "int16", "uint16", "int32", "uint32"])
+@pytest.mark.parametrize("x64", X64_MODES)
+def test_sums_and_products_of_narrow_integers_are_promoted_as_jax(x64, dtype):
+    set_x64(x64)
+    # An image of uint8 pixels summed: in the default (unsigned) integer, not wrapped in
+    # uint8 (a silent wrong answer before); promote_integers=False keeps the dtype.
+    a = np.full((300,), 1 if dtype == "bool" else 100, dtype)
+    wide = {"bool": "int", "int8": "int", "int16": "int", "int32": "int",
+            "uint8": "uint", "uint16": "uint", "uint32": "uint"}[dtype]
+    want = np.dtype(f"{wide}64" if x64 else f"{wide}32")
+    for mode in ("eager", "jit"):
+        f = fnp.sum if mode == "eager" else fusionjit.jit(fnp.sum)
+        got = f(a)
+        assert got.dtype == want, (mode, got.dtype)
+        assert int(got) == a.astype(np.int64).sum()
+    assert fnp.prod(a[:3]).dtype == want
+    assert fnp.sum(a, promote_integers=False).dtype == (want if dtype == "bool" else a.dtype)
+    assert fnp.sum(a.reshape(3, 100), axis=1, where=a.reshape(3, 100) > 0).dtype == want
+    if HAVE_JAX:
+        import jax.numpy as jnp
+        assert fnp.sum(a).dtype == jnp.sum(a).dtype

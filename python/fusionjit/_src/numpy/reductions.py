@@ -43,8 +43,22 @@ def masked(a, where, fill):
                       lax.full(aval(a).shape, np.array(fill).astype(d), d))
 
 
+def _promoted_integers(d):
+    """JAX's ``promote_integers``: booleans and integers narrower than the default integer
+    are summed (multiplied) in it, unsigned ones in the default unsigned integer; None
+    where ``d`` is kept."""
+    if dt.is_bool(d):
+        return dt.default_int()
+    if dt.is_int(d):
+        wide = dt.default_int() if dt.is_signed(d) else dt.default_uint()
+        if np.dtype(d).itemsize < np.dtype(wide).itemsize:
+            return wide
+    return None
+
+
 def _reduction(name, lax_fn, upcast_small_ints: bool, identity: bool):
-    def fn(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+    def fn(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None,
+           promote_integers=True):
         check_arraylike(name, a)
         no_out(name, out)
         a = to_array(a)
@@ -52,8 +66,10 @@ def _reduction(name, lax_fn, upcast_small_ints: bool, identity: bool):
         axes = canonical_axes(axis, len(shape))
         if dtype is not None:
             a = lax.convert_element_type(a, dt.canonicalize(dtype))
-        elif upcast_small_ints and dt.is_bool(aval(a).dtype):
-            a = lax.convert_element_type(a, dt.default_int())
+        elif upcast_small_ints and (promote_integers or dt.is_bool(aval(a).dtype)):
+            wide = _promoted_integers(aval(a).dtype)
+            if wide is not None:
+                a = lax.convert_element_type(a, wide)
         if not identity and initial is None and (
                 where is not None or builtins.any(shape[i] == 0 for i in axes)):
             fail(f"reduction operation {name} has no identity: "
@@ -75,7 +91,9 @@ def _reduction(name, lax_fn, upcast_small_ints: bool, identity: bool):
             result = _keepdims(result, shape, axes)
         return result
     fn.__name__ = name
-    fn.__doc__ = f"NumPy's ``{name}`` over ``axis`` (None: all axes)."
+    fn.__doc__ = f"NumPy's ``{name}`` over ``axis`` (None: all axes)." + (
+        " Booleans and narrow integers are reduced in the default (unsigned) integer type, "
+        "as JAX (``promote_integers=False``: in their own)." if upcast_small_ints else "")
     return fn
 
 
