@@ -183,6 +183,25 @@ def test_other_index_errors():
     assert_located(e, "float_index", "float", "integers")
 
 
+@pytest.mark.parametrize("kind", ["array", "scalar", "at_set", "mixed"])
+def test_traced_float_indices_are_refused_not_truncated(kind):
+    # Under jit a float index array was truncated to integers without a word (rows 1 and 2
+    # for [1.7, 2.2]); eagerly it was refused. Now both refuse it, as NumPy and JAX.
+    def f(x, i):
+        if kind == "array":
+            return x[i]  # @L:float_array
+        if kind == "scalar":
+            return x[i[0]]  # @L:float_scalar
+        if kind == "at_set":
+            return x.at[i].set(0.0)  # @L:float_at_set
+        return x[1:, i]  # @L:float_mixed
+
+    x, i = f32(4, 3), np.array([1.7, 2.2], np.float32)
+    with pytest.raises(IndexError) as e:
+        fusionjit.jit(f)(x, i)
+    assert_located(e, f"float_{kind}", "integer (or boolean) type", "float32")
+
+
 # --- dtypes -----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("mode", ["eager", "jit"])

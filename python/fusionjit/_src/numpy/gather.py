@@ -209,6 +209,11 @@ def _expand_bool(i, name):
     return [a.astype(np.int64) for a in np.nonzero(np.asarray(i))]
 
 
+def integer_index_error(dtype, name):
+    fail(f"{name}: arrays used as indices must be of integer (or boolean) type, got "
+         f"{np.dtype(dtype).name}", IndexError)
+
+
 def normalize_index(x_shape, index, name="indexing"):
     """The index as a list of entries (None, slice, or an advanced index: a NumPy int array
     or a tracer), Ellipsis expanded and boolean masks turned into integer arrays; integers
@@ -234,8 +239,9 @@ def normalize_index(x_shape, index, name="indexing"):
             if i.size == 0:
                 i = i.astype(np.int64)
             else:
-                fail(f"{name}: arrays used as indices must be of integer (or boolean) type, "
-                     f"got {i.dtype}", IndexError)
+                integer_index_error(i.dtype, name)
+        elif _is_value(i) and not dt.is_int(aval(i).dtype):  # traced: it would be truncated
+            integer_index_error(aval(i).dtype, name)
         entries.append(i)
     has_adv = any(is_advanced(e) for e in entries)
     n_ellipsis = sum(1 for e in entries if e is Ellipsis)

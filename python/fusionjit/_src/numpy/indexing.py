@@ -34,13 +34,10 @@ def getitem(x, index):
         return gather.advanced_getitem(x, index)
     for i in index:
         if not (i is None or i is Ellipsis or isinstance(i, slice) or _is_int_like(i)):
-            kind = type(i).__name__
-            if isinstance(i, (list, np.ndarray)) or ((isinstance(i, core.Tracer)
-                                                       or core.is_concrete_array(i))):
-                fail(f"advanced indexing (with an array or list index, here a {kind}) is not "
-                     f"supported yet; use integers, slices, None and ...", NotImplementedError)
-            fail(f"invalid index of type {kind}: only integers, slices, None and ... are valid "
-                 f"indices", IndexError)
+            if isinstance(i, core.Tracer) or core.is_concrete_array(i):  # a 0-d float, say
+                gather.integer_index_error(aval(i).dtype, "indexing")
+            fail(f"invalid index of type {type(i).__name__}: only integers, slices, None, ..., "
+                 f"and integer or boolean arrays are valid indices", IndexError)
     n_ellipsis = sum(1 for i in index if i is Ellipsis)
     if n_ellipsis > 1:
         fail("an index can only have a single ellipsis ('...')", IndexError)
