@@ -462,6 +462,7 @@ struct CachedKernel {
   std::optional<std::unordered_map<const Instruction*, double>> evaluations;  // Evaluations(fused)
   std::optional<Shape> rows;          // the RowSpace they were computed for (none: element by element)
   std::optional<Shape> kernel_shape;  // and the KernelShape
+  const Instruction* in_place = nullptr;  // and the InPlaceUpdate
   std::optional<KernelCost> cost;
   std::map<int, ShortRows> walks;  // ShortRowWalk by vector width
 };
@@ -480,6 +481,7 @@ const std::unordered_map<const Instruction*, double>& KernelEvaluations(
     const Shape* rows = RowSpace(fused);
     cached.rows = rows ? std::optional<Shape>(*rows) : std::nullopt;
     cached.kernel_shape = KernelShape(fused);
+    cached.in_place = InPlaceUpdate(fused);
   }
   return *cached.evaluations;
 }
@@ -542,8 +544,11 @@ void KernelCostCache::Grew(const Instruction* kernel, const std::vector<const In
     same_space = !IsTranscendental(x->opcode()) && !IsReadingMany(x);
   }
   // An update's root is evaluated over the update or the buffer by whether it is in place,
-  // which a fused producer of its operand changes.
-  same_space = same_space && fused.root()->opcode() != Opcode::kDynamicUpdateSlice;
+  // which a fused producer of its operand (or another reader of its buffer) changes. (Erased
+  // at every growth, a scan unrolled 32 times, its steps' outputs written into the stacked
+  // ys, spent 4 of its 16 s of compilation evaluating its kernels anew.)
+  const Instruction* in_place = InPlaceUpdate(fused);
+  same_space = same_space && (fused.root()->opcode() != Opcode::kDynamicUpdateSlice || in_place == cached.in_place);
   if (!same_space) {
     kernel_cache->erase(it);
     return;
@@ -551,7 +556,7 @@ void KernelCostCache::Grew(const Instruction* kernel, const std::vector<const In
   cached.walks.clear();
   std::unordered_map<const Instruction*, double>& evals = *cached.evaluations;
   for (const Instruction* r : removed) evals.erase(r);
-  EvaluationSpace space{fused.root(), rows, kernel_shape, KeepFn{}, nullptr};
+  EvaluationSpace space{fused.root(), rows, kernel_shape, KeepFn{}, in_place};
   for (const Instruction* x : changed) evals[x] = EvaluationsOf(x, space, evals);
   cached.cost.reset();
   // Under FJ_CHECKS (every test), small kernels are evaluated anew as well: the same values.

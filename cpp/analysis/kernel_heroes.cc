@@ -234,7 +234,7 @@ ShortRows ShortRowWalk(const Instruction* kernel, int max_width) {
       if (!r->shape().IsArray() || !r->shape().SameDims(roots[0]->shape())) return walk;  // by output
     }
     if (IsFlat(c, roots[0]->shape().NumElements())) return walk;
-    for (const Instruction* i : c.MakePostOrder()) ops.push_back(i);
+    ops = c.Instructions();  // (what follows looks for any op, in no order)
     params.assign(c.parameters().begin(), c.parameters().end());
     const Instruction* hero = ReductionHero(c, IsReduce);
     row_reduction = hero && IsRowReduction(hero);

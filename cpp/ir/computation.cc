@@ -86,6 +86,13 @@ void Computation::RemoveInstructionAndUnusedOperands(Instruction* instruction) {
   }
 }
 
+std::vector<const Instruction*> Computation::Instructions() const {
+  std::vector<const Instruction*> all;
+  all.reserve(instructions_.size());
+  for (const auto& instr : instructions_) all.push_back(instr.get());
+  return all;
+}
+
 std::vector<Instruction*> Computation::MakePostOrder() const {
   std::vector<Instruction*> order;
   order.reserve(instructions_.size());

