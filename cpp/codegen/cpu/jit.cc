@@ -49,13 +49,24 @@ void OnLlvmFatalError(void*, const char* reason, bool) {
   ThrowInternal("LLVM failed: ", reason, " (fusionjit's JIT may be unusable now: restart the process)");
 }
 
-// FJ_LLVM_OPTIONS="-disable-lsr -x86-..." passes options to LLVM's command-line parser once,
-// as llc would take them (XLA's xla_backend_extra_options): for experiments with LLVM's
-// passes without rebuilding. An option LLVM does not know is an error.
+// Options fusionjit gives LLVM's command-line parser before FJ_LLVM_OPTIONS's: X86's
+// domain reassignment (chains of scalar bit operations moved into mask registers) took 16%
+// of LLVM's time on a scan unrolled 32 times (benchmarks/compile_time.py: 5.4 s -> 4.5 s),
+// and changed no kernel's time we measured (CartPole's steps, matrix products).
+constexpr const char* kLlvmOptions = "-disable-x86-domain-reassignment";
+
+// FJ_LLVM_OPTIONS="-disable-lsr -x86-..." passes more options to LLVM's command-line parser
+// once, as llc would take them (XLA's xla_backend_extra_options): for experiments with
+// LLVM's passes without rebuilding. An option LLVM does not know is an error.
 void ApplyLlvmOptions() {
-  const char* text = std::getenv("FJ_LLVM_OPTIONS");
-  if (!text || !*text) return;
-  static std::vector<std::string> words;
+  static bool parsed = false;
+  static std::string failed;  // the parser's complaint, raised again at every call
+  static std::vector<std::string> words;  // kept: LLVM may keep pointers into them
+  if (!failed.empty()) ThrowInvalidArgument("FJ_LLVM_OPTIONS: ", failed);
+  if (parsed) return;
+  parsed = true;
+  std::string text = kLlvmOptions;
+  if (const char* extra = std::getenv("FJ_LLVM_OPTIONS")) text += std::string(" ") + extra;
   std::istringstream in(text);
   for (std::string w; in >> w;) words.push_back(w);
   std::vector<const char*> argv{"fusionjit"};
@@ -63,7 +74,8 @@ void ApplyLlvmOptions() {
   std::string errors;
   llvm::raw_string_ostream os(errors);
   if (!llvm::cl::ParseCommandLineOptions(static_cast<int>(argv.size()), argv.data(), "", &os)) {
-    ThrowInvalidArgument("FJ_LLVM_OPTIONS: ", os.str());
+    failed = os.str();
+    ThrowInvalidArgument("FJ_LLVM_OPTIONS: ", failed);
   }
 }
 
