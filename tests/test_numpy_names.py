@@ -578,6 +578,26 @@ def test_nanquantile_methods(method):
     _check(lambda a: fnp.nanquantile(a, q, axis=-1, method=method), want, x)
 
 
+@pytest.mark.parametrize("method", ["linear", "lower", "higher", "midpoint", "nearest"])
+def test_quantile_positions_are_computed_in_the_arrays_dtype_as_jax(method):
+    # float32 q = 0.1 over 11 values: q * 10 is 1 in float32 but 1.0000000149 in float64,
+    # whose ceiling picked the element after (2 for "higher" instead of 1).
+    jnp = pytest.importorskip("jax.numpy")
+    x = np.arange(11, dtype=np.float32)
+    qs = np.arange(0, 101, dtype=np.float32) / np.float32(100)
+    want = np.asarray(jnp.quantile(x, qs, method=method))
+    np.testing.assert_array_equal(np.asarray(fnp.quantile(x, qs, method=method)), want)
+    np.testing.assert_array_equal(
+        np.asarray(fusionjit.jit(lambda a, q: fnp.quantile(a, q, method=method))(x, qs)), want)
+    for q in (np.float32(0.1), np.float32(0.7), 0.3):
+        assert float(fnp.quantile(x, q, method=method)) == float(jnp.quantile(x, q, method=method))
+    # (JAX's percentile gives 0.99999994 for p = 10 here, its q / 100 computed as q * 0.01
+    # by XLA; NumPy's and ours: 1.)
+    p = np.array([10, 30, 70], np.float32)
+    np.testing.assert_array_equal(np.asarray(fnp.percentile(x, p, method=method)),
+                                  np.percentile(x, p, method=method))
+
+
 def test_nanmedian_nanpercentile():
     x = _with_nans()
     with np.errstate(all="ignore"), pytest.warns(RuntimeWarning):

@@ -358,9 +358,11 @@ def _quantile(name, a, q, axis, out, method, keepdims):
         q_np = np.asarray(q, np.float64).reshape(-1)
         if ((q_np < 0) | (q_np > 1)).any():
             fail(f"{name}: q must be in [0, {100 if name == 'percentile' else 1}]", ValueError)
-        pos = q_np * (n - 1)
+        # In the computation's dtype, as JAX: float32 0.1 * 10 is 1 there (2 in float64,
+        # 1.0000000149, would pick the next element).
+        pos = q_np.astype(d) * np.asarray(n - 1, d)
         low_idx, high_idx = np.floor(pos).astype(np.int64), np.ceil(pos).astype(np.int64)
-        high_w = to_array((pos - low_idx).astype(d))
+        high_w = to_array((pos - low_idx.astype(d)).astype(d))
         low_v = manipulation.take_static(x, low_idx, last)
         high_v = manipulation.take_static(x, high_idx, last)
     out_shape = aval(low_v).shape
