@@ -245,6 +245,24 @@ def test_cumulative_sum_and_lax_scans():
 
 
 @needs_jax
+def test_cumlogsumexp_gradient_with_infinite_terms_matches_jax():
+    # A masked log-space sequence with leading padding (-inf): its gradient was NaN (the
+    # carry's -inf minus the term's -inf, differentiated even where a select dropped it).
+    import jax
+    for v in ([-np.inf, 1.0, 0.0], [0.0, -np.inf, 2.0], [1.0, 1.0, 1.0]):
+        v = np.array(v, np.float32)
+        for loss in (lambda c: c[-1], lambda c: c.sum()):
+            got = fusionjit.grad(lambda a: loss(lax.cumlogsumexp(a)))(v)
+            want = jax.grad(lambda a: loss(jax.lax.cumlogsumexp(a)))(v)
+            np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6, err_msg=str(v))
+    # Two leading -inf: JAX's gradient is NaN there (exp(-inf - -inf)); the terms do not
+    # reach the last output, so ours is 0.
+    got = fusionjit.grad(lambda a: lax.cumlogsumexp(a)[-1])(np.array([-np.inf, -np.inf, 3.0],
+                                                                     np.float32))
+    np.testing.assert_array_equal(np.asarray(got), [0.0, 0.0, 1.0])
+
+
+@needs_jax
 @pytest.mark.parametrize("descending", [False, True])
 @pytest.mark.parametrize("dtype", [np.float32, np.int32, np.uint32, np.bool_])
 def test_sort_argsort_against_jax(dtype, descending):

@@ -137,12 +137,19 @@ def _cumulative(name: str, op: Callable, kinds: str, identity: Callable):
 
 
 def _logaddexp(a, b):
-    """log(exp(a) + exp(b)) without overflow."""
-    hi, lo = ew.max(a, b), ew.min(a, b)
+    """log(exp(a) + exp(b)) without overflow, for a running carry `a` and a new term `b`.
+    Equal infinities (a sequence's leading -inf against the carry's -inf) would make lo - hi
+    NaN, and its derivative NaN even where a select drops the value: there the difference
+    is 0 and hi (the new term, on ties) takes the whole slope, as JAX's (1 for a leading
+    -inf's own output, not NaN)."""
     d = core.get_aval(a).dtype
-    out = ew.add(hi, ew.log1p(ew.exp(ew.sub(lo, hi))))
-    # Equal infinities make lo - hi NaN; log(2 exp(hi)) is then hi + log(2), the infinity.
-    return ew.select(ew.eq(hi, lo), ew.add(hi, asarray_operand(np.array(np.log(2.0), d))), out)
+    carry_higher = ew.gt(a, b)
+    hi, lo = ew.select(carry_higher, a, b), ew.select(carry_higher, b, a)
+    inf = asarray_operand(np.array(np.inf, d))
+    infinite_tie = ew.bitwise_and(ew.eq(hi, lo), ew.eq(ew.abs(hi), inf))
+    zero = sh.broadcast(asarray_operand(np.array(0, d)), core.get_aval(a).shape)
+    delta = ew.select(infinite_tie, zero, ew.sub(lo, hi))
+    return ew.add(hi, ew.log1p(ew.exp(delta)))
 
 
 # (-0.0 + x is x for every x, -0.0 included.)
