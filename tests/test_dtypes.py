@@ -484,3 +484,30 @@ def test_sums_and_products_of_narrow_integers_are_promoted_as_jax(x64, dtype):
     if HAVE_JAX:
         import jax.numpy as jnp
         assert fnp.sum(a).dtype == jnp.sum(a).dtype
+
+
+def test_python_ints_out_of_a_narrow_types_range_as_jax():
+    # int8_array + 200: the int is the default integer type's, wrapped into int8 (-56) as
+    # JAX does; it raised OverflowError. Out of the default type's range it still raises.
+    # An explicit dtype for a Python int out of range raises (array(300, int8) was 44);
+    # full() converts as a cast (44), as JAX.
+    set_x64(False)
+    i8, u8 = np.array([1, 2], np.int8), np.array([1, 2], np.uint8)
+    np.testing.assert_array_equal(fnp.asarray(i8) + 200, np.array([-55, -54], np.int8))
+    np.testing.assert_array_equal(fusionjit.jit(lambda x: x + 200)(i8), [-55, -54])
+    np.testing.assert_array_equal(300 + fnp.asarray(u8), np.array([45, 46], np.uint8))
+    np.testing.assert_array_equal(fnp.asarray(u8) * 256, [0, 0])
+    np.testing.assert_array_equal(fnp.array([1], fnp.uint32) + -1, [0])
+    assert (fnp.asarray(i8) + 200).dtype == np.int8
+    with pytest.raises(OverflowError, match="3000000000"):
+        fnp.asarray(i8) - 3000000000
+    with pytest.raises(OverflowError, match="out of bounds for int8"):
+        fnp.array(300, dtype=fnp.int8)
+    with pytest.raises(OverflowError, match="out of bounds for uint8"):
+        fnp.array([1, 256], dtype=fnp.uint8)
+    np.testing.assert_array_equal(fnp.full(3, 300, fnp.int8), [44, 44, 44])
+    np.testing.assert_array_equal(fnp.full(2, -1, fnp.uint8), [255, 255])
+    if HAVE_JAX:
+        import jax.numpy as jnp
+        np.testing.assert_array_equal(fnp.asarray(i8) + 200, jnp.asarray(i8) + 200)
+        np.testing.assert_array_equal(fnp.full(3, 300, fnp.int8), jnp.full(3, 300, jnp.int8))

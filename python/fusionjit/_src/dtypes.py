@@ -270,6 +270,14 @@ def scalar_info(x):
     return None
 
 
+def weak_int_value(value: int, d: np.dtype, location: str = ""):
+    """A Python int taking integer dtype ``d`` as a weak operand (``int8_array + 200``), as
+    JAX: it must fit the default integer type, and then wraps into ``d`` as a conversion
+    would (-56 for int8)."""
+    check_int_range(value, default_int(), location)
+    return np.array(value, default_int()).astype(d)
+
+
 def check_int_range(value: int, d: np.dtype, location: str = ""):
     info = np.iinfo(d)
     if not info.min <= value <= info.max:

@@ -71,6 +71,15 @@ def array(object, dtype=None, copy: bool = True, ndmin: int = 0):  # noqa: A002
                         fail(f"Python int {value.max() if value.max() > info.max else value.min()} "
                              f"is too large to convert to {target}", OverflowError)
                 value = value.astype(target)
+            if dtype is not None and dt.is_int(dtype) and value.dtype.kind in "iu" and value.size \
+                    and not isinstance(object, (np.ndarray, np.generic)):
+                # Python ints out of the requested type's range: an error (as JAX), not
+                # wrapped (array(300, dtype=int8) was 44).
+                info = np.iinfo(dtype)
+                if value.min() < info.min or value.max() > info.max:
+                    bad = value.max() if value.max() > info.max else value.min()
+                    fail(f"Python int {bad} is out of bounds for {np.dtype(dtype).name}",
+                         OverflowError)
             out = array_mod.from_numpy(value, dtype)
     if dtype is not None and aval(out).dtype != dtype:
         out = lax.convert_element_type(out, dtype)
@@ -92,6 +101,8 @@ def _fill(shape, value, dtype):
     if dtype is None:
         value = to_array(value)
     else:
+        if isinstance(value, int) and not isinstance(value, bool) and dt.is_int(dtype):
+            value = np.array(value).astype(dtype)  # full(3, 300, int8): 44, wrapped, as JAX
         value = to_array(value, dtype, False)
     return lax.broadcast_in_dim(value, shape, ())
 

@@ -89,6 +89,9 @@ def promote_dtypes(*args):
     """Converts every argument to the promoted dtype (JAX's lattice, weak scalars)."""
     avals = [aval(a) for a in args]
     d, weak = dt.promote((a.dtype, a.weak_type) for a in avals)
+    if dt.is_int(d):  # int8_array + 200: 200 wraps into int8 (-56), as in JAX
+        args = [dt.weak_int_value(a, d, errors.user_location())
+                if isinstance(a, int) and not isinstance(a, bool) else a for a in args]
     return [to_array(a, d, weak) for a in args]
 
 
