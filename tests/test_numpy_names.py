@@ -723,3 +723,21 @@ def test_io_and_printing(tmp_path):
     assert fnp.iterable(a) and not fnp.iterable(3)
     assert fnp.issubdtype(np.str_, fnp.character) and fnp.issubdtype(np.str_, fnp.flexible)
     assert fnp.object_ is np.object_
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.int32, np.uint32])
+def test_round_of_integers_to_negative_decimals_as_numpy(dtype):
+    # They were returned unchanged (JAX raises NotImplementedError); NumPy rounds to a
+    # multiple of 10**-decimals, halves to even.
+    info = np.iinfo(dtype)
+    x = np.random.default_rng(3).integers(max(info.min, -10**6), min(info.max, 10**6), 500)
+    x = x.astype(dtype)
+    x[:6] = np.array([15, 25, 35, 5, 0, 45]).astype(dtype)
+    if info.min < 0:
+        x[6:10] = np.array([-15, -25, -5, -45]).astype(dtype)
+    for decimals in (-1, -2, -3, -12):
+        with np.errstate(all="ignore"):
+            want = np.round(x, decimals)
+        np.testing.assert_array_equal(np.asarray(fnp.round(x, decimals)), want)
+        np.testing.assert_array_equal(
+            np.asarray(fusionjit.jit(lambda a: fnp.round(a, decimals))(x)), want)
