@@ -382,6 +382,24 @@ def test_a_row_maximum_joins_the_sum_of_exponentials_that_reads_it(shape):
 
 
 @pytest.mark.cpu_only
+def test_row_values_are_not_fused_into_the_first_level_of_a_tree_reduction():
+    # An argmax written as max then min over few long rows: the tree reduction splits the
+    # min into [8, 10, 5000] -> [8, 10], and the row maximum fused into that kernel was
+    # computed again for each of its elements (4.9 s; 161 us now).
+    x = np.random.default_rng(4).standard_normal((8, 50000)).astype(np.float32)
+    x[3, 7] = x[3, 9000] = 9.0   # a tie: the first index
+    n = x.shape[1]
+
+    def first_argmax(a):
+        iota = fusionjit.lax.broadcasted_iota(fnp.int32, a.shape, 1)
+        return fnp.min(fnp.where(a == a.max(axis=1, keepdims=True), iota, n), axis=1)
+    ex = fusionjit.explain(first_argmax)(x)
+    refused = [d for d in ex.decisions if d["rule"] == "row-fusion" and not d["fuse"]]
+    assert refused and "computed again per element" in refused[0]["reason"], str(ex)
+    np.testing.assert_array_equal(np.asarray(fusionjit.jit(first_argmax)(x)), x.argmax(1))
+
+
+@pytest.mark.cpu_only
 def test_row_fusion_is_refused_with_its_reason():
     few_rows = np.ones((4, 64), np.float32)
     ex = fusionjit.explain(_softmax)(few_rows)
