@@ -24,7 +24,9 @@ from fusionjit._src import core
 from fusionjit._src import dtypes as dt
 from fusionjit._src.lax.common import _fail, asarray_operand
 from fusionjit._src.lax import elementwise as ew
+from fusionjit._src.lax import reductions as red
 from fusionjit._src.lax import shapes as sh
+from fusionjit._src.lax.slicing import GatherDimensionNumbers, gather
 
 
 def _const(value, dtype):
@@ -243,7 +245,57 @@ def top_k(operand, k: int):
         _fail("top_k needs an operand of rank >= 1", ValueError)
     if not 0 <= k <= shape[-1]:
         _fail(f"top_k: k={k} must be between 0 and the last axis' size {shape[-1]}", ValueError)
+    if 0 < k <= _SELECT_MAX_K and shape[-1] >= _SELECT_MIN_ROW:
+        return _top_k_by_selection(operand, k)
     iota = sh.broadcasted_iota(dt.int32, shape, len(shape) - 1)
     values, indices = sort_along((operand, iota), len(shape) - 1, 1, descending=True)
     return [sh.slice_in_dim(values, 0, k, 1, len(shape) - 1),   # a list, as JAX's
             sh.slice_in_dim(indices, 0, k, 1, len(shape) - 1)]
+
+
+# top_k of at most this many entries of rows at least this long picks them one by one (two
+# reductions over the row each) instead of sorting the rows: k = 10 of 100,000 floats took
+# 5.5 ms sorted (JAX: 0.27 ms).
+_SELECT_MAX_K = 16
+_SELECT_MIN_ROW = 64
+
+
+def _top_k_by_selection(operand, k: int):
+    """top_k as k selections: each takes the largest key (sort_key: NaN largest, -0.0 as
+    0.0) among the entries after the previous pick in (key descending, index ascending)
+    order, and the lowest index holding it; no sentinel value is needed, so every key
+    (the type's lowest included) stays comparable."""
+    shape = core.get_aval(operand).shape
+    axis = len(shape) - 1
+    rows = tuple(range(axis))
+    key = sort_key(operand)
+    kd = core.get_aval(key).dtype
+    iota = sh.broadcasted_iota(dt.int32, shape, axis)
+    lowest = sh.broadcast_in_dim(_const(dt.lowest(kd), kd), shape, ())
+    past_end = sh.broadcast_in_dim(_const(shape[-1], dt.int32), shape, ())
+    picks, last_key, last_index = [], None, None
+    for _ in range(k):
+        if last_key is None:
+            left, candidates = None, key
+        else:
+            lk = sh.broadcast_in_dim(last_key, shape, rows)
+            li = sh.broadcast_in_dim(last_index, shape, rows)
+            left = ew.bitwise_or(ew.lt(key, lk), ew.bitwise_and(ew.eq(key, lk), ew.gt(iota, li)))
+            candidates = ew.select(left, key, lowest)
+        top = red.reduce_max(candidates, (axis,))
+        hit = ew.eq(key, sh.broadcast_in_dim(top, shape, rows))
+        if left is not None:
+            hit = ew.bitwise_and(hit, left)
+        index = red.reduce_min(ew.select(hit, iota, past_end), (axis,))
+        picks.append(sh.expand_dims(index, (axis,)))
+        last_key, last_index = top, index
+    indices = sh.concatenate(picks, axis) if k > 1 else picks[0]
+    # Each row's entries at its indices: one gather of full coordinates (row, ..., index).
+    out_shape = shape[:-1] + (k,)
+    coords = [sh.broadcasted_iota(dt.int32, out_shape + (1,), d) for d in rows]
+    coords.append(sh.expand_dims(indices, (len(shape),)))
+    where = sh.concatenate(coords, len(shape)) if len(coords) > 1 else coords[0]
+    dims = tuple(range(len(shape)))
+    dn = GatherDimensionNumbers(offset_dims=(), collapsed_slice_dims=dims, start_index_map=dims)
+    values = gather(operand, where, dn, (1,) * len(shape), mode="promise_in_bounds")
+    return [values, indices]
