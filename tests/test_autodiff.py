@@ -677,3 +677,44 @@ def test_linearize_applies_the_derivative_at_the_point():
     np.testing.assert_allclose(np.asarray(f_jvp(t)), (np.cos(x) * x + np.sin(x)) * t, rtol=1e-5)
     with pytest.raises(TypeError, match="one per primal"):
         f_jvp(t, t)
+
+
+@pytest.mark.parametrize("kind", ["jacrev", "jacfwd"])
+def test_jacobians_and_hessians_of_pytrees_match_jax(kind):
+    # Dict parameters, tuple argnums, dict outputs and has_aux, as JAX users write them
+    # (they were refused: "array in, array out", or a TypeError naming no line for a tuple).
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+    rng = np.random.default_rng(0)
+    p = {"w": rng.standard_normal((3, 2)).astype(np.float32),
+         "b": rng.standard_normal(2).astype(np.float32)}
+    x = rng.standard_normal((4, 3)).astype(np.float32)
+
+    def net(np_, p, x):
+        return np_.tanh(x @ p["w"] + p["b"])
+
+    def same(got, want):
+        want = jax.tree_util.tree_map(np.asarray, want)
+        zeros = [0] * len(jax.tree_util.tree_leaves(want))
+        like = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(want), zeros)
+        assert fusionjit.tree_util.tree_structure(got) == fusionjit.tree_util.tree_structure(like)
+        for g, w in zip(fusionjit.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+            np.testing.assert_allclose(np.asarray(g), w, rtol=2e-5, atol=1e-6)
+
+    ours, theirs = getattr(fusionjit, kind), getattr(jax, kind)
+    same(ours(lambda p, x: net(fnp, p, x))(p, x), theirs(lambda p, x: net(jnp, p, x))(p, x))
+    same(fusionjit.jit(ours(lambda p, x: net(fnp, p, x), argnums=(0, 1)))(p, x),
+         theirs(lambda p, x: net(jnp, p, x), argnums=(0, 1))(p, x))
+    same(ours(lambda p, x: {"y": net(fnp, p, x), "s": fnp.sum(x)}, argnums=1)(p, x),
+         theirs(lambda p, x: {"y": net(jnp, p, x), "s": jnp.sum(x)}, argnums=1)(p, x))
+    got, aux = ours(lambda v: (fnp.sin(v), v.sum()), has_aux=True)(x[0])
+    want, want_aux = theirs(lambda v: (jnp.sin(v), v.sum()), has_aux=True)(x[0])
+    same(got, want)
+    np.testing.assert_allclose(np.asarray(aux), np.asarray(want_aux), rtol=1e-6)
+    if kind == "jacrev":
+        loss = lambda np_: lambda p, x: np_.sum(net(np_, p, x) ** 2)  # noqa: E731
+        same(fusionjit.hessian(loss(fnp))(p, x), jax.hessian(loss(jnp))(p, x))
+        same(fusionjit.jit(fusionjit.hessian(loss(fnp), argnums=(0, 1)))(p, x),
+             jax.hessian(loss(jnp), argnums=(0, 1))(p, x))
+    with pytest.raises(TypeError, match="pair"):
+        ours(lambda v: fnp.sin(v), has_aux=True)(x[0])

@@ -362,54 +362,110 @@ def _check_diff_args(what: str, args, nums, allow_int: bool = False) -> tuple:
     return nums
 
 
-def _one_argument(what: str, fun: Callable, args, argnums: int):
-    """``x`` (argument ``argnums``) and ``fun`` as a function of it alone."""
-    (n,) = _check_diff_args(what, args, (argnums,))
-    return ew.asarray_operand(args[n]), lambda x: fun(*args[:n], x, *args[n + 1:])
+def _jacrev_array(part: Callable, x):
+    """The Jacobian of ``part`` (array to array) at ``x``: the reverse pass applied to every
+    unit cotangent at once (vmapped); shape ``out.shape + x.shape``."""
+    from fusionjit._src.batching import vmap
+    from fusionjit._src.lax import shapes as sh
+    out, pullback = vjp(part, x)
+    x_aval, out_shape = core.get_aval(x), tuple(core.get_aval(out).shape)
+    basis = _basis(core.get_aval(out))
+    if not len(basis) or not x_aval.size:
+        return red.full(out_shape + x_aval.shape, 0, x_aval.dtype)
+    rows = vmap(lambda e: pullback(e)[0])(basis)
+    return sh.reshape(rows, out_shape + x_aval.shape)
 
 
-def jacrev(fun: Callable, argnums: int = 0):
-    """The Jacobian of ``fun`` (array in, array out) with respect to argument ``argnums``:
-    the reverse pass applied to every unit cotangent at once (vmapped); shape
-    ``out.shape + x.shape``, as ``jax.jacrev``."""
+def _jacfwd_array(part: Callable, x):
+    """The Jacobian of ``part`` by ``jvp`` applied to every unit tangent at once (vmapped)."""
+    from fusionjit._src.batching import vmap
+    from fusionjit._src.lax import shapes as sh
+    x_aval = core.get_aval(x)
+    basis = _basis(x_aval)
+    if not len(basis):  # an empty x: only the output's shape is needed
+        out_shape = core.get_aval(part(x)).shape
+        return red.full(out_shape + x_aval.shape, 0, x_aval.dtype)
+    cols = vmap(lambda e: jvp(part, (x,), (e,))[1], out_axes=-1)(basis)
+    out_shape = core.get_aval(cols).shape[:-1]
+    return sh.reshape(cols, out_shape + x_aval.shape)
+
+
+def _jacobian(what: str, array_jacobian: Callable, fun: Callable, argnums, has_aux: bool):
+    """``jax.jacrev``/``jax.jacfwd``: pytrees in (``argnums`` an int or a tuple) and out,
+    computed over the leaves raveled into one vector each way; the result has the output's
+    structure with, at each output leaf, the input's structure of blocks shaped
+    ``out_leaf.shape + in_leaf.shape`` (a tuple over the arguments for tuple argnums)."""
     @functools.wraps(fun)
     def wrapped(*args):
-        from fusionjit._src.batching import vmap
+        from fusionjit._src.flatten_util import ravel_pytree
         from fusionjit._src.lax import shapes as sh
-        x, part = _one_argument("jacrev", fun, args, argnums)
-        out, pullback = vjp(part, x)
-        x_aval, out_shape = core.get_aval(x), tuple(core.get_aval(out).shape)
-        basis = _basis(core.get_aval(out))
-        if not len(basis) or not x_aval.size:
-            return red.full(out_shape + x_aval.shape, 0, x_aval.dtype)
-        rows = vmap(lambda e: pullback(e)[0])(basis)
-        return sh.reshape(rows, out_shape + x_aval.shape)
+        many = isinstance(argnums, (tuple, list))
+        nums = _check_diff_args(what, args, tuple(argnums) if many else (argnums,))
+
+        def at(xs):
+            full = list(args)
+            for n, x in zip(nums, xs):
+                full[n] = x
+            out = fun(*full)
+            if has_aux:
+                if not (isinstance(out, (tuple, list)) and len(out) == 2):
+                    _fail(f"{what}(has_aux=True): the function must return a pair (output, "
+                          f"aux), got {type(out).__name__}", TypeError)
+                return out
+            return out, None
+
+        xs = tuple(args[n] for n in nums)
+        out, aux = at(xs)
+        x_leaves, x_tree = tree_util.tree_flatten(xs if many else xs[0])
+        out_leaves, out_tree = tree_util.tree_flatten(out)
+        simple = (not many and len(x_leaves) == 1 and x_tree == tree_util.tree_structure(0)
+                  and len(out_leaves) == 1 and out_tree == tree_util.tree_structure(0))
+        if simple:  # array in, array out
+            jac = array_jacobian(lambda x: at((x,))[0], ew.asarray_operand(xs[0]))
+            return (jac, aux) if has_aux else jac
+        flat_x, unravel = ravel_pytree(xs if many else xs[0])
+
+        def flat_fun(v):
+            parts = unravel(v)
+            return ravel_pytree(at(parts if many else (parts,))[0])[0]
+        jac = array_jacobian(flat_fun, flat_x)   # [outputs, inputs]
+        x_shapes = [tuple(core.get_aval(ew.asarray_operand(leaf)).shape) for leaf in x_leaves]
+        out_shapes = [tuple(core.get_aval(ew.asarray_operand(leaf)).shape) for leaf in out_leaves]
+        x_ends = np.cumsum([0] + [int(np.prod(sh_, dtype=np.int64)) for sh_ in x_shapes])
+        o_ends = np.cumsum([0] + [int(np.prod(sh_, dtype=np.int64)) for sh_ in out_shapes])
+        blocks = []
+        for i, o_shape in enumerate(out_shapes):
+            row = []
+            for j, x_shape in enumerate(x_shapes):
+                block = sh.slice(jac, (int(o_ends[i]), int(x_ends[j])),
+                                 (int(o_ends[i + 1]), int(x_ends[j + 1])))
+                row.append(sh.reshape(block, o_shape + x_shape))
+            blocks.append(tree_util.tree_unflatten(x_tree, row))
+        result = tree_util.tree_unflatten(out_tree, blocks)
+        return (result, aux) if has_aux else result
     return wrapped
 
 
-def jacfwd(fun: Callable, argnums: int = 0):
+def jacrev(fun: Callable, argnums=0, has_aux: bool = False):
+    """The Jacobian of ``fun`` with respect to argument(s) ``argnums`` (an int or a tuple),
+    by the reverse pass applied to every unit cotangent at once (vmapped), as
+    ``jax.jacrev``: for an array in and out, shape ``out.shape + x.shape``; for pytrees,
+    the output's structure of the inputs' structures of such blocks."""
+    return _jacobian("jacrev", _jacrev_array, fun, argnums, has_aux)
+
+
+def jacfwd(fun: Callable, argnums=0, has_aux: bool = False):
     """The Jacobian of ``fun`` by ``jvp`` applied to every unit tangent at once (vmapped);
-    shape ``out.shape + x.shape``, as ``jax.jacfwd``."""
-    @functools.wraps(fun)
-    def wrapped(*args):
-        from fusionjit._src.batching import vmap
-        from fusionjit._src.lax import shapes as sh
-        x, part = _one_argument("jacfwd", fun, args, argnums)
-        x_aval = core.get_aval(x)
-        basis = _basis(x_aval)
-        if not len(basis):  # an empty x: only the output's shape is needed
-            out_shape = core.get_aval(part(x)).shape
-            return red.full(out_shape + x_aval.shape, 0, x_aval.dtype)
-        cols = vmap(lambda e: jvp(part, (x,), (e,))[1], out_axes=-1)(basis)
-        out_shape = core.get_aval(cols).shape[:-1]
-        return sh.reshape(cols, out_shape + x_aval.shape)
-    return wrapped
+    shapes and structures as ``jacrev``'s, as ``jax.jacfwd``."""
+    return _jacobian("jacfwd", _jacfwd_array, fun, argnums, has_aux)
 
 
-def hessian(fun: Callable, argnums: int = 0):
-    """The Hessian of a scalar ``fun`` with respect to one array argument, as
-    ``jax.hessian`` (``jacfwd(jacrev(fun))``)."""
-    return jacfwd(jacrev(fun, argnums), argnums)
+def hessian(fun: Callable, argnums=0, has_aux: bool = False):
+    """The Hessian of a scalar ``fun`` with respect to argument(s) ``argnums``, as
+    ``jax.hessian`` (``jacfwd(jacrev(fun))``): for pytrees, blocks by pairs of leaves."""
+    if not has_aux:
+        return jacfwd(jacrev(fun, argnums), argnums)
+    return jacfwd(jacrev(fun, argnums, has_aux=True), argnums, has_aux=True)
 
 
 # --- custom gradients -----------------------------------------------------------------
