@@ -987,3 +987,25 @@ def test_checkpoint_named_scope_and_counts_are_accepted():
     assert fusionjit.default_backend() == fusionjit.config.fusionjit_default_backend
     assert fusionjit.device_count() == fusionjit.local_device_count() >= 1
     assert (fusionjit.process_index(), fusionjit.process_count()) == (0, 1)
+
+
+def test_jax_arrays_are_taken_as_numpy_arrays():
+    # A JAX array as a jitted function's argument, also inside pytrees and under grad: it
+    # was refused ("value of type ArrayImpl is not a valid fusionjit type"). (Other
+    # libraries' tensors still go through fusionjit.dlpack, as in JAX.)
+    jnp = pytest.importorskip("jax.numpy")
+    f = fusionjit.jit(lambda x, y: x + y["a"])
+    x = np.arange(3, dtype=np.float32)
+    for _ in range(2):  # the second call again through the slow path
+        np.testing.assert_array_equal(np.asarray(f(jnp.asarray(x), {"a": jnp.asarray(x)})), 2 * x)
+    assert fusionjit.jit(lambda x, n: x * n, static_argnums=1)(jnp.asarray(x), 3)[2] == 6
+    g = fusionjit.jit(fusionjit.grad(lambda v: (v ** 2).sum()))(jnp.asarray(x))
+    np.testing.assert_array_equal(np.asarray(g), 2 * x)
+
+    class ArrayLike:  # not JAX's: refused, as before
+        shape, dtype = (3,), np.dtype(np.float32)
+
+        def __array__(self, dtype=None, copy=None):
+            return x
+    with pytest.raises(TypeError, match="not a valid fusionjit type"):
+        f(ArrayLike(), {"a": x})

@@ -100,6 +100,17 @@ def _normalize_donate(fun: Callable, donate_argnums, donate_argnames, static_num
     return nums, names
 
 
+def _foreign_as_numpy(x):
+    """A JAX array as a NumPy array (the peer a fusionjit user most often holds arrays of);
+    other libraries' arrays go through fusionjit.dlpack.from_dlpack, as in JAX, where a
+    PyTorch tensor is not a valid argument either."""
+    module = getattr(type(x), "__module__", "") or ""
+    if module.split(".")[0] in ("jax", "jaxlib") and hasattr(x, "__array__") \
+            and hasattr(x, "shape") and hasattr(x, "dtype"):
+        return np.asarray(x)
+    return x
+
+
 class _CacheEntry:
     __slots__ = ("program", "module", "compilation", "out_tree", "out_weak", "avals", "ptx")
 
@@ -319,11 +330,23 @@ class Jitted(_core.JitFunction):
             # Called inside another trace (with tracers or closing over them): inline the
             # function into it.
             return ("result", None, self._fun(*args, **kwargs))
+        args, kwargs = self._foreign_arrays_as_numpy(args, kwargs)
         entry, leaves = self._entry(args, kwargs)
         exe = entry.compilation.executable
         outs = dispatch.run(exe, leaves, entry.avals, entry.out_weak)
         result = entry.out_tree.unflatten(outs)
         return ("entry", (exe, entry.out_tree, entry.out_weak), result)
+
+    def _foreign_arrays_as_numpy(self, args, kwargs):
+        """JAX arrays among the dynamic arguments as NumPy arrays, so that a program can be
+        fed its peer's arrays, as JAX takes NumPy's. (The C++ fast path knows them not, so
+        such calls come here each time.)"""
+        n = len(args)
+        args = tuple(a if any(s == i or (s < 0 and s + n == i) for s in self._static_argnums)
+                     else tree_util.tree_map(_foreign_as_numpy, a) for i, a in enumerate(args))
+        kwargs = {k: v if k in self._static_argnames else tree_util.tree_map(_foreign_as_numpy, v)
+                  for k, v in kwargs.items()}
+        return args, kwargs
 
     # --- ahead of time ---------------------------------------------------------------
     def lower(self, *args, **kwargs) -> "Lowered":
