@@ -718,3 +718,22 @@ def test_jacobians_and_hessians_of_pytrees_match_jax(kind):
              jax.hessian(loss(jnp), argnums=(0, 1))(p, x))
     with pytest.raises(TypeError, match="pair"):
         ours(lambda v: fnp.sin(v), has_aux=True)(x[0])
+
+
+def test_stop_gradient_leaves_a_while_loop_out_of_differentiation():
+    # The while_loop error tells users to wrap what needs no gradient in stop_gradient; it
+    # still failed, since activity passed through stop_gradient (also into gamma draws'
+    # rejection loops: grad of a * gamma(key, stop_gradient(a))).
+    def inner(a):
+        return lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] * 2.0), (0, a))[1]
+    x = np.full(2, 1.5, np.float32)
+    for f in (inner, fusionjit.jit(inner)):
+        loss = lambda a: (a * f(lax.stop_gradient(a))).sum()  # noqa: E731
+        np.testing.assert_array_equal(np.asarray(fusionjit.grad(loss)(x)), 8 * x)
+        np.testing.assert_array_equal(np.asarray(fusionjit.jit(fusionjit.grad(loss))(x)), 8 * x)
+    key = fusionjit.random.PRNGKey(0)
+    draw = lambda a: fusionjit.random.gamma(key, lax.stop_gradient(a), (2,))  # noqa: E731
+    g = fusionjit.grad(lambda a: (a * draw(a)).sum())(x)
+    np.testing.assert_array_equal(np.asarray(g), np.asarray(fusionjit.random.gamma(key, x, (2,))))
+    with pytest.raises(NotImplementedError, match="while_loop"):  # without it: the error
+        fusionjit.grad(lambda a: (a * inner(a)).sum())(x)

@@ -70,6 +70,8 @@ def active_vars(program: core.Program, inputs=None) -> set:
     active = {id(v) for v in program.invars if _is_float(v.aval)
               and (inputs is None or id(v) in inputs)}
     for eqn in program.eqns:
+        if eqn.prim is ew.stop_gradient_p:  # no derivative passes (JAX: a zero tangent)
+            continue
         if any(isinstance(v, core.Var) and id(v) in active for v in eqn.invars):
             active.update(id(v) for v in eqn.outvars if _is_float(v.aval))
     return active
