@@ -1,5 +1,6 @@
 """Array functions users call between their fused kernels: sort and argsort, cumsum along
-either axis, searchsorted, a transpose at a power-of-two size, fusionjit vs NumPy and
+either axis, searchsorted, a transpose at a power-of-two size, top_k, an argmax written as
+a max and a min over few long rows, fusionjit vs NumPy and
 jax.jit (when installed) in one run, with fusionjit's first call (trace and compile) apart.
 
     python benchmarks/array_ops.py
@@ -17,9 +18,25 @@ import fusionjit.numpy as fnp
 from _harness import median_seconds, peers, report
 
 
+def _top_k(xp, k):
+    """The k largest values of each row (lax.top_k's first result)."""
+    if xp is np:
+        return lambda a: -np.sort(-a, axis=-1)[..., :k]
+    lax = fusionjit.lax if xp is fnp else __import__("jax").lax
+    return lambda a: lax.top_k(a, k)[0]
+
+
+def _first_argmax(xp):
+    """Each row's first maximum, written as a max and a min (a mask of the maxima)."""
+    return lambda a: xp.where(a == a.max(1, keepdims=True), xp.arange(a.shape[1]),
+                              a.shape[1]).min(1)
+
+
 def cases(rng):
     x1 = rng.standard_normal(65536).astype(np.float32)
     x2 = rng.standard_normal((1024, 1024)).astype(np.float32)
+    few_long = rng.standard_normal((8, 50000)).astype(np.float32)
+    long_row = rng.standard_normal(100000).astype(np.float32)
     table = np.sort(x1)
     queries = rng.standard_normal(1000).astype(np.float32)
     return [
@@ -33,6 +50,9 @@ def cases(rng):
          lambda xp: lambda a, v: xp.searchsorted(a, v), (table, queries)),
         ("transpose of 1024 x 1024 float32",
          lambda xp: lambda a: xp.ascontiguousarray(a.T) if xp is np else a.T, (x2,)),
+        ("top_k, k = 10 of 100,000 float32", lambda xp: _top_k(xp, 10), (long_row,)),
+        ("top_k, k = 8 of 512 x 512 float32", lambda xp: _top_k(xp, 8), (x2[:512, :512],)),
+        ("first argmax by max and min, 8 x 50,000", _first_argmax, (few_long,)),
     ]
 
 
