@@ -416,8 +416,11 @@ def _jacobian(what: str, array_jacobian: Callable, fun: Callable, argnums, has_a
                 return out
             return out, None
 
+        from fusionjit._src.api_util import eval_shape
         xs = tuple(args[n] for n in nums)
-        out, aux = at(xs)
+        # The output's structure and shapes by tracing alone; aux by the call itself.
+        aux = at(xs)[1] if has_aux else None
+        out = eval_shape(lambda *parts: at(parts)[0], *xs)
         x_leaves, x_tree = tree_util.tree_flatten(xs if many else xs[0])
         out_leaves, out_tree = tree_util.tree_flatten(out)
         simple = (not many and len(x_leaves) == 1 and x_tree == tree_util.tree_structure(0)
@@ -432,7 +435,7 @@ def _jacobian(what: str, array_jacobian: Callable, fun: Callable, argnums, has_a
             return ravel_pytree(at(parts if many else (parts,))[0])[0]
         jac = array_jacobian(flat_fun, flat_x)   # [outputs, inputs]
         x_shapes = [tuple(core.get_aval(ew.asarray_operand(leaf)).shape) for leaf in x_leaves]
-        out_shapes = [tuple(core.get_aval(ew.asarray_operand(leaf)).shape) for leaf in out_leaves]
+        out_shapes = [tuple(leaf.shape) for leaf in out_leaves]
         x_ends = np.cumsum([0] + [int(np.prod(sh_, dtype=np.int64)) for sh_ in x_shapes])
         o_ends = np.cumsum([0] + [int(np.prod(sh_, dtype=np.int64)) for sh_ in out_shapes])
         blocks = []
