@@ -235,14 +235,12 @@ def _posinf_as_zero(x):
     return lax.select(lax.eq(x, _c(np.inf, x)), _full(0, x), x)
 
 
-def _logaddexp_partial(exp):
-    """The derivative of logaddexp (exp: exp) or logaddexp2 (exp: 2**) by x: exp(x - out),
-    +inf read as 0, as JAX (1/2 where x1 == x2, 1 and 0 where one is -inf)."""
-    def partial(x1, x2, ans, which):
-        x = x1 if which == 0 else x2
-        return exp(lax.sub(_posinf_as_zero(x), _posinf_as_zero(ans)))
-    return (lambda x1, x2, ans: partial(x1, x2, ans, 0),
-            lambda x1, x2, ans: partial(x1, x2, ans, 1))
+def _logaddexp_partials(exp):
+    """The derivatives of logaddexp (exp: exp) or logaddexp2 (exp: 2**) by x1 and by x2:
+    exp(x - out), +inf read as 0, as JAX (1/2 where x1 == x2, 1 and 0 where one is -inf)."""
+    def by(k):
+        return lambda x1, x2, ans: exp(lax.sub(_posinf_as_zero((x1, x2)[k]), _posinf_as_zero(ans)))
+    return by(0), by(1)
 
 
 def logaddexp(x1, x2, /):
@@ -258,7 +256,7 @@ def _logaddexp_value(x1, x2):
     return lax.select(lax.ne(delta, delta), lax.add(x1, x2), out)
 
 
-_logaddexp = with_jvp(_logaddexp_value, *_logaddexp_partial(lax.exp))
+_logaddexp = with_jvp(_logaddexp_value, *_logaddexp_partials(lax.exp))
 
 
 def logaddexp2(x1, x2, /):
@@ -274,7 +272,7 @@ def _logaddexp2_value(x1, x2):
     return lax.select(lax.ne(delta, delta), lax.add(x1, x2), lax.add(lax.max(x1, x2), tail))
 
 
-_logaddexp2 = with_jvp(_logaddexp2_value, *_logaddexp_partial(lambda v: exp2_accurate(v)))
+_logaddexp2 = with_jvp(_logaddexp2_value, *_logaddexp_partials(lambda v: exp2_accurate(v)))
 
 
 def _copysign_derivative(x1, x2, ans):
