@@ -387,8 +387,8 @@ def per_lane_mlp(x, y, w1, w2, steps=7):
     return lax.scan(step, (x, y), None, length=steps)
 
 
-# 1003 lanes on the CPU: groups of wide vectors, then a wide vector, a machine vector and 3
-# lanes one by one.
+# 1003 lanes on the CPU: groups of wide vectors, then a wide vector, a machine vector and the
+# 3 lanes left over as one more (its other lanes repeating the last); 37 lanes end with 5.
 @pytest.mark.parametrize("n", [37, 1003])
 def test_a_per_lane_mlp_runs_in_the_loop_kernel_and_keeps_its_hidden_rows(n):
     x, y = (RNG.uniform(-1, 1, n).astype(np.float32) for _ in range(2))
@@ -814,3 +814,47 @@ def test_a_scalar_while_loop_runs_in_one_kernel_and_one_reading_across_lanes_doe
     got = np.asarray(fusionjit.jit(first_lane)(x))
     k = int(np.ceil(np.log2(100.0 / x[0])))
     np.testing.assert_array_equal(got, x * np.float32(2.0) ** k)
+
+
+def rnn_loss(params, xs):
+    w, u, b = params
+
+    def step(h, x):
+        h = fnp.tanh(w @ h + u * x + b)
+        return h, h.sum()
+    _, ys = lax.scan(step, fnp.zeros(w.shape[0], fnp.float32), xs)
+    return (ys ** 2).mean()
+
+
+@pytest.mark.parametrize("hidden", [6, 32])
+def test_a_small_recurrent_gradient_computes_what_its_lanes_share_once_a_step(hidden):
+    # The gradient's loop over time runs as one kernel whose lanes are the weights' [h, h]
+    # (36 lanes: a wide vector and 4 left over); the hidden units' derivatives, the same for
+    # every lane, are computed once a step into a buffer the lanes read, not again for each
+    # lane and for each element of the next state's product (hidden 6, 500 steps: 970 us,
+    # then 55 us; JAX 110).
+    params = (RNG.normal(0, 0.3, (hidden, hidden)).astype(np.float32),
+              RNG.normal(0, 1, hidden).astype(np.float32), RNG.normal(0, 0.1, hidden).astype(np.float32))
+    xs = RNG.normal(0, 1, 60).astype(np.float32)
+    grad = fusionjit.jit(fusionjit.grad(rnn_loss))
+    got = grad(params, xs)
+    want = fusionjit.jit(fusionjit.grad(rnn_loss), fusion="xla")(params, xs)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=2e-5, atol=1e-7)
+    # Against BPTT in float64.
+    w, u, b = (p.astype(np.float64) for p in params)
+    hs = [np.zeros(hidden)]
+    for x in xs.astype(np.float64):
+        hs.append(np.tanh(w @ hs[-1] + u * x + b))
+    dh, dw, du, db = np.zeros(hidden), np.zeros_like(w), np.zeros(hidden), np.zeros(hidden)
+    for t in range(len(xs), 0, -1):
+        dz = (dh + 2 * hs[t].sum() / len(xs)) * (1 - hs[t] ** 2)
+        dw += np.outer(dz, hs[t - 1])
+        du += dz * xs[t - 1]
+        db += dz
+        dh = w.T @ dz
+    for g, r in zip(got, (dw, du, db)):
+        np.testing.assert_allclose(np.asarray(g), r, rtol=2e-4, atol=1e-6)
+    if hidden == 6:
+        llvm = grad.lower(params, xs).as_text("llvm")
+        assert "shared." in llvm

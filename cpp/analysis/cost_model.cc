@@ -353,27 +353,74 @@ std::unordered_map<const Instruction*, double> StepEvaluations(const Instruction
 
 }  // namespace
 
-KeepFn LaneRowKeeper(const InstructionAttrs& attrs, const Computation& step) {
+std::unordered_set<const Instruction*> SharedStepValues(const InstructionAttrs& attrs, const Computation& step) {
+  const WholeLoopLayout l = GetWholeLoopLayout(attrs, step);
+  auto sizes = [](const Shape& s) {
+    std::vector<int64_t> out;
+    for (int64_t d : s.dims()) if (d != 1) out.push_back(d);
+    return out;
+  };
+  const std::vector<int64_t> lanes = sizes(Shape(DType::kF32, l.lanes));
+  std::unordered_set<const Instruction*> lane_values, shared;
+  for (const Instruction* i : step.MakePostOrder()) {
+    bool of_lanes = i->opcode() == Opcode::kParameter && i->parameter_number() < l.carries;
+    for (const Instruction* o : i->operands()) of_lanes = of_lanes || lane_values.count(o) > 0;
+    // Values of the lanes' shape (an xs row read at the lane, an iota over the lanes) are
+    // computed lane by lane too.
+    of_lanes = of_lanes || (i->shape().IsArray() && !lanes.empty() && sizes(i->shape()) == lanes);
+    if (of_lanes) {
+      lane_values.insert(i);
+    } else if (i->opcode() != Opcode::kParameter && i != step.root()) {
+      shared.insert(i);
+    }
+  }
+  return shared;
+}
+
+KeepFn StepKeeper(const InstructionAttrs& attrs, const Computation& step) {
   auto dims = std::make_shared<LaneDims>(StepLaneDims(attrs, step));
+  auto shared = std::make_shared<std::unordered_set<const Instruction*>>(SharedStepValues(attrs, step));
   double lanes = 1;
   for (int64_t d : GetWholeLoopLayout(attrs, step).lanes) lanes *= static_cast<double>(d);
-  return [dims, lanes](const Instruction* x, double e) {
-    if (!dims->count(x) || ElementCost(*x) == 0) return false;  // moves nothing: its operand is kept
+  return [dims, shared, lanes](const Instruction* x, double e) {
+    if (ElementCost(*x) == 0 || !x->shape().IsArray()) return false;  // moves nothing: its operand is kept
     double n = Elements(x->shape());
+    if (e <= n * 1.01) return false;
+    double bytes = n * DTypeBytes(x->dtype());
+    if (shared->count(x)) return bytes <= kMaxKeptUniformBytes;
+    if (!dims->count(x)) return false;
     double row = n / lanes;
-    return row >= 2 && row * DTypeBytes(x->dtype()) <= kMaxKeptLaneRowBytes && e > n * 1.01;
+    return row >= 2 && bytes / lanes <= kMaxKeptLaneRowBytes;
   };
 }
 
-std::vector<const Instruction*> KeptLaneRows(const InstructionAttrs& attrs, const Computation& step) {
-  KeepFn keeps = LaneRowKeeper(attrs, step);
-  std::vector<const Instruction*> kept;
+int64_t WholeLoopLaneGroups(const Instruction* kernel, int vector_lanes) {
+  if (!kernel || kernel->opcode() != Opcode::kFusion || kernel->fusion_kind() != FusionKind::kWholeLoop) return 0;
+  int64_t lanes = 1;
+  for (int64_t d : GetWholeLoopLayout(kernel->attrs(), *kernel->fused_computation()).lanes) lanes *= d;
+  const int64_t w = vector_lanes;
+  if (w <= 1 || lanes < w) return lanes;
+  int64_t groups = lanes / 64;
+  int64_t rest = lanes % 64;
+  if (w < 64) {
+    groups += rest / (2 * w);
+    rest %= 2 * w;
+  }
+  return groups + (rest + w - 1) / w;
+}
+
+KeptStepValues KeptValues(const InstructionAttrs& attrs, const Computation& step) {
+  KeepFn keeps = StepKeeper(attrs, step);
+  std::unordered_set<const Instruction*> shared = SharedStepValues(attrs, step);
+  KeptStepValues kept;
   StepEvaluations(attrs, step, [&](const Instruction* x, double e) {
     if (!keeps(x, e)) return false;
-    kept.push_back(x);
+    (shared.count(x) ? kept.uniform : kept.lane_rows).push_back(x);
     return true;
   });
-  std::reverse(kept.begin(), kept.end());  // Evaluations visits users first
+  // Evaluations visits users first.
+  std::reverse(kept.lane_rows.begin(), kept.lane_rows.end());
+  std::reverse(kept.uniform.begin(), kept.uniform.end());
   return kept;
 }
 
@@ -594,7 +641,7 @@ KernelCost EstimateKernelAnew(const Instruction* instr) {
     bool whole_loop = instr->fusion_kind() == FusionKind::kWholeLoop;
     std::unordered_map<const Instruction*, double> scratch;
     const std::unordered_map<const Instruction*, double>& evals =
-        whole_loop ? (scratch = StepEvaluations(instr->attrs(), fused, LaneRowKeeper(instr->attrs(), fused)))
+        whole_loop ? (scratch = StepEvaluations(instr->attrs(), fused, StepKeeper(instr->attrs(), fused)))
                    : KernelEvaluations(instr, scratch);
     // An operand is read where the kernel reads it: a slice or a dynamic slice of it (a
     // scan's step of its xs, a row of a pool) only there. (Whole loops read theirs anew
@@ -609,6 +656,15 @@ KernelCost EstimateKernelAnew(const Instruction* instr) {
     }
     c.work = in_place ? Elements(in_place->operand(1)->shape()) : Elements(KernelShape(fused));
     c.flops = Flops(evals);
+    if (whole_loop) {
+      std::unordered_set<const Instruction*> shared = SharedStepValues(instr->attrs(), fused);
+      std::unordered_map<const Instruction*, double> of_shared;
+      for (const auto& [i, e] : evals) {
+        if (shared.count(i)) of_shared[i] = e;
+      }
+      c.shared_flops = Flops(of_shared);
+      c.flops -= c.shared_flops;
+    }
     for (const auto& [i, e] : evals) {
       c.work = std::max(c.work, e);
       c.row_steps += RowStepsOf(i);   // every op of the computation has its evaluations
@@ -618,6 +674,7 @@ KernelCost EstimateKernelAnew(const Instruction* instr) {
       int64_t count = instr->attrs().trip_count;  // -1: until its lanes are done
       double trips = count >= 0 ? static_cast<double>(std::max<int64_t>(count, 1)) : kUnknownTripCount;
       c.flops *= trips;
+      c.shared_flops *= trips;
       c.work *= trips;
     }
   } else {
@@ -651,7 +708,10 @@ namespace {
 // (3.3 lane-ops for rows of 9, 2.4 for 15); element by element, 1.6 scalar ops.
 std::pair<double, double> VectorAndScalarOps(const KernelCost& c, const Target& target) {
   double vector = c.row_steps * target.vector_lanes;
-  double scalar = 0;
+  // A whole loop's shared values: one element at a time, by each group of lanes that steps
+  // (WholeLoopLaneGroups), in registers as its vectors are.
+  double scalar = c.shared_flops * static_cast<double>(WholeLoopLaneGroups(c.kernel, target.vector_lanes)) /
+                  target.whole_loop_register_gain;
   ShortRows walk = c.kernel ? CachedShortRowWalk(c.kernel, target.vector_lanes) : ShortRows{};
   vector += c.flops * (1 - walk.scalar_share);
   scalar += c.flops * walk.scalar_share;

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "analysis/kernel_heroes.h"
@@ -48,14 +49,35 @@ bool HasTranscendental(const Instruction* instr);
 using KeepFn = std::function<bool(const Instruction* x, double evaluations)>;
 std::unordered_map<const Instruction*, double> Evaluations(const Computation& fused, const KeepFn& keep = {});
 
-// A whole-loop step (kWholeLoop: see ir/whole_loop.h) keeps, for each lane in each step, the
-// rows of values it would otherwise compute again for every read: a row the lanes' values
-// give each lane (a hidden layer's units) read by a matrix product, a reduction or an argmax.
-// At most this many bytes per lane and value.
+// A whole-loop step (kWholeLoop: see ir/whole_loop.h) keeps the values it would otherwise
+// compute again for every read:
+// - for each lane, the rows of values the lanes' values give each lane (a hidden layer's
+//   units) read by a matrix product, a reduction or an argmax; at most this many bytes per
+//   lane and value;
 constexpr int64_t kMaxKeptLaneRowBytes = 1024;
-KeepFn LaneRowKeeper(const InstructionAttrs& attrs, const Computation& step);
+// - the values the lanes share (computed from the uniform carries, the invariants and the
+//   counter alone) read at more positions than they have elements: a recurrent layer's
+//   gradient computes its hidden units' derivatives once a step, not again for each of the
+//   weights' lanes that reads them and for each element of the next state's product. A
+//   group of lanes computes them element by element into a stack buffer of at most this
+//   many bytes per value.
+constexpr int64_t kMaxKeptUniformBytes = 4096;
+KeepFn StepKeeper(const InstructionAttrs& attrs, const Computation& step);
+// The values of a whole-loop step its lanes share: those computed from the uniform carries,
+// the invariants and the counter alone, but for values of the lanes' shape (read by each
+// lane at its own position).
+std::unordered_set<const Instruction*> SharedStepValues(const InstructionAttrs& attrs, const Computation& step);
+// The groups of lanes a whole-loop kernel (`kernel`; others: 0) steps through its loop on
+// `vector_lanes`-lane vectors (codegen's PlanWholeLoopVectors, roughly): groups of 64 lanes,
+// then vectors of twice the width, then of the width (the last one part full), then, with
+// fewer lanes than a vector, lanes one by one. On the GPU (1 lane), every lane.
+int64_t WholeLoopLaneGroups(const Instruction* kernel, int vector_lanes);
 // Those values, producers first.
-std::vector<const Instruction*> KeptLaneRows(const InstructionAttrs& attrs, const Computation& step);
+struct KeptStepValues {
+  std::vector<const Instruction*> lane_rows;
+  std::vector<const Instruction*> uniform;
+};
+KeptStepValues KeptValues(const InstructionAttrs& attrs, const Computation& step);
 
 // Evaluations of operand `i` of `consumer` (a fusion or a single op).
 double OperandEvaluations(const Instruction* consumer, int i);
@@ -81,6 +103,9 @@ struct KernelCost {
   // vector of partial results into one (a max or a min, with its NaN tests, about three
   // times a sum's).
   double row_steps = 0;
+  // A whole-loop kernel's lane-ops on values its lanes share (SharedStepValues), in all
+  // steps: every group of lanes it steps computes them, one element at a time.
+  double shared_flops = 0;
   // The kernel these are the figures of (a fusion or a single op): the target walks its
   // short rows (ShortRowWalk) as its vectors allow, and TimeUs prices that walk.
   const Instruction* kernel = nullptr;

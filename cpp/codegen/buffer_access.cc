@@ -57,16 +57,15 @@ Val LoadElements(Builder& b, llvm::Value* base, DType t, const IndexDim& linear,
 
 void StoreElements(Builder& b, llvm::Value* base, DType t, const IndexDim& linear, const Val& v, int width) {
   llvm::Type* storage = StorageType(b.getContext(), t);
-  llvm::Value* addr = b.CreateGEP(storage, base, linear.base);
   if (width == 1) {
-    b.CreateStore(StoreValue(b, t, v.v), addr);
+    b.CreateStore(StoreValue(b, t, v.v), b.CreateGEP(storage, base, linear.base));
   } else if (linear.vec || linear.stride != 1) {
     LaneMath lanes(b, width);
     llvm::Value* addrs = b.CreateGEP(storage, base, lanes.Materialize(linear));
     b.CreateMaskedScatter(StoreValue(b, t, lanes.Widen(v)), addrs, llvm::Align(DTypeBytes(t)));
   } else {
     llvm::Value* vec = LaneMath(b, width).Widen(v);
-    b.CreateAlignedStore(StoreValue(b, t, vec), addr, llvm::Align(DTypeBytes(t)));
+    b.CreateAlignedStore(StoreValue(b, t, vec), b.CreateGEP(storage, base, linear.base), llvm::Align(DTypeBytes(t)));
   }
 }
 

@@ -126,13 +126,16 @@ llvm::Function* EmitWholeLoopBody(llvm::Module& module, const Instruction* fusio
 
   const WholeLoopVectors vectors = PlanWholeLoopVectors(fusion, width);
 
-  // The rows each lane keeps during a step (KeptLaneRows), in stack buffers laid out
-  // [row position][lane] for the widest vector, refilled for each vector of lanes.
-  const std::vector<const Instruction*> kept = KeptLaneRows(fusion->attrs(), step);
+  // The values a step keeps (KeptValues): each lane's rows, in stack buffers laid out
+  // [row position][lane] for the widest vector, refilled for each vector of lanes; and the
+  // values the lanes share, computed once a step into stack buffers of their own.
+  const KeptStepValues keeps = KeptValues(fusion->attrs(), step);
+  const std::vector<const Instruction*>& kept = keeps.lane_rows;
   const LaneDims lane_dims = kept.empty() ? LaneDims{} : StepLaneDims(fusion->attrs(), step);
   std::vector<int64_t> lane_sizes;
   for (int64_t d : l.lanes) if (d != 1) lane_sizes.push_back(d);
   std::vector<llvm::Value*> kept_rows;
+  std::vector<llvm::Value*> kept_uniform;
   {
     llvm::IRBuilderBase::InsertPoint ip = b.saveIP();
     for (const Instruction* x : kept) {
@@ -142,11 +145,51 @@ llvm::Function* EmitWholeLoopBody(llvm::Module& module, const Instruction* fusio
       buffer->setAlignment(llvm::Align(64));
       kept_rows.push_back(buffer);
     }
+    for (const Instruction* x : keeps.uniform) {
+      auto* buffer = b.CreateAlloca(llvm::ArrayType::get(StorageType(ctx, x->dtype()), x->shape().NumElements()), nullptr,
+                                    "shared." + x->name());
+      buffer->setAlignment(llvm::Align(64));
+      kept_uniform.push_back(buffer);
+    }
     b.restoreIP(ip);
   }
+  // Tells the emitter where the first `count` shared values kept this step are (any index,
+  // any width).
+  auto read_kept_uniform = [&](ElementalEmitter& emitter, size_t count) {
+    for (size_t k = 0; k < count; ++k) {
+      const Instruction* x = keeps.uniform[k];
+      llvm::Value* buffer = kept_uniform[k];
+      emitter.KeepLaneRow(x, [&b, x, buffer](const Index& index, int width) -> std::optional<Val> {
+        LaneMath at(b, width);
+        const std::vector<int64_t>& dims = x->shape().dims();
+        IndexDim linear = dims.empty() ? at.Constant(0) : index.linear ? *index.linear : LinearIndex(at, index, dims);
+        return LoadElements(b, buffer, x->dtype(), linear, width);
+      });
+    }
+  };
+  // Computes them from the state in the uniform carries' slots and the counter, producers
+  // first, each element once.
+  auto keep_uniform = [&](ElementalEmitter& emitter) {
+    emitter.ForgetLaneRows();
+    for (size_t k = 0; k < keeps.uniform.size(); ++k) {
+      const Instruction* x = keeps.uniform[k];
+      llvm::Value* buffer = kept_uniform[k];
+      ElementalEmitter::WidthScope scalar(emitter, 1);
+      emitter.ForLoop(b.getInt64(0), b.getInt64(x->shape().NumElements()), 1, {},
+                      [&](llvm::Value* j, const std::vector<llvm::Value*>&) {
+        LaneMath one(b, 1);
+        const std::vector<int64_t>& dims = x->shape().dims();
+        Index at = dims.empty() ? Index{} : MultiIndex(one, one.Uniform(j), dims);
+        StoreElements(b, buffer, x->dtype(), one.Uniform(j), emitter.Emit(x, at), 1);
+        return std::vector<llvm::Value*>{};
+      }, "uniform", {0, false});
+      read_kept_uniform(emitter, k + 1);
+    }
+  };
   // Computes the kept rows of the `w` lanes from `lane` and tells the emitter where they are.
   auto keep_lane_rows = [&](ElementalEmitter& emitter, const IndexDim& lane, int w) {
     emitter.ForgetLaneRows();
+    read_kept_uniform(emitter, keeps.uniform.size());
     LaneMath lanes(b, w);
     std::vector<IndexDim> lane_at = lane_sizes.size() <= 1 ? std::vector<IndexDim>{lane} : MultiIndex(lanes, lane, lane_sizes).dims;
     for (size_t k = 0; k < kept.size(); ++k) {
@@ -231,7 +274,11 @@ llvm::Function* EmitWholeLoopBody(llvm::Module& module, const Instruction* fusio
   // Lanes [lo, hi) in steps of `group` vectors of `w` lanes: the vectors of a group run
   // each step together (independent dependency chains side by side, and neighbouring xs
   // and ys elements in the same cache lines), sharing the uniform state.
-  auto emit_lanes = [&](llvm::Value* lo, llvm::Value* hi, int w, int group) {
+  // `clamped`: [lo, hi) are fewer lanes than a vector, which steps as one: its lanes past
+  // `hi` run along on lane hi - 1's values (every store of theirs writes that lane's value
+  // again, and reductions leave them out), as one iteration instead of one per lane (each
+  // computing the shared values of the step again).
+  auto emit_lanes = [&](llvm::Value* lo, llvm::Value* hi, int w, int group, bool clamped = false) {
     ElementalEmitter emitter(b, reader, w, w);
     emitter.ForLoop(lo, hi, static_cast<int64_t>(w) * group, {}, [&](llvm::Value* e, const std::vector<llvm::Value*>&) {
       LaneMath lanes(b, w);
@@ -244,6 +291,10 @@ llvm::Function* EmitWholeLoopBody(llvm::Module& module, const Instruction* fusio
       for (int g = 0; g < group; ++g) {
         llvm::Value* first = b.CreateAdd(e, b.getInt64(static_cast<int64_t>(g) * w));
         lane[g] = l.lanes.empty() ? lanes.Constant(0) : lanes.LaneRamp(first);
+        if (clamped) {
+          llvm::Value* last = lanes.Splat(b.CreateSub(hi, b.getInt64(1)));
+          lane[g] = IndexDim{first, 0, b.CreateBinaryIntrinsic(llvm::Intrinsic::umin, lanes.Materialize(lane[g]), last)};
+        }
         at[g].linear = lane[g];  // also for lanes [] next to values of shape [1]
         block_index[g] = b.CreateUDiv(first, b.getInt64(block));
       }
@@ -279,6 +330,7 @@ llvm::Function* EmitWholeLoopBody(llvm::Module& module, const Instruction* fusio
             const Instruction* cp = step.parameter(counter_param);
             counter = b.CreateIntCast(b.CreateAdd(t, b.getInt64(l.start)), RegisterType(ctx, cp->dtype()), true);
             std::vector<llvm::Value*> next(cur.size());
+            if (!keeps.uniform.empty()) keep_uniform(emitter);
             for (int g = 0; g < group; ++g) {
               current.assign(cur.begin() + g * l.carries, cur.begin() + (g + 1) * l.carries);
               if (!kept.empty()) keep_lane_rows(emitter, lane[g], w);
@@ -294,6 +346,11 @@ llvm::Function* EmitWholeLoopBody(llvm::Module& module, const Instruction* fusio
                 const Instruction* reduce = root->operand(states + 2 * l.lane_outputs + 2 * r);
                 const Computation& combiner = *reduce->to_apply();
                 Val v = emitter.Emit(reduce->operand(0), at[g]);
+                if (clamped) {
+                  llvm::Value* in_range = b.CreateICmpULT(lanes.Materialize(lanes.LaneRamp(b.CreateAdd(e, b.getInt64(static_cast<int64_t>(g) * w)))),
+                                                          lanes.Splat(hi));
+                  v = {b.CreateSelect(in_range, lanes.Widen(v), lanes.Widen(emitter.Emit(reduce->operand(1), Index{}))), true};
+                }
                 llvm::Value* sum = w > 1 ? emitter.HorizontalCombine(combiner, lanes.Widen(v)) : v.v;
                 llvm::Value* row = b.CreateSExt(emitter.EmitUniform(root->operand(states + 2 * l.lane_outputs + 2 * r + 1), Index{}).v, i64);
                 DType t_r = reduce->dtype();
@@ -390,7 +447,8 @@ llvm::Function* EmitWholeLoopBody(llvm::Module& module, const Instruction* fusio
     return fn;
   }
   // Groups of wide vectors while whole groups fit, then single wide vectors, then single
-  // machine vectors, then single lanes.
+  // machine vectors, then the lanes left over as one machine vector (a single lane alone;
+  // with fewer lanes than a vector, single lanes).
   llvm::Value* lo = begin;
   auto whole = [&](llvm::Value* from, int64_t span) {
     return b.CreateAdd(from, b.CreateMul(b.CreateUDiv(b.CreateSub(end, from), b.getInt64(span)), b.getInt64(span)));
@@ -405,12 +463,16 @@ llvm::Function* EmitWholeLoopBody(llvm::Module& module, const Instruction* fusio
     emit_lanes(lo, wide_end, vectors.wide, 1);
     lo = wide_end;
   }
-  llvm::Value* vec_end = lo;
   if (vectors.narrow > 1) {
-    vec_end = whole(lo, vectors.narrow);
+    llvm::Value* vec_end = whole(lo, vectors.narrow);
     emit_lanes(lo, vec_end, vectors.narrow, 1);
+    // Threads' chunks end at whole vectors but for the last: only it has lanes left over.
+    const int64_t left = lanes_n % vectors.narrow;
+    if (left > 1) emit_lanes(vec_end, end, vectors.narrow, 1, /*clamped=*/true);
+    if (left == 1) emit_lanes(vec_end, end, 1, 1);
+  } else {
+    emit_lanes(lo, end, 1, 1);
   }
-  emit_lanes(vec_end, end, 1, 1);
   b.CreateRetVoid();
   return fn;
 }

@@ -34,7 +34,7 @@ Target Target::For(Backend backend, int cpu_lanes, int cpu_unit_lanes) {
     // exp over 2^20 floats 166 us against 228, softmax over [1024, 1024] 268 against 442).
     if (cpu_unit_lanes > 0 && cpu_unit_lanes < cpu_lanes) t.flops_per_us = t.scalar_ops_per_us * cpu_unit_lanes * 1.35;
     int unit_lanes = cpu_unit_lanes > 0 ? std::min(cpu_unit_lanes, cpu_lanes) : cpu_lanes;
-    t.whole_loop_flops_per_us = t.scalar_ops_per_us * unit_lanes * 2.25;
+    t.whole_loop_flops_per_us = t.scalar_ops_per_us * unit_lanes * t.whole_loop_register_gain;
     return t;
   }
   // A GPU (H100-class): one element per thread, a warp per row of a row reduction, tens of
@@ -54,6 +54,7 @@ Target Target::For(Backend backend, int cpu_lanes, int cpu_unit_lanes) {
   t.cache_bytes = 0;
   t.flops_per_us = 3e7;
   t.whole_loop_flops_per_us = t.flops_per_us;
+  t.whole_loop_register_gain = 1;
   t.scalar_ops_per_us = t.flops_per_us;  // a thread an element: every op is one element's
   t.launch_us = 3.0;
   t.parallel_min_work = 0;

@@ -53,10 +53,13 @@ struct Target {
   double cache_bytes = 32.0 * 1024 * 1024;
   double flops_per_us = 7.8e3 * 8;
   // Lane-ops per microsecond in a whole-loop kernel, whose state stays in registers from
-  // step to step: no loads or stores between its ops, which run 2.25x as fast as in a kernel
-  // over arrays (the CartPole rollouts, 8 lanes and 16: benchmarks/cost_model.py). Vectors
-  // wider than their units gain nothing there (Zen 4: 16 lanes no faster than 8).
-  double whole_loop_flops_per_us = 7.8e3 * 8 * 2.25;
+  // step to step: no loads or stores between its ops, which run `whole_loop_register_gain`
+  // times as fast as in a kernel over arrays (the CartPole rollouts, 8 lanes and 16:
+  // benchmarks/cost_model.py), and so do the values its lanes share, computed one element at
+  // a time. Vectors wider than their units gain nothing there (Zen 4: 16 lanes no faster
+  // than 8).
+  double whole_loop_register_gain = 2.25;
+  double whole_loop_flops_per_us = 7.8e3 * 8 * whole_loop_register_gain;
   // Lane-ops computed one element at a time (in no vector): as many instructions as vectors
   // of any width would take.
   double scalar_ops_per_us = 7.8e3;
