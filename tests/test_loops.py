@@ -563,3 +563,51 @@ def test_stacked_outputs_of_one_value_are_each_updated_in_place(profile):
     np.testing.assert_allclose(np.asarray(prev)[1:], np.asarray(a)[:-1])
     np.testing.assert_allclose(np.asarray(h), want, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(np.asarray(prev), np.stack(hs), rtol=1e-4, atol=1e-5)
+
+
+def test_a_chain_of_row_updates_in_a_loop_is_written_in_place_in_order():
+    # Two updates of the loop's buffer in one kernel (an unrolled scan's rows are a chain of
+    # ten): the kernel writes their rows into the buffer, one update after the other (the
+    # second overlaps the first and the next row), not the whole buffer every step.
+    def f(buf, v):
+        def body(i, b):
+            b = lax.dynamic_update_slice(b, fnp.full((1, 4), v * i), (i, 0))
+            return lax.dynamic_update_slice(b, fnp.full((2, 2), -v * i), (i, 1))
+        return lax.fori_loop(0, 7, body, buf)
+
+    buf = RNG.normal(0, 1, (8, 4)).astype(np.float32)
+    compiled = fusionjit.jit(f).lower(buf, np.float32(1.5)).compile()
+    want = buf.copy()
+    for i in range(7):
+        want[i, :] = 1.5 * i
+        want[i:i + 2, 1:3] = -1.5 * i
+    np.testing.assert_array_equal(np.asarray(compiled(buf, np.float32(1.5))), want)
+    chain = [k for k in compiled.kernels if "dynamic_update_slice" in k["name"]]
+    assert [k["bytes_written"] for k in chain] == [(4 + 4) * 4], compiled.kernels
+
+
+def test_an_unrolled_scans_stacked_rows_go_in_place():
+    # A recurrent layer's scan, unrolled ten steps a trip: each trip's ten rows of its
+    # stacked states ([500, 6, 1], a product's residual) were one kernel rewriting the whole
+    # stack (19 us a trip); they are written in place (0.1 us).
+    w = RNG.normal(0, 0.3, (6, 6)).astype(np.float32)
+    xs = RNG.normal(0, 1, 500).astype(np.float32)
+
+    def f(w, xs):
+        def step(h, x):
+            z = (w @ h[:, None])
+            return fnp.tanh(z[:, 0] + x), z
+        return lax.scan(step, fnp.zeros(6, fnp.float32), xs, unroll=10)
+
+    compiled = fusionjit.jit(f).lower(w, xs).compile()
+    h, zs = compiled(w, xs)
+    ref_h, ref_zs = np.zeros(6, np.float32), []
+    for x in xs:
+        z = w @ ref_h[:, None]
+        ref_h = np.tanh(z[:, 0] + x)
+        ref_zs.append(z)
+    np.testing.assert_allclose(np.asarray(zs), np.stack(ref_zs), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(h), ref_h, rtol=1e-5, atol=1e-6)
+    stacked = 500 * 6 * 4
+    assert all(k["bytes_written"] < stacked for k in compiled.kernels if k["loop"]), compiled.kernels
+

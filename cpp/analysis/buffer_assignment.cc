@@ -43,17 +43,40 @@ int InPlaceUpdateOperand(const Instruction* kernel) {
   return InPlaceUpdateParameter(*kernel->fused_computation());
 }
 
-int InPlaceUpdateParameter(const Computation& fused) {
+namespace {
+
+// The updates a kernel's root makes to the parameter it may update in place (the root, or
+// a chain of dynamic-update-slices ending at it), first first; empty if none.
+std::vector<const Instruction*> UpdateChain(const Computation& fused) {
   const Instruction* root = fused.root();
-  if (root->opcode() != Opcode::kDynamicUpdateSlice && root->opcode() != Opcode::kScatter) return -1;
-  const Instruction* target = root->operand(0);
-  if (target->opcode() != Opcode::kParameter || target->user_count() != 1) return -1;
-  // (Also the updates themselves: `scatter(p, i, p)` must not read what it writes.)
-  for (int k = 1; k < root->operand_count(); ++k) {
-    if (root->operand(k) == target) return -1;
+  if (root->opcode() != Opcode::kDynamicUpdateSlice && root->opcode() != Opcode::kScatter) return {};
+  std::vector<const Instruction*> chain = {root};
+  while (root->opcode() == Opcode::kDynamicUpdateSlice && chain.back()->operand(0)->opcode() == Opcode::kDynamicUpdateSlice &&
+         chain.back()->operand(0)->user_count() == 1) {
+    chain.push_back(chain.back()->operand(0));
   }
-  return static_cast<int>(target->parameter_number());
+  const Instruction* target = chain.back()->operand(0);
+  if (target->opcode() != Opcode::kParameter || target->user_count() != 1) return {};
+  // Nothing reads the buffer but the next update (also not the updates themselves:
+  // `scatter(p, i, p)` must not read what it writes).
+  for (const Instruction* u : chain) {
+    for (int k = 1; k < u->operand_count(); ++k) {
+      const Instruction* o = u->operand(k);
+      if (o == target || std::find(chain.begin(), chain.end(), o) != chain.end()) return {};
+    }
+  }
+  std::reverse(chain.begin(), chain.end());
+  return chain;
 }
+
+}  // namespace
+
+int InPlaceUpdateParameter(const Computation& fused) {
+  std::vector<const Instruction*> chain = UpdateChain(fused);
+  return chain.empty() ? -1 : static_cast<int>(chain.front()->operand(0)->parameter_number());
+}
+
+std::vector<const Instruction*> InPlaceUpdates(const Computation& fused) { return UpdateChain(fused); }
 
 KernelTraffic KernelBytes(const Instruction* kernel, bool in_place) {
   KernelTraffic t;
@@ -63,7 +86,8 @@ KernelTraffic KernelBytes(const Instruction* kernel, bool in_place) {
   const Instruction* root = slot >= 0 ? kernel->fused_computation()->root() : nullptr;
   if (root && root->opcode() == Opcode::kDynamicUpdateSlice) {
     t.bytes_read -= kernel->operand(slot)->shape().ByteSize();
-    t.bytes_written = root->operand(1)->shape().ByteSize();
+    t.bytes_written = 0;
+    for (const Instruction* u : InPlaceUpdates(*kernel->fused_computation())) t.bytes_written += u->operand(1)->shape().ByteSize();
   }
   return t;
 }

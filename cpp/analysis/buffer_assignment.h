@@ -117,10 +117,14 @@ class BufferAssignment {
 };
 
 // The operand a kernel may update in place: the operand 0 of a dynamic-update-slice root
-// that nothing else in the kernel reads, or -1.
+// (or of the first of a chain of them, each updating the one before: an unrolled scan's
+// rows, one per step) that nothing else in the kernel reads, or -1.
 int InPlaceUpdateOperand(const Instruction* kernel);
 // The same for a kernel's fused computation: the parameter number, or -1.
 int InPlaceUpdateParameter(const Computation& fused);
+// Such a kernel's dynamic-update-slices, in the order they apply (the root last); empty
+// where the kernel updates nothing in place.
+std::vector<const Instruction*> InPlaceUpdates(const Computation& fused);
 
 // The bytes a kernel moves: its operands read, its output written. An update in place
 // (`in_place`: its output shares the buffer of its InPlaceUpdateOperand) reads and writes

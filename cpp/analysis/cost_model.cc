@@ -637,7 +637,10 @@ KernelCost EstimateKernelAnew(const Instruction* instr) {
   if (instr->opcode() == Opcode::kFusion) {
     const Computation& fused = *instr->fused_computation();
     const Instruction* in_place = InPlaceUpdate(fused);
-    if (in_place) c.bytes_written = in_place->operand(1)->shape().ByteSize();
+    if (in_place) {
+      c.bytes_written = 0;
+      for (const Instruction* u : InPlaceUpdates(fused)) c.bytes_written += u->operand(1)->shape().ByteSize();
+    }
     bool whole_loop = instr->fusion_kind() == FusionKind::kWholeLoop;
     std::unordered_map<const Instruction*, double> scratch;
     const std::unordered_map<const Instruction*, double>& evals =
@@ -654,7 +657,11 @@ KernelCost EstimateKernelAnew(const Instruction* instr) {
       }
       c.bytes_read += bytes;
     }
-    c.work = in_place ? Elements(in_place->operand(1)->shape()) : Elements(KernelShape(fused));
+    c.work = Elements(KernelShape(fused));
+    if (in_place) {
+      c.work = 0;
+      for (const Instruction* u : InPlaceUpdates(fused)) c.work += Elements(u->operand(1)->shape());
+    }
     c.flops = Flops(evals);
     if (whole_loop) {
       std::unordered_set<const Instruction*> shared = SharedStepValues(instr->attrs(), fused);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "analysis/buffer_assignment.h"
 #include "analysis/cost_model.h"
 #include "analysis/kernel_heroes.h"
 #include "codegen/block_transpose.h"
@@ -161,6 +162,7 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
       }
     }
   }
+  const Instruction* updating = roots[0];  // kUpdate: the dynamic-update-slice being written
   auto emit_group = [&](const Index& index, const IndexDim& linear) {
     for (const Instruction* r : unit_reductions) emitter.Emit(r, index);
     int width = emitter.width();
@@ -170,7 +172,7 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
     for (int k = 0; k < num_outputs; ++k) {
       if (plan.side_hero && plan.side_output[k]) continue;
       // An in-place update computes only the update, at the update's index.
-      const Instruction* value = plan.mode == KernelPlan::Mode::kUpdate ? roots[k]->operand(1) : roots[k];
+      const Instruction* value = plan.mode == KernelPlan::Mode::kUpdate ? updating->operand(1) : roots[k];
       values[k] = emitter.Emit(value, index);
     }
     for (int k = 0; k < num_outputs; ++k) {
@@ -409,42 +411,55 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
     EmitScatterUnits(b, emitter, roots[0], buffers[0], plan, begin, end);
   } else if (plan.mode == KernelPlan::Mode::kUpdate) {
     // The update's rows, written at the clamped start indices into the operand's buffer,
-    // which is the output's: the rest of it stays as it is.
-    const Instruction* dus = roots[0];
-    const Instruction* update = dus->operand(1);
-    const std::vector<int64_t>& udims = update->shape().dims();
-    const std::vector<int64_t>& odims = dus->shape().dims();
-    int rank = static_cast<int>(udims.size());
-    std::vector<llvm::Value*> starts = emitter.DynamicUpdateStarts(dus);
-    emitter.ForLoop(begin, end, 1, {}, [&](llvm::Value* row, const std::vector<llvm::Value*>&) {
-      std::vector<llvm::Value*> outer(std::max(rank - 1, 0));
-      llvm::Value* rest = row;
-      for (int k = rank - 2; k >= 0; --k) {
-        if (k == 0) {
-          outer[k] = rest;
-        } else {
-          outer[k] = b.CreateURem(rest, b.getInt64(udims[k]));
-          rest = b.CreateUDiv(rest, b.getInt64(udims[k]));
+    // which is the output's: the rest of it stays as it is. A chain of updates (PlanKernel:
+    // one unit) writes each in turn, all of its rows, so that a later one wins where they
+    // overlap.
+    auto update_rows = [&](const Instruction* dus, llvm::Value* first, llvm::Value* last) {
+      updating = dus;
+      const Instruction* update = dus->operand(1);
+      const std::vector<int64_t>& udims = update->shape().dims();
+      const std::vector<int64_t>& odims = dus->shape().dims();
+      int rank = static_cast<int>(udims.size());
+      std::vector<llvm::Value*> starts = emitter.DynamicUpdateStarts(dus);
+      emitter.ForLoop(first, last, 1, {}, [&](llvm::Value* row, const std::vector<llvm::Value*>&) {
+        std::vector<llvm::Value*> outer(std::max(rank - 1, 0));
+        llvm::Value* rest = row;
+        for (int k = rank - 2; k >= 0; --k) {
+          if (k == 0) {
+            outer[k] = rest;
+          } else {
+            outer[k] = b.CreateURem(rest, b.getInt64(udims[k]));
+            rest = b.CreateUDiv(rest, b.getInt64(udims[k]));
+          }
         }
-      }
-      if (rank == 0) {
-        LaneMath lanes(b, 1);
-        ElementalEmitter::WidthScope scalar(emitter, 1);
-        store(0, lanes.Uniform(b.getInt64(0)), emitter.Emit(update, Index{}), 1);
+        if (rank == 0) {
+          LaneMath lanes(b, 1);
+          ElementalEmitter::WidthScope scalar(emitter, 1);
+          store(0, lanes.Uniform(b.getInt64(0)), emitter.Emit(update, Index{}), 1);
+          return std::vector<llvm::Value*>{};
+        }
+        vector_loop(b.getInt64(0), b.getInt64(udims.back()), [&](llvm::Value* j, LaneMath& lanes) {
+          Index uindex, oindex;
+          for (int k = 0; k < rank - 1; ++k) {
+            uindex.dims.push_back(lanes.Uniform(outer[k]));
+            oindex.dims.push_back(lanes.Uniform(b.CreateAdd(outer[k], starts[k])));
+          }
+          uindex.dims.push_back(lanes.LaneRamp(j));
+          oindex.dims.push_back(lanes.LaneRamp(b.CreateAdd(j, starts[rank - 1])));
+          return std::make_pair(uindex, LinearIndex(lanes, oindex, odims));
+        });
         return std::vector<llvm::Value*>{};
+      }, "update");
+    };
+    std::vector<const Instruction*> chain = InPlaceUpdates(comp);
+    if (chain.size() <= 1) {
+      update_rows(roots[0], begin, end);
+    } else {
+      for (const Instruction* dus : chain) {
+        const Shape& u = dus->operand(1)->shape();
+        update_rows(dus, b.getInt64(0), b.getInt64(u.rank() == 0 || u.dims().back() == 0 ? 1 : u.NumElements() / u.dims().back()));
       }
-      vector_loop(b.getInt64(0), b.getInt64(plan.row_length), [&](llvm::Value* j, LaneMath& lanes) {
-        Index uindex, oindex;
-        for (int k = 0; k < rank - 1; ++k) {
-          uindex.dims.push_back(lanes.Uniform(outer[k]));
-          oindex.dims.push_back(lanes.Uniform(b.CreateAdd(outer[k], starts[k])));
-        }
-        uindex.dims.push_back(lanes.LaneRamp(j));
-        oindex.dims.push_back(lanes.LaneRamp(b.CreateAdd(j, starts[rank - 1])));
-        return std::make_pair(uindex, LinearIndex(lanes, oindex, odims));
-      });
-      return std::vector<llvm::Value*>{};
-    }, "update");
+    }
   } else if (plan.mode == KernelPlan::Mode::kFlat) {
     vector_loop(begin, end, [&](llvm::Value* i, LaneMath& lanes) {
       Index index;

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <unordered_set>
 
+#include "analysis/buffer_assignment.h"
 #include "analysis/cost_model.h"
 #include "analysis/kernel_heroes.h"
 #include "codegen/kernel_emitter.h"
@@ -107,6 +108,8 @@ KernelPlan PlanKernel(const Instruction* fusion, int max_width, bool in_place) {
     plan.mode = KernelPlan::Mode::kUpdate;
     plan.row_length = update.rank() == 0 ? 1 : update.dims().back();
     plan.units = plan.row_length == 0 ? 0 : update.NumElements() / plan.row_length;
+    // A chain of updates (an unrolled scan's rows) is one unit: they may overlap, in order.
+    if (InPlaceUpdates(c).size() > 1) plan.units = 1;
     plan.width = plan.row_length >= max_width ? max_width : 1;
     plan.reduction_width = max_width;
     plan.side_output = {false};
