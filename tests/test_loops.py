@@ -611,3 +611,30 @@ def test_an_unrolled_scans_stacked_rows_go_in_place():
     stacked = 500 * 6 * 4
     assert all(k["bytes_written"] < stacked for k in compiled.kernels if k["loop"]), compiled.kernels
 
+
+def test_a_loop_steps_large_update_is_not_walked_element_by_element_beside_its_counter():
+    # An RNN gradient's loop step adds outer(dh, h) to the weights' [128, 128] gradient and
+    # increments its counter; the two are independent small kernels, but as one horizontal
+    # kernel the product would be walked element by element, its row and column derived
+    # from the position each time (11.8 us a step, on its own 1.1).
+    hidden = 128
+    params = (RNG.normal(0, 0.1, (hidden, hidden)).astype(np.float32),
+              RNG.normal(0, 1, hidden).astype(np.float32), RNG.normal(0, 0.1, hidden).astype(np.float32))
+    xs = RNG.normal(0, 1, 8).astype(np.float32)
+
+    def loss(params, xs):
+        w, u, b = params
+
+        def step(h, x):
+            h = fnp.tanh(w @ h + u * x + b)
+            return h, h.sum()
+        _, ys = lax.scan(step, fnp.zeros(hidden, fnp.float32), xs)
+        return (ys ** 2).mean()
+
+    grad = fusionjit.grad(loss)
+    compiled = fusionjit.jit(grad).lower(params, xs).compile()
+    got = compiled(params, xs)
+    want = fusionjit.jit(grad, fusion="xla")(params, xs)
+    for g, r in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(r), rtol=1e-4, atol=1e-6)
+    assert not [k for k in compiled.kernels if k["bytes_written"] == hidden * hidden * 4 + 4], compiled.kernels

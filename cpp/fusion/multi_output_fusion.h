@@ -32,7 +32,7 @@ class HorizontalFusionPass : public Pass {
   bool Run(Module& module) override;
 
  private:
-  bool FuseOutputKernels(Computation* comp);
+  bool FuseOutputKernels(Computation* comp, bool loop_step);
   FusionProfile profile_;
   FusionLog* log_;
 };
