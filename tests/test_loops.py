@@ -609,7 +609,8 @@ def test_an_unrolled_scans_stacked_rows_go_in_place():
     np.testing.assert_allclose(np.asarray(zs), np.stack(ref_zs), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(np.asarray(h), ref_h, rtol=1e-5, atol=1e-6)
     stacked = 500 * 6 * 4
-    assert all(k["bytes_written"] < stacked for k in compiled.kernels if k["loop"]), compiled.kernels
+    in_loop = [k for k in compiled.kernels if k["loop"]]
+    assert all(k["bytes_written"] < stacked for k in in_loop), in_loop
 
 
 def test_a_loop_steps_large_update_is_not_walked_element_by_element_beside_its_counter():
@@ -619,7 +620,8 @@ def test_a_loop_steps_large_update_is_not_walked_element_by_element_beside_its_c
     # from the position each time (11.8 us a step, on its own 1.1).
     hidden = 128
     params = (RNG.normal(0, 0.1, (hidden, hidden)).astype(np.float32),
-              RNG.normal(0, 1, hidden).astype(np.float32), RNG.normal(0, 0.1, hidden).astype(np.float32))
+              RNG.normal(0, 1, hidden).astype(np.float32),
+              RNG.normal(0, 0.1, hidden).astype(np.float32))
     xs = RNG.normal(0, 1, 8).astype(np.float32)
 
     def loss(params, xs):
@@ -637,4 +639,5 @@ def test_a_loop_steps_large_update_is_not_walked_element_by_element_beside_its_c
     want = fusionjit.jit(grad, fusion="xla")(params, xs)
     for g, r in zip(got, want):
         np.testing.assert_allclose(np.asarray(g), np.asarray(r), rtol=1e-4, atol=1e-6)
-    assert not [k for k in compiled.kernels if k["bytes_written"] == hidden * hidden * 4 + 4], compiled.kernels
+    both = [k for k in compiled.kernels if k["bytes_written"] == hidden * hidden * 4 + 4]
+    assert not both, compiled.kernels

@@ -834,7 +834,8 @@ def test_a_small_recurrent_gradient_computes_what_its_lanes_share_once_a_step(hi
     # lane and for each element of the next state's product (hidden 6, 500 steps: 970 us,
     # then 55 us; JAX 110).
     params = (RNG.normal(0, 0.3, (hidden, hidden)).astype(np.float32),
-              RNG.normal(0, 1, hidden).astype(np.float32), RNG.normal(0, 0.1, hidden).astype(np.float32))
+              RNG.normal(0, 1, hidden).astype(np.float32),
+              RNG.normal(0, 0.1, hidden).astype(np.float32))
     xs = RNG.normal(0, 1, 60).astype(np.float32)
     grad = fusionjit.jit(fusionjit.grad(rnn_loss))
     got = grad(params, xs)
