@@ -264,6 +264,18 @@ def test_empty_reductions():
         fnp.max(x, axis=0)
 
 
+def test_kernels_over_no_elements_compile():
+    # A transpose of [0, 0, 0, 0] read flat: the kernel's index arithmetic divided by the
+    # zero strides of its operand as it was compiled (SIGFPE; found by hypothesis).
+    x = np.zeros((0, 0, 0, 0), np.float32)
+    for perm in ((0, 1, 3, 2), (3, 2, 1, 0)):
+        got = fusionjit.jit(lambda a, perm=perm: fnp.ravel(fnp.transpose(a, perm) * 2))(x)
+        assert got.shape == (0,)
+    y = np.zeros((2, 0, 3), np.float32)
+    got = fusionjit.jit(lambda a: fnp.transpose(a, (2, 0, 1)).reshape(3, -1) + 1)(y)
+    assert got.shape == (3, 0)
+
+
 @pytest.mark.parametrize("mode", ["eager", "jit"])
 def test_where_and_clip(mode):
     rng = np.random.default_rng(2)

@@ -43,6 +43,12 @@ IndexDim LinearIndex(LaneMath& lanes, const Index& index, const std::vector<int6
 
 Index MultiIndex(LaneMath& lanes, const IndexDim& linear, const std::vector<int64_t>& dims) {
   Index index;
+  if (std::count(dims.begin(), dims.end(), 0) > 0) {
+    // No element has a position: the code reading one never runs (a kernel over [0, 0, 0, 0]
+    // divided by the zero strides of its transpose's operand as it was compiled: SIGFPE).
+    for (size_t d = 0; d < dims.size(); ++d) index.dims.push_back(lanes.Constant(0));
+    return index;
+  }
   std::vector<int64_t> strides = RowMajorStrides(dims);
   // The outermost dimension of more than one element needs no remainder (the position is
   // below the size), so [1, ..., 1, n] keeps the linear position as it is (a ramp of lanes
