@@ -117,17 +117,28 @@ def test_streams_are_the_same_inside_and_outside_jit(mode, lowering):
         np.testing.assert_array_equal(np.asarray(e), np.asarray(j))
 
 
-def test_batches_of_keys_equal_looping_over_keys(mode):
+def test_a_batch_of_keys_is_refused_and_vmap_draws_with_each(mode):
+    # As JAX: the API draws with one key. Passed a batch, categorical(keys, logits) combined
+    # every key with every environment's logits ((3, 3) from (3, 2) logits), silently.
     keys = fr.split(fr.PRNGKey(5), 4)
-    batched = fr.uniform(keys, (3,))
+    logits = np.zeros((4, 2), np.float32)
+    for draw in (lambda k: fr.uniform(k, (3,)), lambda k: fr.randint(k, (2,), 0, 100),
+                 lambda k: fr.split(k), lambda k: fr.fold_in(k, 3), lambda k: fr.normal(k, (2,)),
+                 lambda k: fr.categorical(k, logits), lambda k: fr.bernoulli(k, 0.5, (2,))):
+        with pytest.raises(ValueError, match=r"test_random.py:\d+.*accepts a single key, but was "
+                                             r"given a key array of shape \(4, 2\).*vmap"):
+            draw(keys)
+    with pytest.raises(ValueError, match=r"key array of shape \(4,\)"):
+        fr.normal(fr.split(fr.key(5), 4), (2,))
+    batched = fusionjit.vmap(lambda k: fr.uniform(k, (3,)))(keys)
     assert batched.shape == (4, 3)
     for i in range(4):
         np.testing.assert_array_equal(np.asarray(batched)[i], np.asarray(fr.uniform(keys[i], (3,))))
-    b_ints = fr.randint(keys, (2,), 0, 100)
+    per_env = fusionjit.jit(fusionjit.vmap(lambda k, lg: fr.categorical(k, lg)))(keys, logits)
+    assert per_env.shape == (4,)
     for i in range(4):
-        np.testing.assert_array_equal(np.asarray(b_ints)[i],
-                                      np.asarray(fr.randint(keys[i], (2,), 0, 100)))
-    sub = fr.split(keys)
+        assert int(per_env[i]) == int(fr.categorical(keys[i], logits[i]))
+    sub = fusionjit.vmap(fr.split)(keys)
     assert sub.shape == (4, 2, 2)
     for i in range(4):
         np.testing.assert_array_equal(np.asarray(sub)[i], np.asarray(fr.split(keys[i])))

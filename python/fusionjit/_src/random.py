@@ -18,6 +18,7 @@ threefry2x32 is a primitive with two lowerings (``fusionjit_threefry_lowering``)
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Sequence
 
@@ -236,19 +237,44 @@ def wrap_key_data(data) -> PRNGKeyArray:
     return PRNGKeyArray(to_array(data, U32))
 
 
+_BATCHED_KEYS = [0]  # > 0 while fusionjit's own code draws with a batch of raw keys
+
+
+@contextlib.contextmanager
+def batched_keys():
+    """Within it, the functions below take a batch of raw keys (batch + (2,)) and draw for
+    each key: fusionjit's own samplers (gamma's lanes, each with its key) use that."""
+    _BATCHED_KEYS[0] += 1
+    try:
+        yield
+    finally:
+        _BATCHED_KEYS[0] -= 1
+
+
 def _key(name: str, k):
-    """(raw key data of shape batch + (2,), typed?)."""
-    if isinstance(k, PRNGKeyArray):
-        return k._data, True
-    if isinstance(k, (int, np.integer)) and not isinstance(k, bool):
-        fail(f"{name}() needs a PRNG key, got the integer {k}; make one with "
-              f"fusionjit.random.key({k})")
-    k = to_array(k)
-    a = aval(k)
-    if a.dtype != U32 or not a.shape or a.shape[-1] != 2:
-        fail(f"{name}() needs a PRNG key (a typed key, or uint32 words of shape (..., 2)), "
-              f"got {a.str_short()}")
-    return k, False
+    """(raw key data of shape (2,), typed?) of a single key: as in JAX, the API draws with
+    one key; a batch of keys goes through vmap, where each draw sees one key. (A batch
+    passed as it is would combine every key with every row of the other arguments:
+    categorical(keys, logits) would draw each environment's logits with every key.)"""
+    typed = isinstance(k, PRNGKeyArray)
+    if typed:
+        data = k._data
+    else:
+        if isinstance(k, (int, np.integer)) and not isinstance(k, bool):
+            fail(f"{name}() needs a PRNG key, got the integer {k}; make one with "
+                  f"fusionjit.random.key({k})")
+        data = to_array(k)
+        a = aval(data)
+        if a.dtype != U32 or not a.shape or a.shape[-1] != 2:
+            fail(f"{name}() needs a PRNG key (a typed key, or uint32 words of shape (2,)), "
+                  f"got {a.str_short()}")
+    batch = aval(data).shape[:-1]
+    if batch and not _BATCHED_KEYS[0]:
+        shape = batch if typed else batch + (2,)
+        fail(f"{name}() accepts a single key, but was given a key array of shape {shape}; "
+             f"use fusionjit.vmap for a batch of keys (vmap(lambda k: {name}(k, ...))(keys))",
+             ValueError)
+    return data, typed
 
 
 def _words(data):

@@ -14,8 +14,8 @@ from fusionjit._src import special
 from fusionjit._src.lax import lax
 from fusionjit._src.numpy import linalg, math_ufuncs, reductions, shapes, ufuncs
 from fusionjit._src.numpy.util import aval, fail, shape_arg, to_array
-from fusionjit._src.random import (_float_dtype, _is_value, exponential, normal, rademacher,
-                                   split, uniform)
+from fusionjit._src.random import (_float_dtype, _is_value, batched_keys, exponential, normal,
+                                   rademacher, split, uniform)
 
 
 def _param(x, d):
@@ -248,7 +248,8 @@ def _gamma_draws(key, a, log_space: bool):
     keys = split(key, size)
     if not _is_value(keys):  # a typed key array: its raw words
         keys = keys._data
-    flat = _gamma_lanes(keys, lax.reshape(a, (size,)), log_space)
+    with batched_keys():
+        flat = _gamma_lanes(keys, lax.reshape(a, (size,)), log_space)
     return lax.reshape(flat, aval(a).shape)
 
 
