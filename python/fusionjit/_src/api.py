@@ -41,6 +41,18 @@ def _normalize_static(fun: Callable, static_argnums, static_argnames):
     except (TypeError, ValueError):
         return static_argnums, static_argnames
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    kinds = {p.kind for p in params}
+    name = getattr(fun, "__name__", "fun")
+    n = len(positional)
+    out_of_range = [i for i in static_argnums if not -n <= i < n]
+    if inspect.Parameter.VAR_POSITIONAL not in kinds and out_of_range:
+        raise ValueError(errors.located(
+            f"jit({name}) has static_argnums={static_argnums}, but {name} takes {n} positional "
+            f"argument{'' if n == 1 else 's'}"))
+    unknown = sorted(set(static_argnames) - {p.name for p in params if p.kind != p.POSITIONAL_ONLY})
+    if inspect.Parameter.VAR_KEYWORD not in kinds and unknown:
+        raise ValueError(errors.located(
+            f"jit({name}) has static_argnames {unknown}, which {name} does not take"))
     names = list(static_argnames)
     nums = list(static_argnums)
     for i in static_argnums:
@@ -313,6 +325,18 @@ class Jitted(_core.JitFunction):
                 full.insert(i % (len(dyn) + len(statics)), v)
             out = self._fun(*full, **kw, **static_kwargs)
             out_leaves, out_tree = _core.tree_flatten(_float0_outputs_static(out))
+            for k, leaf in enumerate(out_leaves):
+                try:
+                    core.get_aval(leaf)
+                except TypeError:
+                    code = getattr(self._fun, "__code__", None)
+                    where = f" ({code.co_filename}:{code.co_firstlineno})" if code else ""
+                    raise TypeError(errors.located(
+                        f"jit({self._name}): the function{where} returned a value of type "
+                        f"{type(leaf).__name__} as output leaf {k} of {out_tree}; a jitted "
+                        f"function returns arrays, numbers or pytrees of them (keep other "
+                        f"values outside jit, or return them from a function that calls it)")
+                    ) from None
             out_tree_box.append(out_tree)
             return out_leaves
 

@@ -12,7 +12,8 @@ from fusionjit._src import dtypes as dt
 from fusionjit._src import special
 from fusionjit._src.autodiff import custom_jvp, with_jvp
 from fusionjit._src.numpy import math_ufuncs, reductions, shapes, ufuncs
-from fusionjit._src.numpy.util import aval, canonical_axis, check_arraylike, fail, to_array
+from fusionjit._src.numpy.util import (aval, canonical_axes, canonical_axis, check_arraylike, fail,
+                                       to_array)
 
 
 def _float(x, name):
@@ -118,6 +119,14 @@ def hard_tanh(x):
     return ufuncs.where(x > 1, 1, ufuncs.where(x < -1, -1, x))
 
 
+def _max_kept(x, axis):
+    """The max along ``axis`` with its dimensions kept: -inf where the axis is empty (a
+    softmax of no entries is empty and their logsumexp -inf, as in JAX)."""
+    shape = aval(x).shape
+    empty = any(shape[i] == 0 for i in canonical_axes(axis, len(shape)))
+    return reductions.max(x, axis=axis, keepdims=True, initial=-np.inf if empty else None)
+
+
 def logsumexp(a, axis=None, b=None, keepdims: bool = False, return_sign: bool = False,
               where=None):
     """log(sum(b * exp(a))) along ``axis``, computed stably (the maximum taken out first;
@@ -128,7 +137,7 @@ def logsumexp(a, axis=None, b=None, keepdims: bool = False, return_sign: bool = 
         a = a + ufuncs.log(ufuncs.absolute(b).astype(aval(a).dtype))
     if where is not None:
         a = reductions.masked(a, where, -np.inf)
-    m = reductions.max(a, axis=axis, keepdims=True)
+    m = _max_kept(a, axis)
     m = ufuncs.where(ufuncs.isfinite(m), m, 0)
     terms = ufuncs.exp(a - m)
     if b is not None:
@@ -152,7 +161,7 @@ def softmax(x, axis=-1, where=None):
     x = _float(x, "softmax")
     if where is not None:
         x = ufuncs.where(where, x, -np.inf)
-    e = ufuncs.exp(x - reductions.max(x, axis=axis, keepdims=True))
+    e = ufuncs.exp(x - _max_kept(x, axis))
     if where is not None:
         e = ufuncs.where(where, e, 0)
     return e / reductions.sum(e, axis=axis, keepdims=True)
@@ -163,7 +172,7 @@ def log_softmax(x, axis=-1, where=None):
     x = _float(x, "log_softmax")
     if where is not None:
         x = ufuncs.where(where, x, -np.inf)
-    shifted = x - reductions.max(x, axis=axis, keepdims=True)
+    shifted = x - _max_kept(x, axis)
     e = ufuncs.exp(shifted)
     if where is not None:
         e = ufuncs.where(where, e, 0)

@@ -58,13 +58,19 @@ def _leaf_avals(leaves):
 
 
 def _strong(avals, outs):
-    """``avals`` with the weak type dropped where ``outs`` is strong (JAX's promotion of a
-    weakly typed initial carry, e.g. ``0.0``, to the body's strong dtype)."""
+    """``avals`` promoted where a weakly typed initial carry (a Python number: ``0``,
+    ``0.0``) comes out of the body as another type: to the type of both, strongly typed
+    (JAX's rule: ``fori_loop(0, n, lambda i, acc: acc + r[i], 0)`` with float ``r``
+    carries a float)."""
     if len(avals) != len(outs):
         return list(avals)  # a structure error, reported by _check_carry
-    return [a.update(weak_type=False) if (a.weak_type and not o.weak_type and a.dtype == o.dtype
-                                          and a.shape == o.shape) else a
-            for a, o in zip(avals, outs)]
+    out = []
+    for a, o in zip(avals, outs):
+        if a.weak_type and a.shape == o.shape and (a.dtype != o.dtype or not o.weak_type):
+            joined = dt.promote([(a.dtype, True), (o.dtype, o.weak_type)])[0]
+            a = a.update(dtype=joined, weak_type=False)
+        out.append(a)
+    return out
 
 
 def _check_carry(what: str, in_tree, out_tree, in_avals, out_avals):
@@ -181,7 +187,7 @@ def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = 
         return tuple(out)
 
     flat_tree = tree_flatten(tuple(range(len(carry_avals) + len(x_avals))))[1]
-    for _ in range(2):
+    for _ in range(3):
         program, consts, out_tree = _trace(body, flat_tree, carry_avals + x_avals, "scan body")
         carry_out_tree = out_tree.children()[0]
         carry_out = program.out_avals[:len(carry_avals)]
@@ -200,10 +206,11 @@ def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = 
 
 
 def _as_aval(x, aval):
-    """``x`` made strongly typed where ``aval`` is (a promoted initial carry)."""
-    if core.get_aval(x).weak_type and not aval.weak_type:
+    """``x`` of ``aval``'s type (a promoted initial carry)."""
+    a = core.get_aval(x)
+    if a.weak_type != aval.weak_type or a.dtype != aval.dtype:
         from fusionjit._src.lax.elementwise import convert_element_type
-        return convert_element_type(x, aval.dtype, weak_type=False)
+        return convert_element_type(x, aval.dtype, weak_type=aval.weak_type)
     return x
 
 
@@ -298,7 +305,7 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val):
     leaves = _operands(leaves)
     avals = _leaf_avals(leaves)
     one_tree = tree_flatten((tree_unflatten(tree, list(range(len(avals)))),))[1]
-    for _ in range(2):
+    for _ in range(3):
         body_prog, body_consts, out_tree = _trace(body_fun, one_tree, avals, "while_loop body")
         promoted = _strong(avals, body_prog.out_avals)
         if promoted == avals:
@@ -341,10 +348,16 @@ def fori_loop(lower, upper, body_fun: Callable, init_val, *, unroll: int | bool 
     traced bounds a while_loop."""
     if not callable(body_fun):
         _fail(f"fori_loop: body_fun must be callable, got {type(body_fun).__name__}")
+    from fusionjit._src.lax.common import asarray_operand
+    lo_t, hi_t = (core.get_aval(asarray_operand(b)).dtype for b in (lower, upper))
+    if lo_t != hi_t:
+        _fail(f"fori_loop: lower and upper must have equal types, got {lo_t} and {hi_t}")
     concrete = not isinstance(lower, core.Tracer) and not isinstance(upper, core.Tracer)
     if concrete:
         try:
-            lo, hi = operator.index(lower), operator.index(upper)
+            # (Float bounds count as JAX counts them: int(upper) - int(lower) steps.)
+            lo, hi = ((int(lower), int(upper)) if dt.is_float(lo_t)
+                      else (operator.index(lower), operator.index(upper)))
         except TypeError:
             concrete = False
             lo = hi = None
@@ -353,8 +366,7 @@ def fori_loop(lower, upper, body_fun: Callable, init_val, *, unroll: int | bool 
             i, val = carry
             return (i + 1, body_fun(i, val)), None
 
-        from fusionjit._src.lax.common import asarray_operand
-        i0 = asarray_operand(lower if isinstance(lower, np.generic) else lo)
+        i0 = asarray_operand(lower if isinstance(lower, np.generic) or dt.is_float(lo_t) else lo)
         (_, val), _ = scan(step, (i0, init_val), None, length=builtins.max(hi - lo, 0),
                            unroll=1 if unroll is None else unroll)
         return val
@@ -369,7 +381,6 @@ def fori_loop(lower, upper, body_fun: Callable, init_val, *, unroll: int | bool 
         i, hi, val = carry
         return i + 1, hi, body_fun(i, val)
 
-    from fusionjit._src.lax.common import asarray_operand
     lo_v, hi_v = asarray_operand(lower), asarray_operand(upper)
     return while_loop(cond, body, (lo_v, hi_v, init_val))[2]
 

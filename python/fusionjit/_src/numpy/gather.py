@@ -214,12 +214,47 @@ def integer_index_error(dtype, name):
          f"{np.dtype(dtype).name}", IndexError)
 
 
+def _bool_mask_shape(i):
+    """The shape of a boolean mask index, or None if ``i`` is not one."""
+    if isinstance(i, (list, tuple)):
+        i = np.asarray(i)
+        if i.dtype == object:
+            return None
+    if isinstance(i, np.ndarray):
+        return i.shape if i.dtype == np.bool_ else None
+    if _is_value(i) and dt.is_bool(aval(i).dtype):
+        return tuple(aval(i).shape)
+    return None
+
+
+def _check_mask_shapes(x_shape, index: tuple, name: str):
+    """A boolean mask must have the shape of the dimensions it indexes, as in NumPy (a
+    shorter one would pick elements by position from the mask's true entries alone)."""
+    masks = [_bool_mask_shape(i) for i in index]
+    if not any(m for m in masks):
+        return
+    used = [0 if i is None or i is Ellipsis else len(m) if m is not None else 1
+            for i, m in zip(index, masks)]
+    if sum(used) > len(x_shape):
+        return  # too many indices: reported by normalize_index
+    ellipsis = next((k for k, i in enumerate(index) if i is Ellipsis), None)
+    for k, m in enumerate(masks):
+        if not m:
+            continue
+        start = sum(used[:k]) if ellipsis is None or k < ellipsis else len(x_shape) - sum(used[k:])
+        covered = tuple(x_shape[start:start + len(m)])
+        if covered != tuple(m):
+            fail(f"{name}: boolean index did not match shape of indexed array in index {k}: "
+                 f"got {tuple(m)}, expected {covered}", IndexError)
+
+
 def normalize_index(x_shape, index, name="indexing"):
     """The index as a list of entries (None, slice, or an advanced index: a NumPy int array
     or a tracer), Ellipsis expanded and boolean masks turned into integer arrays; integers
     become 0-d arrays when the index has advanced entries (NumPy's rule)."""
     if not isinstance(index, tuple):
         index = (index,)
+    _check_mask_shapes(x_shape, index, name)
     entries = []
     for i in index:
         if isinstance(i, (list, tuple)):  # a sequence inside the index: an array (NumPy)
