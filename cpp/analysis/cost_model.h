@@ -79,6 +79,11 @@ struct KeptStepValues {
 };
 KeptStepValues KeptValues(const InstructionAttrs& attrs, const Computation& step);
 
+// Whether a scatter's windows are whole rows of its operand: one index per window, into
+// dimension 0, and the window the operand's other dimensions whole, from the updates' last
+// dimensions in order (a segment sum, an embedding's gradient, x.at[rows].add(u)).
+bool ScattersRows(const Instruction* scatter);
+
 // Evaluations of operand `i` of `consumer` (a fusion or a single op).
 double OperandEvaluations(const Instruction* consumer, int i);
 

@@ -87,6 +87,10 @@ struct KernelPlan {
   // update elements. `work`: element steps in all, for the decision to run in parallel.
   bool in_place = false;
   bool scatter_by_updates = false;
+  // kScatter, windows that are whole rows of the operand (CPU): units are slices of
+  // `row_length` rows, each reading every window's index and combining, in order, the rows
+  // that land in it, in vectors of `width`.
+  bool scatter_rows = false;
   int64_t work = 0;
   // The target converts f16 <-> f32 in hardware (x86's F16C): conversions are one
   // instruction instead of integer code (same bits but for NaN payloads).

@@ -2,11 +2,12 @@
 #include "codegen/scatter_emitter.h"
 
 #include <algorithm>
+#include <functional>
 
+#include "analysis/cost_model.h"
 #include "support/error.h"
 
 namespace fj::codegen {
-
 // A scatter's units. Updated in place with unique indices (the user's promise), the update
 // windows are independent: one unit each. Otherwise each unit owns a slice of the output,
 // copies the operand's slice into it (unless in place) and applies, in row-major order, the
@@ -31,6 +32,24 @@ KernelPlan PlanScatter(const Instruction* scatter, int max_width, bool in_place)
     plan.work = u;
     return plan;
   }
+  if (max_width > 1 && ScattersRows(scatter)) {
+    // Whole rows (CPU): units are slices of the operand's rows; each reads every window's
+    // index once and combines the windows that land in its rows, in order, a vector of the
+    // row at a time. More slices read the indices more often: at most a quarter as many
+    // index reads as update elements, and one slice for little work.
+    const int64_t rows = scatter->shape().dim(0);
+    const int64_t row = rows == 0 ? 0 : n / rows;
+    const int64_t windows = row == 0 ? 0 : u / row;
+    int64_t slices = std::min<int64_t>({64, rows, row / 4});
+    if (u < 65536) slices = 1;
+    slices = std::max<int64_t>(slices, 1);
+    plan.scatter_rows = true;
+    plan.width = row >= max_width ? max_width : 1;
+    plan.row_length = std::max<int64_t>((rows + slices - 1) / slices, 1);
+    plan.units = (rows + plan.row_length - 1) / plan.row_length;
+    plan.work = (in_place ? 0 : n) + u + plan.units * windows;
+    return plan;
+  }
   // The CPU's threads take slices of a few pages; the GPU's many threads smaller ones.
   int64_t min_slice = max_width > 1 ? 16384 : 256;
   int64_t slices = in_place ? 1 : std::min<int64_t>(64, n / min_slice);
@@ -47,8 +66,110 @@ KernelPlan PlanScatter(const Instruction* scatter, int max_width, bool in_place)
 // row-major order, combined into the element its window puts it at when that lies in
 // [lo, hi); a window that does not fit is skipped (XLA). Update windows (in place, unique
 // indices): each unit's window elements combined into theirs.
+namespace {
+
+// Rows [begin, end) x row_length of a whole-row scatter (PlanScatter): copied from the
+// operand unless they share its buffer, then each window, in order, whose index lands in
+// them combined into its row, `plan.width` lanes at a time (a scalar tail). Each output
+// element sees its updates in the same order whatever the slices: the same bits.
+void EmitScatterRows(Builder& b, ElementalEmitter& emitter, const Instruction* scatter, llvm::Value* out,
+                     const KernelPlan& plan, llvm::Value* begin, llvm::Value* end) {
+  const Instruction* operand = scatter->operand(0);
+  const Instruction* indices = scatter->operand(1);
+  const Instruction* updates = scatter->operand(2);
+  const ScatterDims& s = scatter->attrs().scatter;
+  const std::vector<int64_t>& odims = operand->shape().dims();
+  const std::vector<int64_t>& udims = updates->shape().dims();
+  const DType t = scatter->dtype();
+  const int64_t rows = odims[0];
+  const int64_t row = operand->shape().NumElements() / rows;
+  const size_t first = udims.size() - (odims.size() - 1);
+  const std::vector<int64_t> batch_dims(udims.begin(), udims.begin() + static_cast<std::ptrdiff_t>(first));
+  const std::vector<int64_t> window_dims(udims.begin() + static_cast<std::ptrdiff_t>(first), udims.end());
+  int64_t windows = 1;
+  for (int64_t d : batch_dims) windows *= d;
+  llvm::LLVMContext& ctx = b.getContext();
+  llvm::Function* fn = b.GetInsertBlock()->getParent();
+  llvm::Value* r0 = b.CreateMul(begin, b.getInt64(plan.row_length));
+  llvm::Value* r1 = b.CreateMul(end, b.getInt64(plan.row_length));
+  r1 = b.CreateSelect(b.CreateICmpSLT(r1, b.getInt64(rows)), r1, b.getInt64(rows));
+  // `body(i, lanes)` for i in [lo, hi): vectors of plan.width, then one lane at a time.
+  auto lanes_loop = [&](llvm::Value* lo, llvm::Value* hi, const std::function<void(llvm::Value*, LaneMath&)>& body,
+                        const char* name) {
+    llvm::Value* vec_hi = lo;
+    if (plan.width > 1) {
+      llvm::Value* count = b.CreateSub(hi, lo);
+      vec_hi = b.CreateAdd(lo, b.CreateMul(b.CreateUDiv(count, b.getInt64(plan.width)), b.getInt64(plan.width)));
+      ElementalEmitter::WidthScope wide(emitter, plan.width);
+      emitter.ForLoop(lo, vec_hi, plan.width, {}, [&](llvm::Value* i, const std::vector<llvm::Value*>&) {
+        LaneMath lanes(b, plan.width);
+        body(i, lanes);
+        return std::vector<llvm::Value*>{};
+      }, name);
+    }
+    ElementalEmitter::WidthScope scalar(emitter, 1);
+    emitter.ForLoop(vec_hi, hi, 1, {}, [&](llvm::Value* i, const std::vector<llvm::Value*>&) {
+      LaneMath lanes(b, 1);
+      body(i, lanes);
+      return std::vector<llvm::Value*>{};
+    }, name);
+  };
+  if (!plan.in_place) {
+    lanes_loop(b.CreateMul(r0, b.getInt64(row)), b.CreateMul(r1, b.getInt64(row)), [&](llvm::Value* i, LaneMath& lanes) {
+      Index at = MultiIndex(lanes, lanes.LaneRamp(i), odims);
+      StoreElements(b, out, t, lanes.LaneRamp(i), emitter.Emit(operand, at), lanes.width());
+    }, "scatter.copy");
+  }
+  const bool implicit = s.index_vector_dim == indices->shape().rank();
+  ElementalEmitter::WidthScope scalar(emitter, 1);
+  emitter.ForLoop(b.getInt64(0), b.getInt64(windows), 1, {}, [&](llvm::Value* j, const std::vector<llvm::Value*>&) {
+    LaneMath one(b, 1);
+    Index batch = batch_dims.empty() ? Index{} : MultiIndex(one, one.Uniform(j), batch_dims);
+    Index at;
+    at.dims = batch.dims;
+    if (!implicit) at.dims.insert(at.dims.begin() + s.index_vector_dim, one.Constant(0));
+    Val v = emitter.Emit(indices, at);
+    llvm::Value* r = IsSignedInt(indices->dtype()) ? b.CreateSExtOrTrunc(v.v, b.getInt64Ty())
+                                                   : b.CreateZExtOrTrunc(v.v, b.getInt64Ty());
+    // In this unit's rows (which also means in the operand: a window that does not fit is
+    // skipped, as XLA skips it).
+    llvm::Value* own = b.CreateICmpULT(b.CreateSub(r, r0), b.CreateSub(r1, r0));
+    llvm::BasicBlock* apply = llvm::BasicBlock::Create(ctx, "scatter.row", fn);
+    llvm::BasicBlock* next = llvm::BasicBlock::Create(ctx, "scatter.next", fn);
+    b.CreateCondBr(own, apply, next);
+    b.SetInsertPoint(apply);
+    llvm::Value* base = b.CreateMul(r, b.getInt64(row));
+    lanes_loop(b.getInt64(0), b.getInt64(row), [&](llvm::Value* e, LaneMath& lanes) {
+      Index uindex = MultiIndex(lanes, lanes.LaneRamp(e), window_dims);
+      uindex.dims.insert(uindex.dims.begin(), batch.dims.begin(), batch.dims.end());
+      Val update = emitter.Emit(updates, uindex);
+      IndexDim at_out = lanes.LaneRamp(b.CreateAdd(base, e));
+      Val old = LoadElements(b, out, t, at_out, lanes.width());
+      llvm::Value* combined = emitter.EmitCombiner(*scatter->to_apply(), lanes.Widen(old), lanes.Widen(update));
+      StoreElements(b, out, t, at_out, {combined, lanes.width() > 1}, lanes.width());
+    }, "scatter.lanes");
+    b.CreateBr(next);
+    b.SetInsertPoint(next);
+    return std::vector<llvm::Value*>{};
+  }, "scatter.windows");
+}
+
+}  // namespace
+
 void EmitScatterUnits(Builder& b, ElementalEmitter& emitter, const Instruction* scatter, llvm::Value* out,
                       const KernelPlan& plan, llvm::Value* begin, llvm::Value* end) {
+  if (plan.scatter_rows) {
+    llvm::LLVMContext& ctx = b.getContext();
+    llvm::Function* fn = b.GetInsertBlock()->getParent();
+    llvm::BasicBlock* run = llvm::BasicBlock::Create(ctx, "scatter.run", fn);
+    llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "scatter.done", fn);
+    b.CreateCondBr(b.CreateICmpULT(begin, end), run, done);
+    b.SetInsertPoint(run);
+    EmitScatterRows(b, emitter, scatter, out, plan, begin, end);
+    b.CreateBr(done);
+    b.SetInsertPoint(done);
+    return;
+  }
   ElementalEmitter::WidthScope scalar(emitter, 1);
   const Instruction* operand = scatter->operand(0);
   const Instruction* indices = scatter->operand(1);

@@ -237,6 +237,20 @@ def scatter_flat(x, positions, updates, combiner: str, *, indices_are_sorted: bo
     return sh.reshape(out, shape)
 
 
+def scatter_rows(x, rows, updates, combiner: str, *, indices_are_sorted: bool = False,
+                 unique_indices: bool = False):
+    """``x`` with ``updates`` (``rows.shape + x.shape[1:]``) combined into the rows of ``x``
+    that ``rows`` (integers) name, in row-major order of ``rows``; rows outside
+    [0, x.shape[0]) are skipped. (A row scatter: the CPU combines each row in vectors.)"""
+    x, rows, updates = (asarray_operand(v) for v in (x, rows, updates))
+    k = len(_shape(rows))
+    return scatter_p.bind(x, sh.reshape(rows, _shape(rows) + (1,)), updates,
+                          update_window_dims=tuple(range(k, k + len(_shape(x)) - 1)),
+                          inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,),
+                          combiner=combiner, indices_are_sorted=bool(indices_are_sorted),
+                          unique_indices=bool(unique_indices))
+
+
 def _scatter(combiner, operand, scatter_indices, updates, dimension_numbers, mode,
              indices_are_sorted=False, unique_indices=False):
     x, idx, upd = (asarray_operand(v) for v in (operand, scatter_indices, updates))

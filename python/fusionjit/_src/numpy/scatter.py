@@ -20,7 +20,7 @@ from fusionjit._src import core
 from fusionjit._src import dtypes as dt
 from fusionjit._src.lax import lax
 from fusionjit._src.numpy import gather, ufuncs
-from fusionjit._src.lax.slicing import scatter_flat
+from fusionjit._src.lax.slicing import scatter_flat, scatter_rows
 from fusionjit._src.numpy.util import aval, broadcast_to_shape, fail, to_array
 
 _UPDATE_MODES = ("drop", "fill", "clip", "promise_in_bounds")
@@ -158,6 +158,47 @@ _COMBINER = {"set": "set", "add": "add", "multiply": "multiply", "min": "minimum
              "max": "maximum"}
 
 
+def _combiner(op: str, d):
+    combiner = _COMBINER[op]
+    if dt.is_bool(d):
+        combiner = {"add": "or", "multiply": "and", "minimum": "and", "maximum": "or"}.get(
+            combiner, combiner)
+    return combiner
+
+
+def _row_index(shape, index):
+    """The integer array of an index that selects whole rows (``x[i]``, ``x[i, :]``: one
+    integer array, on axis 0, of an array of rank 2 or more), or None."""
+    if len(shape) < 2:
+        return None
+    entries = gather.normalize_index(shape, index)
+    first, rest = entries[0], entries[1:]
+    if not gather.is_advanced(first) or not dt.is_int(aval(to_array(first)).dtype):
+        return None
+    if any(not (isinstance(e, slice) and e == slice(None)) for e in rest):
+        return None
+    return first
+
+
+def _scatter_rows(x, rows, updates, op, mode, hints):
+    """``_scatter_indexed`` for whole rows: one scatter of the updates' rows, an index per
+    row (instead of one per element)."""
+    shape = aval(x).shape
+    d = aval(x).dtype
+    i = lax.convert_element_type(to_array(rows), dt.int32)
+    n0 = to_array(np.int32(shape[0]))
+    i = lax.select(lax.lt(i, to_array(np.int32(0))), lax.add(i, n0), i)
+    if mode in ("clip", "promise_in_bounds"):
+        i = lax.clamp(to_array(np.int32(0)), i, to_array(np.int32(shape[0] - 1)))
+    # ("drop" and "fill": rows out of bounds are skipped by the scatter.)
+    u = to_array(updates)
+    u = lax.convert_element_type(u, d, aval(x).weak_type and aval(u).weak_type)
+    u = broadcast_to_shape(u, aval(i).shape + shape[1:])
+    if aval(u).size == 0:
+        return x
+    return scatter_rows(x, i, u, _combiner(op, d), **(hints or {}))
+
+
 def _scatter_indexed(x, index, updates, op, mode, hints=None):
     """``x`` with ``updates`` combined by ``op`` at the positions an advanced ``index``
     selects: one scatter (in row-major order of the updates) at their flat positions, -1
@@ -165,6 +206,9 @@ def _scatter_indexed(x, index, updates, op, mode, hints=None):
     shape = aval(x).shape
     d = aval(x).dtype
     n = aval(x).size
+    rows = _row_index(shape, index)
+    if rows is not None:
+        return _scatter_rows(x, rows, updates, op, mode, hints)
     flat_ids = lax.reshape(lax.iota(dt.int32, n), shape)
     gmode = "clip" if mode in ("clip", "promise_in_bounds") else "fill"
     pos = gather.advanced_getitem(flat_ids, index, mode=gmode, fill_value=-1)
@@ -174,11 +218,7 @@ def _scatter_indexed(x, index, updates, op, mode, hints=None):
     u = lax.reshape(broadcast_to_shape(u, aval(pos).shape), (m,))
     if m == 0 or n == 0:
         return x
-    combiner = _COMBINER[op]
-    if dt.is_bool(d):
-        combiner = {"add": "or", "multiply": "and", "minimum": "and", "maximum": "or"}.get(
-            combiner, combiner)
-    return scatter_flat(x, lax.reshape(pos, (m,)), u, combiner, **(hints or {}))
+    return scatter_flat(x, lax.reshape(pos, (m,)), u, _combiner(op, d), **(hints or {}))
 
 
 def scatter(x, index, updates, op, mode=None, *, indices_are_sorted=False,
