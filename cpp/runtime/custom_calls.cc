@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "runtime/run_status.h"
+#include "runtime/top_k.h"
 
 namespace fj {
 namespace {
@@ -85,6 +86,11 @@ void Fail(void** buffers, int64_t begin, int64_t end) {
     RunGuarded(name, [&] { fn(buffers, begin, end); });                 \
   }
 
+// top_k.<dtype> (runtime/top_k.h): x [rows, n], n, k -> the s32 indices [rows, k].
+#define FJ_TOP_K(dtype, order, bytes)                                                     \
+  CustomCall{"top_k." dtype, FJ_GUARDED("top_k." dtype, (TopK<TopKOrder::order, bytes>)), \
+             "top_k of rows of " dtype ": (x [rows, n], n, k) -> s32 indices [rows, k]", true}
+
 const std::vector<CustomCall>& Registry() {
   static const std::vector<CustomCall>* calls = new std::vector<CustomCall>{
       {"threefry2x32", FJ_GUARDED("threefry2x32", Threefry2x32),
@@ -97,11 +103,19 @@ const std::vector<CustomCall>& Registry() {
        "stable sort of rows by u32 keys, 4-byte values", false},
       {"sort_key_val.8", FJ_GUARDED("sort_key_val.8", SortKeyVal<8>),
        "stable sort of rows by u32 keys, 8-byte values", false},
+      FJ_TOP_K("f16", kFloat, 2), FJ_TOP_K("bf16", kFloatCanonicalNaNs, 2),
+      FJ_TOP_K("f32", kFloat, 4), FJ_TOP_K("f64", kFloat, 8),
+      FJ_TOP_K("s8", kSigned, 1), FJ_TOP_K("s16", kSigned, 2),
+      FJ_TOP_K("s32", kSigned, 4), FJ_TOP_K("s64", kSigned, 8),
+      FJ_TOP_K("pred", kUnsigned, 1), FJ_TOP_K("u8", kUnsigned, 1),
+      FJ_TOP_K("u16", kUnsigned, 2), FJ_TOP_K("u32", kUnsigned, 4),
+      FJ_TOP_K("u64", kUnsigned, 8),
       {"testing.fail", FJ_GUARDED("testing.fail", Fail),
        "for tests: (s32 x) -> s32, throws std::bad_alloc if x != 0, else std::runtime_error", false},
   };
   return *calls;
 }
+#undef FJ_TOP_K
 #undef FJ_GUARDED
 
 }  // namespace
