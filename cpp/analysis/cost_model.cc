@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "analysis/buffer_assignment.h"
+#include "analysis/custom_call_cost.h"
 #include "ir/whole_loop.h"
 #include "support/error.h"
 #include "support/flags.h"
@@ -743,6 +744,7 @@ KernelCost EstimateKernelAnew(const Instruction* instr) {
     c.flops = Elements(instr->shape()) * per * CostInKernel(instr);
     c.work = Elements(instr->shape()) * per;
     c.row_steps = RowStepsOf(instr);
+    if (instr->opcode() == Opcode::kCustomCall) PriceCustomCall(instr, c);
   }
   return c;
 }

@@ -87,8 +87,15 @@ class CpuProgramEmitter : public codegen::ProgramEmitter {
     llvm::Value* table = BufferTable(call, num_outputs);
     llvm::Value* address = llvm::ConstantExpr::getIntToPtr(
         b_->getInt64(static_cast<int64_t>(reinterpret_cast<uintptr_t>(fn))), ptr_);
-    info.parallel = may_split && units >= options_.target.parallel_min_work;
-    info.grain = 16384 / 16;
+    // Its work counts the operands' elements too (EstimateKernel): top_k's few outputs per
+    // long row are much work. A chunk reads about 1024 units' worth of the largest operand.
+    KernelCost cost = EstimateKernel(call);
+    info.parallel = may_split && units > 1 && RunsInParallel(cost, options_.target);
+    int64_t read = units;
+    for (const Instruction* op : call->operands()) {
+      if (op->shape().IsArray()) read = std::max(read, op->shape().NumElements());
+    }
+    info.grain = std::max<int64_t>(1, 1024 * units / read);
     CallKernel(address, table, units, info.parallel, info.grain, number);
     return info;
   }
