@@ -34,7 +34,7 @@ if [ "${FJ_NO_GPU_EMULATION:-0}" != 1 ]; then
     -k "not bit_exact_with_jax_live and not depend_on_the_thread_count and not within_a_few_ulp and not within_its_conditioning and not match_mpmath and not random_convolutions" \
     test_ops.py test_loops.py test_whole_loop.py test_multi_output.py test_random.py \
     test_small_dtypes.py test_gather.py test_special.py test_conv.py test_dot_layout.py \
-    test_vmap.py)
+    test_vmap.py test_top_k.py)
 fi
 if [ "${FJ_NO_SANITIZE:-0}" != 1 ]; then
   echo "test: sanitizers"

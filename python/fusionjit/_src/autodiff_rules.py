@@ -487,8 +487,8 @@ def _eval_needed(eqns, env: dict, wanted) -> None:
 # backward loop's kernels, as XLA fuses it into its consumers.
 _KEPT = frozenset({
     "dot_general", "reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and",
-    "reduce_or", "argmax", "argmin", "scan", "while", "cond", "sort_key_val", "threefry2x32",
-    "custom_vjp_call"})
+    "reduce_or", "argmax", "argmin", "scan", "while", "cond", "sort_key_val", "top_k",
+    "threefry2x32", "custom_vjp_call"})
 
 
 class _StepVjp:

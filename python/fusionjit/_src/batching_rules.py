@@ -22,6 +22,7 @@ from fusionjit._src.lax import elementwise as ew
 from fusionjit._src.lax import reductions as red
 from fusionjit._src.lax import shapes as sh
 from fusionjit._src.lax import slicing as sl
+from fusionjit._src.lax.sorting import top_k_p
 from fusionjit._src.random import sort_key_val_p, threefry2x32_p
 
 
@@ -273,6 +274,12 @@ def _sort_key_val(size, vals, bats):
     flat = (size * shape[1], shape[2])
     outs = sort_key_val_p.bind(sh.reshape(keys, flat), sh.reshape(values, flat))
     return [sh.reshape(o, shape) for o in outs], [True, True]
+
+
+@defbatch(top_k_p)
+def _top_k(size, vals, bats, *, k):
+    # Along the last axis of any rank: the batch axis is one more leading axis.
+    return top_k_p.bind(vals[0], k=k), True
 
 
 # --- control flow ---------------------------------------------------------------------

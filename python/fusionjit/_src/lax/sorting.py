@@ -12,6 +12,10 @@ depend on N. A native sort (a custom call, or a merge sort kernel) may replace i
 
 Order, as JAX's: floats sort by value with -0.0 equal to 0.0 and every NaN after +inf; ties
 keep their original order (every sort here is stable).
+
+``top_k`` is the runtime's top-k kernel (the ``top_k.<dtype>`` custom call, one pass over
+each row), in JAX's order for it: the IEEE total order, where -0.0 comes after +0.0 and
+NaNs are ordered by sign and payload (bf16's by sign only).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from fusionjit._src.lax import elementwise as ew
 from fusionjit._src.lax import reductions as red
 from fusionjit._src.lax import shapes as sh
 from fusionjit._src.lax.slicing import GatherDimensionNumbers, gather
+from fusionjit._src.lowering import register
 
 
 def _const(value, dtype):
@@ -235,9 +240,42 @@ def sort_key_val(keys, values, dimension: int = -1, is_stable: bool = True):
     return tuple(sort([keys, values], dimension, is_stable, num_keys=1))
 
 
+# --- top_k ----------------------------------------------------------------------------
+
+top_k_p = core.Primitive("top_k")
+
+
+@top_k_p.def_abstract_eval
+def _top_k_abstract_eval(operand, *, k):
+    if operand.ndim < 1 or not 0 <= k <= operand.shape[-1]:
+        _fail(f"top_k_p: k={k} does not fit {operand.str_short()}", ValueError)
+    return core.ShapedArray(operand.shape[:-1] + (k,), dt.int32, False)
+
+
+@register(top_k_p)
+def _top_k_lower(ctx, avals_in, avals_out, operand, *, k):
+    """The runtime's top-k kernel (``top_k.<dtype>``) on the operand's rows."""
+    shape = avals_in[0].shape
+    n = shape[-1]
+    rows = int(np.prod(shape[:-1], dtype=np.int64))
+    d = avals_in[0].dtype
+    if len(shape) != 2:
+        operand = ctx.op("reshape", [operand], dtype=d, dims=(rows, n))
+    sizes = [ctx.computation.constant(np.asarray(v, np.int64)) for v in (n, k)]
+    [indices] = ctx.computation.custom_call(f"top_k.{dt.ir_name(d)}", [operand, *sizes],
+                                            [("s32", [rows, k])], ctx.source)
+    if len(shape) != 2:
+        indices = ctx.op("reshape", [indices], dtype=dt.int32, dims=avals_out[0].shape)
+    return indices
+
+
 def top_k(operand, k: int):
-    """``jax.lax.top_k``: the ``k`` largest entries along the last axis, largest first (ties:
-    the lower index first; NaN counts as largest), and their int32 indices."""
+    """``jax.lax.top_k``: the ``k`` largest entries along the last axis and their int32
+    indices, in JAX's order: by the IEEE total order, descending (+NaN, the larger payload
+    first, > +inf > ... > +0.0 > -0.0 > ... > -inf > -NaN; bf16 NaNs as their sign's
+    canonical NaN, as JAX returns them), equal entries by the lower index first. The indices
+    come from the runtime's top-k kernel (one pass over each row), the values from a gather
+    at them, so that derivatives reach ``operand`` through the gather."""
     operand = asarray_operand(operand)
     shape = core.get_aval(operand).shape
     k = operator.index(k)
@@ -245,57 +283,41 @@ def top_k(operand, k: int):
         _fail("top_k needs an operand of rank >= 1", ValueError)
     if not 0 <= k <= shape[-1]:
         _fail(f"top_k: k={k} must be between 0 and the last axis' size {shape[-1]}", ValueError)
-    if 0 < k <= _SELECT_MAX_K and shape[-1] >= _SELECT_MIN_ROW:
-        return _top_k_by_selection(operand, k)
-    iota = sh.broadcasted_iota(dt.int32, shape, len(shape) - 1)
-    values, indices = sort_along((operand, iota), len(shape) - 1, 1, descending=True)
-    return [sh.slice_in_dim(values, 0, k, 1, len(shape) - 1),   # a list, as JAX's
-            sh.slice_in_dim(indices, 0, k, 1, len(shape) - 1)]
+    if shape[-1] >= 2**31:
+        _fail(f"top_k: rows of {shape[-1]} entries are too long for int32 indices", ValueError)
+    if core.current_trace() is None:
+        from fusionjit._src.lax.control_flow import _run_compiled
+        return _run_compiled(_top_k_traced, (), dict(k=k), (operand,))
+    return _top_k_traced(operand, k=k)
 
 
-# top_k of at most this many entries of rows at least this long picks them one by one (two
-# reductions over the row each) instead of sorting the rows: k = 10 of 100,000 floats took
-# 5.5 ms sorted (JAX: 0.27 ms).
-_SELECT_MAX_K = 16
-_SELECT_MIN_ROW = 64
-
-
-def _top_k_by_selection(operand, k: int):
-    """top_k as k selections: each takes the largest key (sort_key: NaN largest, -0.0 as
-    0.0) among the entries after the previous pick in (key descending, index ascending)
-    order, and the lowest index holding it; no sentinel value is needed, so every key
-    (the type's lowest included) stays comparable."""
+def _top_k_traced(operand, *, k: int):
     shape = core.get_aval(operand).shape
-    axis = len(shape) - 1
-    rows = tuple(range(axis))
-    key = sort_key(operand)
-    kd = core.get_aval(key).dtype
-    iota = sh.broadcasted_iota(dt.int32, shape, axis)
-    lowest = sh.broadcast_in_dim(_const(dt.lowest(kd), kd), shape, ())
-    past_end = sh.broadcast_in_dim(_const(shape[-1], dt.int32), shape, ())
-    picks, last_key, last_index = [], None, None
-    for _ in range(k):
-        if last_key is None:
-            left, candidates = None, key
-        else:
-            lk = sh.broadcast_in_dim(last_key, shape, rows)
-            li = sh.broadcast_in_dim(last_index, shape, rows)
-            left = ew.bitwise_or(ew.lt(key, lk), ew.bitwise_and(ew.eq(key, lk), ew.gt(iota, li)))
-            candidates = ew.select(left, key, lowest)
-        top = red.reduce_max(candidates, (axis,))
-        hit = ew.eq(key, sh.broadcast_in_dim(top, shape, rows))
-        if left is not None:
-            hit = ew.bitwise_and(hit, left)
-        index = red.reduce_min(ew.select(hit, iota, past_end), (axis,))
-        picks.append(sh.expand_dims(index, (axis,)))
-        last_key, last_index = top, index
-    indices = sh.concatenate(picks, axis) if k > 1 else picks[0]
-    # Each row's entries at its indices: one gather of full coordinates (row, ..., index).
     out_shape = shape[:-1] + (k,)
-    coords = [sh.broadcasted_iota(dt.int32, out_shape + (1,), d) for d in rows]
-    coords.append(sh.expand_dims(indices, (len(shape),)))
-    where = sh.concatenate(coords, len(shape)) if len(coords) > 1 else coords[0]
+    if 0 in out_shape:
+        return [red.full(out_shape, 0, core.get_aval(operand).dtype),   # a list, as JAX's
+                red.full(out_shape, 0, dt.int32)]
+    indices = top_k_p.bind(operand, k=k)
+    # Each row's entries at its indices: one gather of full coordinates (row, ..., index).
+    axis = len(shape) - 1
+    coords = [sh.broadcasted_iota(dt.int32, out_shape + (1,), d) for d in range(axis)]
+    coords.append(sh.expand_dims(indices, (axis + 1,)))
+    where = sh.concatenate(coords, axis + 1) if len(coords) > 1 else coords[0]
     dims = tuple(range(len(shape)))
     dn = GatherDimensionNumbers(offset_dims=(), collapsed_slice_dims=dims, start_index_map=dims)
     values = gather(operand, where, dn, (1,) * len(shape), mode="promise_in_bounds")
+    if core.get_aval(values).dtype == dt.bfloat16:
+        values = _canonical_nans(values)
     return [values, indices]
+
+
+def _canonical_nans(x):
+    """bf16 ``x`` with each NaN the quiet canonical NaN of its sign, as JAX's bf16 top_k
+    returns them (XLA:CPU's top_k compares bf16 that way too: the kernel's order). Only
+    there does the derivative differ from JAX's: none reaches a NaN taken."""
+    shape = core.get_aval(x).shape
+    bits = ew.bitcast_convert_type(x, dt.uint16)
+    sign = ew.bitwise_and(bits, sh.broadcast_in_dim(_const(0x8000, dt.uint16), shape, ()))
+    quiet = sh.broadcast_in_dim(_const(0x7FC0, dt.uint16), shape, ())
+    canonical = ew.bitcast_convert_type(ew.bitwise_or(sign, quiet), dt.bfloat16)
+    return ew.select(ew.ne(x, x), canonical, x)
