@@ -3,7 +3,7 @@ either axis, searchsorted, a transpose at a power-of-two size, top_k, an argmax 
 a max and a min over few long rows, fusionjit vs NumPy and
 jax.jit (when installed) in one run, with fusionjit's first call (trace and compile) apart.
 
-    python benchmarks/array_ops.py
+    python benchmarks/array_ops.py [--only top_k]
 """
 
 from __future__ import annotations
@@ -52,6 +52,11 @@ def cases(rng):
          lambda xp: lambda a: xp.ascontiguousarray(a.T) if xp is np else a.T, (x2,)),
         ("top_k, k = 10 of 100,000 float32", lambda xp: _top_k(xp, 10), (long_row,)),
         ("top_k, k = 8 of 512 x 512 float32", lambda xp: _top_k(xp, 8), (x2[:512, :512],)),
+        # Few long rows (a language model's vocabulary), and many short ones.
+        *[(f"top_k, k = {k} of {r} x {n} float32", lambda xp, k=k: _top_k(xp, k),
+           (rng.standard_normal((r, n)).astype(np.float32),))
+          for r, n, k in ((8, 32000, 1), (8, 32000, 4), (8, 32000, 16), (8, 32000, 50),
+                          (64, 32768, 64), (8, 128000, 4), (256, 1000, 10))],
         ("first argmax by max and min, 8 x 50,000", _first_argmax, (few_long,)),
     ]
 
@@ -59,10 +64,13 @@ def cases(rng):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--json", default=None)
+    parser.add_argument("--only", default="", help="run the cases whose name holds this")
     args = parser.parse_args(argv)
     found = peers()
     rows = []
     for name, make, inputs in cases(np.random.default_rng(0)):
+        if args.only not in name:
+            continue
         f = fusionjit.jit(make(fnp))
         fa = tuple(fnp.asarray(a) for a in inputs)
         start = time.perf_counter()

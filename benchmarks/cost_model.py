@@ -2,7 +2,7 @@
 layer norm over rows of several lengths (short rows in lanes, long rows one at a time),
 row sums, elementwise passes in and beyond the cache, matrix products (of several layouts),
 a dense layer, an RNN's loop over time with its gradient, transposes, a classifier's
-training step,
+training step, top_k (the runtime's kernel, priced by its algorithm),
 and the paper's CartPole rollouts (2048 environments x 1000 steps) under XLA's rules and
 ours. The estimate is the plan's, as `explain` prints it; the time is a median of calls.
 Where the two disagree, the model is what needs fixing: the summary gives the spread of
@@ -77,6 +77,12 @@ def transpose(x):
     return x.T
 
 
+def top_k(k):
+    def top_k(x):
+        return fusionjit.lax.top_k(x, k)
+    return top_k
+
+
 def classifier_step(x, y, w1, w2):
     """A training step of a 64-256-6 relu classifier: cross-entropy, its gradient, SGD."""
     def loss(w1, w2):
@@ -113,6 +119,9 @@ def cases(rng):
     onehot = np.eye(6, dtype=np.float32)[rng.integers(0, 6, 4096)]
     yield classifier_step, "[4096, 64] 256 relu 6", (f32(4096, 64), onehot, f32(64, 256) * 0.1,
                                                      f32(256, 6) * 0.1)
+    for r, n, k in ((8, 32000, 4), (8, 32000, 50), (64, 32768, 64), (256, 1000, 10),
+                    (64, 1000, 200)):
+        yield top_k(k), f"[{r}, {n}] k = {k}", (f32(r, n),)
 
 
 def cartpole_cases(steps=1000):
