@@ -483,19 +483,24 @@ def _np_rows(x, idx, u, op, mode):
 def test_row_updates_combine_each_row_in_order(op, mode):
     # x.at[rows] with an integer array of rows (repeated, negative, out of bounds) is one
     # scatter of whole rows, each combined a vector at a time; rows [S, 3, 5] and [S, 37]
-    # (vectors and a scalar tail), a 2-d array of rows, updates broadcast.
+    # (vectors and a scalar tail), a 2-d array of rows, updates broadcast; rows of 16, 32
+    # and 64 (kept in registers while sorted indices land in the same row).
     rng = np.random.default_rng(11)
-    for shape, idx_shape in (((40, 37), (300,)), ((9, 3, 5), (6, 7)), ((6, 1), (20,))):
+    for shape, idx_shape, ordered in (((40, 37), (300,), False), ((9, 3, 5), (6, 7), False),
+                                      ((6, 1), (20,), False), ((25, 16), (200,), True),
+                                      ((30, 32), (500,), True), ((20, 64), (300,), False)):
         x = rng.standard_normal(shape).astype(np.float32)
         idx = rng.integers(-shape[0] - 2, shape[0] + 2, idx_shape).astype(np.int32)
+        if ordered:
+            idx = np.sort(idx)
         u = rng.standard_normal(idx_shape + shape[1:]).astype(np.float32)
         for upd in (u, np.float32(1.5)):
             f = fusionjit.jit(lambda x, i, v: getattr(x.at[i], op)(v, mode=mode))
             want = _np_rows(x, idx, upd, op, mode)
             np.testing.assert_allclose(np.asarray(f(x, idx, upd)), want, rtol=1e-6, atol=1e-6)
-    ints = rng.integers(-50, 50, (30, 4)).astype(np.int32)
+    ints = rng.integers(-50, 50, (30, 16)).astype(np.int32)
     idx = rng.integers(0, 30, 100).astype(np.int32)
-    iu = rng.integers(-9, 9, (100, 4)).astype(np.int32)
+    iu = rng.integers(-9, 9, (100, 16)).astype(np.int32)
     got = fusionjit.jit(lambda x, i, v: getattr(x.at[i], op)(v, mode=mode))(ints, idx, iu)
     np.testing.assert_array_equal(np.asarray(got), _np_rows(ints, idx, iu, op, mode))
 

@@ -122,18 +122,102 @@ void EmitScatterRows(Builder& b, ElementalEmitter& emitter, const Instruction* s
   }
   const bool implicit = s.index_vector_dim == indices->shape().rank();
   ElementalEmitter::WidthScope scalar(emitter, 1);
-  emitter.ForLoop(b.getInt64(0), b.getInt64(windows), 1, {}, [&](llvm::Value* j, const std::vector<llvm::Value*>&) {
+  // Window j's row and batch index, and whether the row is this unit's (which also means
+  // in the operand: a window that does not fit is skipped, as XLA skips it).
+  auto window_row = [&](llvm::Value* j, Index& batch) {
     LaneMath one(b, 1);
-    Index batch = batch_dims.empty() ? Index{} : MultiIndex(one, one.Uniform(j), batch_dims);
+    batch = batch_dims.empty() ? Index{} : MultiIndex(one, one.Uniform(j), batch_dims);
     Index at;
     at.dims = batch.dims;
     if (!implicit) at.dims.insert(at.dims.begin() + s.index_vector_dim, one.Constant(0));
     Val v = emitter.Emit(indices, at);
     llvm::Value* r = IsSignedInt(indices->dtype()) ? b.CreateSExtOrTrunc(v.v, b.getInt64Ty())
                                                    : b.CreateZExtOrTrunc(v.v, b.getInt64Ty());
-    // In this unit's rows (which also means in the operand: a window that does not fit is
-    // skipped, as XLA skips it).
-    llvm::Value* own = b.CreateICmpULT(b.CreateSub(r, r0), b.CreateSub(r1, r0));
+    return std::make_pair(r, b.CreateICmpULT(b.CreateSub(r, r0), b.CreateSub(r1, r0)));
+  };
+  // Vector k of window j's updates.
+  auto update_vector = [&](const Index& batch, int64_t k, LaneMath& lanes) {
+    Index uindex = MultiIndex(lanes, lanes.LaneRamp(b.getInt64(k * plan.width)), window_dims);
+    uindex.dims.insert(uindex.dims.begin(), batch.dims.begin(), batch.dims.end());
+    return lanes.Widen(emitter.Emit(updates, uindex));
+  };
+  const int64_t vectors = plan.width > 1 && row % plan.width == 0 ? row / plan.width : 0;
+  if (vectors >= 1 && vectors <= 4) {
+    // Rows of at most 4 vectors: the row being combined stays in registers while windows
+    // keep landing in it, and is written back when another row comes (sorted segment ids:
+    // each combine would otherwise wait on the store of the one before). Same order of
+    // combines per element: the same bits.
+    ElementalEmitter::WidthScope wide(emitter, plan.width);
+    LaneMath lanes(b, plan.width);
+    auto row_at = [&](llvm::Value* r, int64_t k) { return lanes.LaneRamp(b.CreateAdd(b.CreateMul(r, b.getInt64(row)), b.getInt64(k * plan.width))); };
+    auto flush = [&](llvm::Value* cur, const std::vector<llvm::Value*>& acc) {
+      for (int64_t k = 0; k < vectors; ++k) StoreElements(b, out, t, row_at(cur, k), {acc[k], true}, plan.width);
+    };
+    std::vector<llvm::Value*> init = {b.getInt64(-1)};
+    for (int64_t k = 0; k < vectors; ++k) init.push_back(llvm::PoisonValue::get(WithWidth(RegisterType(ctx, t), plan.width)));
+    std::vector<llvm::Value*> last = emitter.ForLoop(b.getInt64(0), b.getInt64(windows), 1, init,
+                                                     [&](llvm::Value* j, const std::vector<llvm::Value*>& c) {
+      Index batch;
+      auto [r, own] = window_row(j, batch);
+      llvm::Value* cur = c[0];
+      llvm::BasicBlock* entry = b.GetInsertBlock();
+      llvm::BasicBlock* mine = llvm::BasicBlock::Create(ctx, "scatter.row", fn);
+      llvm::BasicBlock* other = llvm::BasicBlock::Create(ctx, "scatter.switch", fn);
+      llvm::BasicBlock* write = llvm::BasicBlock::Create(ctx, "scatter.flush", fn);
+      llvm::BasicBlock* load = llvm::BasicBlock::Create(ctx, "scatter.load", fn);
+      llvm::BasicBlock* combine = llvm::BasicBlock::Create(ctx, "scatter.combine", fn);
+      llvm::BasicBlock* next = llvm::BasicBlock::Create(ctx, "scatter.next", fn);
+      b.CreateCondBr(own, mine, next);
+      b.SetInsertPoint(mine);
+      b.CreateCondBr(b.CreateICmpEQ(r, cur), combine, other);
+      b.SetInsertPoint(other);
+      b.CreateCondBr(b.CreateICmpSGE(cur, b.getInt64(0)), write, load);
+      b.SetInsertPoint(write);
+      flush(cur, std::vector<llvm::Value*>(c.begin() + 1, c.end()));
+      b.CreateBr(load);
+      b.SetInsertPoint(load);
+      std::vector<llvm::Value*> loaded;
+      for (int64_t k = 0; k < vectors; ++k) loaded.push_back(lanes.Widen(LoadElements(b, out, t, row_at(r, k), plan.width)));
+      b.CreateBr(combine);
+      b.SetInsertPoint(combine);
+      std::vector<llvm::Value*> combined;
+      for (int64_t k = 0; k < vectors; ++k) {
+        llvm::PHINode* acc = b.CreatePHI(loaded[k]->getType(), 2);
+        acc->addIncoming(c[1 + k], mine);
+        acc->addIncoming(loaded[k], load);
+        combined.push_back(acc);
+      }
+      for (int64_t k = 0; k < vectors; ++k) {
+        combined[k] = emitter.EmitCombiner(*scatter->to_apply(), combined[k], update_vector(batch, k, lanes));
+      }
+      llvm::BasicBlock* combined_end = b.GetInsertBlock();
+      b.CreateBr(next);
+      b.SetInsertPoint(next);
+      std::vector<llvm::Value*> out_values;
+      llvm::PHINode* now = b.CreatePHI(b.getInt64Ty(), 2);
+      now->addIncoming(cur, entry);
+      now->addIncoming(r, combined_end);
+      out_values.push_back(now);
+      for (int64_t k = 0; k < vectors; ++k) {
+        llvm::PHINode* acc = b.CreatePHI(combined[k]->getType(), 2);
+        acc->addIncoming(c[1 + k], entry);
+        acc->addIncoming(combined[k], combined_end);
+        out_values.push_back(acc);
+      }
+      return out_values;
+    }, "scatter.windows");
+    llvm::BasicBlock* write = llvm::BasicBlock::Create(ctx, "scatter.last", fn);
+    llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "scatter.written", fn);
+    b.CreateCondBr(b.CreateICmpSGE(last[0], b.getInt64(0)), write, done);
+    b.SetInsertPoint(write);
+    flush(last[0], std::vector<llvm::Value*>(last.begin() + 1, last.end()));
+    b.CreateBr(done);
+    b.SetInsertPoint(done);
+    return;
+  }
+  emitter.ForLoop(b.getInt64(0), b.getInt64(windows), 1, {}, [&](llvm::Value* j, const std::vector<llvm::Value*>&) {
+    Index batch;
+    auto [r, own] = window_row(j, batch);
     llvm::BasicBlock* apply = llvm::BasicBlock::Create(ctx, "scatter.row", fn);
     llvm::BasicBlock* next = llvm::BasicBlock::Create(ctx, "scatter.next", fn);
     b.CreateCondBr(own, apply, next);
