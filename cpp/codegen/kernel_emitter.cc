@@ -71,6 +71,27 @@ std::vector<const Instruction*> CooperativeReductions(const Instruction* fusion,
 }
 
 
+namespace {
+
+// The indices of the outer dimensions (all but the last) of row `row` of `dims`, uniform
+// across its lanes.
+std::vector<llvm::Value*> OuterIndices(Builder& b, llvm::Value* row, const std::vector<int64_t>& dims) {
+  const int rank = static_cast<int>(dims.size());
+  std::vector<llvm::Value*> outer(std::max(rank - 1, 0));
+  llvm::Value* rest = row;
+  for (int k = rank - 2; k >= 0; --k) {
+    if (k == 0) {
+      outer[k] = rest;
+    } else {
+      outer[k] = b.CreateURem(rest, b.getInt64(dims[k]));
+      rest = b.CreateUDiv(rest, b.getInt64(dims[k]));
+    }
+  }
+  return outer;
+}
+
+}  // namespace
+
 llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, const KernelPlan& plan,
                                const std::string& name, bool may_alias, const WarpCooperation* warp) {
   llvm::LLVMContext& ctx = module.getContext();
@@ -422,16 +443,7 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
       int rank = static_cast<int>(udims.size());
       std::vector<llvm::Value*> starts = emitter.DynamicUpdateStarts(dus);
       emitter.ForLoop(first, last, 1, {}, [&](llvm::Value* row, const std::vector<llvm::Value*>&) {
-        std::vector<llvm::Value*> outer(std::max(rank - 1, 0));
-        llvm::Value* rest = row;
-        for (int k = rank - 2; k >= 0; --k) {
-          if (k == 0) {
-            outer[k] = rest;
-          } else {
-            outer[k] = b.CreateURem(rest, b.getInt64(udims[k]));
-            rest = b.CreateUDiv(rest, b.getInt64(udims[k]));
-          }
-        }
+        std::vector<llvm::Value*> outer = OuterIndices(b, row, udims);
         if (rank == 0) {
           LaneMath lanes(b, 1);
           ElementalEmitter::WidthScope scalar(emitter, 1);
@@ -516,20 +528,7 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
         }
       }
     };
-    // The outer dimensions' indices of a row, uniform across its lanes.
-    auto outer_of = [&](llvm::Value* row) {
-      std::vector<llvm::Value*> outer(std::max(rank - 1, 0));
-      llvm::Value* rest = row;
-      for (int k = rank - 2; k >= 0; --k) {
-        if (k == 0) {
-          outer[k] = rest;
-        } else {
-          outer[k] = b.CreateURem(rest, b.getInt64(dims[k]));
-          rest = b.CreateUDiv(rest, b.getInt64(dims[k]));
-        }
-      }
-      return outer;
-    };
+    auto outer_of = [&](llvm::Value* row) { return OuterIndices(b, row, dims); };
     // The index of a row's outer dimensions (`outer`, from outer_of), uniform across its
     // lanes. A unit dimension's index is the constant 0, as a broadcast or reshape asks for
     // it: the per-row reductions are then found in the cache by the elements' requests (with
