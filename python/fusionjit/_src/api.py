@@ -23,6 +23,22 @@ from fusionjit._src import dtypes as dt
 from fusionjit._src.config import config
 
 
+def _check_taken(fun: Callable, params, what: str, nums, names):
+    """JAX's check that ``jit``'s ``{what}_argnums`` and ``{what}_argnames`` name
+    arguments ``fun`` takes (any, under ``*args`` or ``**kwargs``)."""
+    name = getattr(fun, "__name__", "fun")
+    kinds = {p.kind for p in params}
+    n = sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+    if inspect.Parameter.VAR_POSITIONAL not in kinds and any(not -n <= i < n for i in nums):
+        raise ValueError(errors.located(
+            f"jit({name}) has {what}_argnums={tuple(nums)}, but {name} takes {n} positional "
+            f"argument{'' if n == 1 else 's'}"))
+    unknown = sorted(set(names) - {p.name for p in params if p.kind != p.POSITIONAL_ONLY})
+    if inspect.Parameter.VAR_KEYWORD not in kinds and unknown:
+        raise ValueError(errors.located(
+            f"jit({name}) has {what}_argnames {unknown}, which {name} does not take"))
+
+
 def _normalize_static(fun: Callable, static_argnums, static_argnames):
     """JAX's rule: static arguments may be named by position or by name; each is mapped to
     the other through the function's signature where possible."""
@@ -41,18 +57,7 @@ def _normalize_static(fun: Callable, static_argnums, static_argnames):
     except (TypeError, ValueError):
         return static_argnums, static_argnames
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    kinds = {p.kind for p in params}
-    name = getattr(fun, "__name__", "fun")
-    n = len(positional)
-    out_of_range = [i for i in static_argnums if not -n <= i < n]
-    if inspect.Parameter.VAR_POSITIONAL not in kinds and out_of_range:
-        raise ValueError(errors.located(
-            f"jit({name}) has static_argnums={static_argnums}, but {name} takes {n} positional "
-            f"argument{'' if n == 1 else 's'}"))
-    unknown = sorted(set(static_argnames) - {p.name for p in params if p.kind != p.POSITIONAL_ONLY})
-    if inspect.Parameter.VAR_KEYWORD not in kinds and unknown:
-        raise ValueError(errors.located(
-            f"jit({name}) has static_argnames {unknown}, which {name} does not take"))
+    _check_taken(fun, params, "static", static_argnums, static_argnames)
     names = list(static_argnames)
     nums = list(static_argnums)
     for i in static_argnums:
@@ -85,17 +90,9 @@ def _normalize_donate(fun: Callable, donate_argnums, donate_argnames, static_num
     except (TypeError, ValueError):
         params = None
     if params is not None:
-        kinds = {p.kind for p in params}
         positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
         n = len(positional)
-        if inspect.Parameter.VAR_POSITIONAL not in kinds and any(not -n <= i < n for i in nums):
-            raise ValueError(errors.located(
-                f"jit({name}) has donate_argnums={nums}, but {name} takes {n} positional "
-                f"argument{'' if n == 1 else 's'}"))
-        unknown = sorted(set(names) - {p.name for p in params if p.kind != p.POSITIONAL_ONLY})
-        if inspect.Parameter.VAR_KEYWORD not in kinds and unknown:
-            raise ValueError(errors.located(
-                f"jit({name}) has donate_argnames {unknown}, which {name} does not take"))
+        _check_taken(fun, params, "donate", nums, names)
         # Each positional argument named both ways, negative positions made non-negative.
         # (Beyond the named ones, under *args, positions stay as given.)
         nums = tuple(sorted({i % n if -n <= i < n else i for i in nums}
