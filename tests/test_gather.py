@@ -354,10 +354,12 @@ def test_unique_indices_update_windows_in_parallel_in_place():
     want[rows] = u
     np.testing.assert_array_equal(fusionjit.jit(g)(x, rows, u), want)
     assert _scatter_kernel(g, x, rows, u)["units"] == 40_000
-    # Without the promise the updates are applied in order: by slices of rows, each
-    # reading every index (a quarter as many index reads as update elements at most).
+    # Without the promise the updates are applied in order: on the CPU by slices of rows,
+    # each reading every index (a quarter as many index reads as update elements at most);
+    # the GPU's threads would read them all many times: one unit.
     k = _scatter_kernel(lambda x, i, u: (x * 2).at[i].set(u), x, rows, u)
-    assert k["units"] == 2 and k["parallel"], k
+    on_cpu = fusionjit.config.fusionjit_default_backend == "cpu"
+    assert (k["units"], k["parallel"] or not on_cpu) == (2 if on_cpu else 1, True), k
 
 
 @pytest.mark.cpu_only
