@@ -357,15 +357,28 @@ TEST(CostModel, VectorsWiderThanTheirUnitsAreNotTwiceAsFast) {
   EXPECT_DOUBLE_EQ(Target::For(Backend::kCpu, 8, 8).flops_per_us, narrow.flops_per_us);
 }
 
-// A top_k over x [rows, n] (the runtime's custom call top_k.<dtype>).
-KernelCost TopKCost(int64_t rows, int64_t n, int64_t k) {
+// A top_k over x [rows, n] (the runtime's custom call top_k.<dtype>): its cost, estimated
+// time and whether it runs on the threads, taken while its module lives (a KernelCost
+// points at its kernel).
+struct TopKFigures {
+  KernelCost cost;
+  double us = 0;
+  bool parallel = false;
+};
+
+TopKFigures TopKCost(int64_t rows, int64_t n, int64_t k) {
   std::string x = "f32[" + std::to_string(rows) + "," + std::to_string(n) + "]";
   std::string out = "s32[" + std::to_string(rows) + "," + std::to_string(k) + "]";
   std::unique_ptr<Module> m = Parse("module m\nENTRY %main (x: " + x + ") -> " + out + " {\n  %x = " + x +
                                     " parameter(0)\n  %n = s64[] constant(" + std::to_string(n) +
                                     ")\n  %k = s64[] constant(" + std::to_string(k) + ")\n  ROOT %t = " + out +
                                     " custom-call(%x, %n, %k), custom_call_target=\"top_k.f32\"\n}\n");
-  return EstimateKernel(m->entry()->root());
+  TopKFigures f;
+  f.cost = EstimateKernel(m->entry()->root());
+  f.us = CostModel().TimeUs(f.cost);
+  f.parallel = RunsInParallel(f.cost, Target());
+  f.cost.kernel = nullptr;
+  return f;
 }
 
 // Before: a custom call's work was its outputs' elements, so top_k of [64, 32768] with
@@ -373,13 +386,12 @@ KernelCost TopKCost(int64_t rows, int64_t n, int64_t k) {
 // work is its rows' elements, and its time grows with k (more elements enter the k kept)
 // and most where k is a large share of the row (a selection and a sort).
 TEST(CostModel, ATopKCallIsPricedByItsRows) {
-  KernelCost c = TopKCost(64, 32768, 64);
-  EXPECT_EQ(c.work, 64.0 * 32768);
-  EXPECT_TRUE(RunsInParallel(c, Target()));
-  CostModel model;
-  double few = model.TimeUs(TopKCost(64, 32768, 4));
-  double more = model.TimeUs(c);
-  double sorted = model.TimeUs(TopKCost(64, 32768, 32768));
+  TopKFigures c = TopKCost(64, 32768, 64);
+  EXPECT_EQ(c.cost.work, 64.0 * 32768);
+  EXPECT_TRUE(c.parallel);
+  double few = TopKCost(64, 32768, 4).us;
+  double more = c.us;
+  double sorted = TopKCost(64, 32768, 32768).us;
   EXPECT_LT(few, more);
   EXPECT_LT(4 * more, sorted);
   // Measured (2 threads): about 0.8 ms; a full sort of the rows about 60 ms.
