@@ -854,8 +854,9 @@ def test_a_small_recurrent_gradient_computes_what_its_lanes_share_once_a_step(hi
         du += dz * xs[t - 1]
         db += dz
         dh = w.T @ dz
+    # (float32 sums over 60 steps of terms up to ~1: a few 1e-6 off where they cancel)
     for g, r in zip(got, (dw, du, db)):
-        np.testing.assert_allclose(np.asarray(g), r, rtol=2e-4, atol=1e-6)
+        np.testing.assert_allclose(np.asarray(g), r, rtol=2e-4, atol=2e-5)
     if hidden == 6:
         llvm = grad.lower(params, xs).as_text("llvm")
         assert "shared." in llvm
