@@ -73,6 +73,7 @@ import os
 import sys
 import time
 import traceback
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -926,7 +927,8 @@ def generate(seed, tier: str = "small") -> Program:
 
 @dataclass
 class Failure:
-    kind: str        # "mismatch", "exception", "nondeterministic", "kernels", "unexplained"
+    kind: str        # "mismatch", "exception", "nondeterministic", "donation", "kernels",
+    #                  "unexplained"
     profile: str
     detail: str
     prog: Program = None
@@ -1018,7 +1020,16 @@ def run_profiles(prog: Program, profiles=PROFILES):
                 ex = fusionjit.explain(jf)(*args)  # the compilation above, from jf's cache
                 plan = next((d for d in ex.decisions if d["rule"] == "plan-selection"), None)
                 unexplained = [str(b) for b in ex.boundaries if b.rule == "no-decision"]
-                res[p] = (out, ex.num_kernels, plan, unexplained, again)
+                donated = None
+                if p == "fusionjit" and args:
+                    # Every argument donated (fresh copies, twice: traced, then cached):
+                    # outputs that take their buffers over give the same results.
+                    jd = fusionjit.jit(fn, fusion=p, donate_argnums=tuple(range(len(args))))
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")  # (unusable donations warn)
+                        for _ in range(2):
+                            donated = tuple(np.asarray(o) for o in jd(*prog.jit_args()))
+                res[p] = (out, ex.num_kernels, plan, unexplained, again, donated)
             except Exception as e:  # noqa: BLE001
                 res[p] = e
             finally:
@@ -1054,6 +1065,11 @@ def check_program(prog: Program, profiles=PROFILES, explain: bool = True):
                 if a.shape != b.shape or not np.array_equal(a, b, equal_nan=a.dtype.kind == "f"):
                     fail = Failure("nondeterministic", p, f"result {i} (v{prog.outputs[i]}) "
                                    f"differs between two calls with the same arguments")
+                    break
+            for i, (a, b) in enumerate(zip(res[p][0], res[p][5] or ())):
+                if a.shape != b.shape or not np.array_equal(a, b, equal_nan=a.dtype.kind == "f"):
+                    fail = Failure("donation", p, f"result {i} (v{prog.outputs[i]}) differs "
+                                   f"with the arguments donated")
                     break
             if fail:
                 break

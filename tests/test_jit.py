@@ -468,23 +468,24 @@ def test_no_arguments():
 
 # --- donated arguments ------------------------------------------------------------------
 
-def test_donated_arguments_are_accepted_and_warn_once_per_compilation(recwarn):
-    # JAX code donates train states everywhere: the call works, and since outputs do not
-    # reuse the buffers yet, each compilation says so, as JAX does for an unusable donation.
+def test_an_unusable_donation_warns_once_per_compilation(recwarn):
+    # JAX warns when no output can take a donated buffer over (here none has its shape),
+    # once per compilation, naming the user's line; the donated array stays valid.
     @functools.partial(fusionjit.jit, donate_argnums=(0,))
-    def update(params, grads):
-        return params - 0.5 * grads
+    def total(params, grads):
+        return (params - 0.5 * grads).sum()
 
     params, grads = fnp.ones(1000), fnp.ones(1000)
-    out = update(params, grads)  # the line the warning names
+    out = total(params, grads)  # the line the warning names
     line = sys._getframe().f_lineno - 1
-    update(params, grads)
-    assert_close(out, np.full(1000, 0.5, np.float32))
-    assert_close(params, np.ones(1000, np.float32))  # the donated array stays valid
+    total(params, grads)
+    assert_close(out, np.float32(500))
+    assert not params.is_deleted()
+    assert_close(params, np.ones(1000, np.float32))
     donated = [w for w in recwarn.list if "donated buffers" in str(w.message)]
     assert len(donated) == 1 and "float32[1000]" in str(donated[0].message)
     assert donated[0].filename == __file__ and donated[0].lineno == line
-    update(fnp.ones(3), fnp.ones(3))  # a new signature compiles again: warns again
+    total(fnp.ones(3), fnp.ones(3))  # a new signature compiles again: warns again
     assert len([w for w in recwarn.list if "donated buffers" in str(w.message)]) == 2
 
 
@@ -496,8 +497,12 @@ def test_donate_argnames_map_to_positions_and_back():
     assert g._donate_argnums == (1,) and set(g._donate_argnames) == {"y", "z"}
     h = fusionjit.jit(f, donate_argnums=-2)
     assert h._donate_argnums == (0,) and h._donate_argnames == ("x",)
-    with pytest.warns(UserWarning, match=r"float32\[2\], float32\[2\]"):
-        assert_close(g(fnp.ones(2), y=fnp.ones(2), z=fnp.ones(2)), np.full(2, 2, np.float32))
+    # One output: one of the two donated buffers can hold it, the other is named.
+    y, z = fnp.ones(2), fnp.ones(2)
+    with pytest.warns(UserWarning, match=r"not usable: float32\[2\]"):
+        assert_close(g(fnp.ones(2), y=y, z=z), np.full(2, 2, np.float32))
+    if fusionjit.config.fusionjit_default_backend == "cpu":
+        assert [y.is_deleted(), z.is_deleted()].count(True) == 1
 
 
 @pytest.mark.parametrize("kwargs, error, match, jax_too", [
@@ -526,9 +531,10 @@ def test_donation_beyond_the_named_positions_under_star_args():
     def f(x, *rest):
         return x + rest[2]
 
-    with pytest.warns(UserWarning, match="donated buffers"):
-        out = fusionjit.jit(f, donate_argnums=3)(fnp.ones(2), 1.0, 2.0, fnp.ones(2))
+    donated = fnp.ones(2)
+    out = fusionjit.jit(f, donate_argnums=3)(fnp.ones(2), 1.0, 2.0, donated)
     assert_close(out, np.full(2, 2, np.float32))
+    assert donated.is_deleted() == (fusionjit.config.fusionjit_default_backend == "cpu")
 
 
 def test_keep_unused_and_inline_are_accepted():

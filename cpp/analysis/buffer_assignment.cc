@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <unordered_set>
 
+#include "analysis/kernel_heroes.h"
 #include "support/error.h"
 
 namespace fj {
@@ -98,20 +100,19 @@ bool ReadsOnlyAtOwnPositions(const Instruction* kernel, int slot, int output) {
   const Computation* fused = kernel->fused_computation();
   const Instruction* param = fused->parameter(slot);
   int64_t elements = param->shape().NumElements();
-  // Every root must have the parameter's size, and every use of the parameter must reach
-  // the roots through position-keeping ops only (an element read is then the element
-  // written, by the same lane, before the write).
   const Instruction* root = fused->root();
-  std::vector<const Instruction*> roots;
-  if (root->opcode() == Opcode::kTuple) {
-    roots.assign(root->operands().begin(), root->operands().end());
-  } else {
-    roots.push_back(root);
+  const bool tuple = root->opcode() == Opcode::kTuple;
+  if (!tuple && (!root->shape().IsArray() || root->shape().NumElements() != elements)) return false;
+  // Every use of the parameter must reach the roots through position-keeping ops only (an
+  // element read is then the element written, by the same lane, before the write). A
+  // multi-output kernel whose roots are all of the parameter's dimensions computes every
+  // root's value of a position before it stores any (KernelEmitter); else (roots walked one
+  // after another, a side output's reduction) the parameter must reach `output` alone.
+  bool together = false;
+  if (tuple && !SideOutputHero(*fused)) {
+    together = true;
+    for (const Instruction* r : root->operands()) together = together && r->shape().SameDims(param->shape());
   }
-  for (const Instruction* r : roots) {
-    if (!r->shape().IsArray() || r->shape().NumElements() != elements) return false;
-  }
-  (void)output;
   std::vector<const Instruction*> work = {param};
   std::unordered_set<const Instruction*> seen;
   while (!work.empty()) {
@@ -119,6 +120,12 @@ bool ReadsOnlyAtOwnPositions(const Instruction* kernel, int slot, int output) {
     work.pop_back();
     if (!seen.insert(x).second) continue;
     for (const Instruction* u : x->users()) {
+      if (u == root && tuple) {
+        for (int k = 0; k < root->operand_count(); ++k) {
+          if (root->operand(k) == x && k != output && !together) return false;
+        }
+        continue;
+      }
       if (!KeepsPositions(u, elements)) return false;
       work.push_back(u);
     }
@@ -218,6 +225,126 @@ void BufferAssignment::ComputeUpdatedOutputsInPlace() {
   }
 }
 
+void BufferAssignment::AliasDonatedParameters(const Module& module) {
+  // A candidate per output, by what computes it from a donated parameter of its shape:
+  // the parameter itself, an in-place update of it, a loop carrying it as state, or a
+  // kernel (reading it at most at its own positions). Each writes the parameter's buffer.
+  struct Candidate {
+    int k;
+    const Instruction* param;
+    const Instruction* writer;  // null: the parameter returned as is
+    bool updated;
+    int slot;  // an update's operand
+  };
+  std::vector<Candidate> candidates;
+  std::unordered_set<const Instruction*> taken;
+  std::vector<Value> values(outputs_.size());
+  for (size_t k = 0; k < outputs_.size(); ++k) values[k] = Resolve(outputs_[k]);
+  auto reads = [&](const Instruction* kernel, const Instruction* param) {
+    for (const Instruction* op : kernel->operands()) {
+      if (Resolve(op) == Value{param, 0}) return true;
+    }
+    return false;
+  };
+  for (int pass = 0; pass < 2; ++pass) {  // first what reads the parameter, then any kernel
+    for (size_t k = 0; k < outputs_.size(); ++k) {
+      const Value v = values[k];
+      if (std::find(values.begin(), values.begin() + k, v) != values.begin() + k) continue;
+      if (std::any_of(candidates.begin(), candidates.end(), [&](const Candidate& c) { return c.k == int(k); })) continue;
+      for (const Instruction* param : entry_->parameters()) {
+        if (taken.count(param) || !module.IsDonated(param->parameter_number()) ||
+            !(param->shape() == outputs_[k]->shape())) {
+          continue;
+        }
+        const Value p{param, 0};
+        std::optional<Candidate> c;
+        const Instruction* def = v.first;
+        if (v == p) {
+          c = Candidate{int(k), param, nullptr, true, -1};
+        } else if (def->opcode() == Opcode::kFusion && def->parent() == entry_ &&
+                   def->fusion_kind() != FusionKind::kWholeLoop) {
+          int slot = InPlaceUpdateOperand(def);
+          if (slot >= 0) {
+            if (Resolve(def->operand(slot)) == p && !ReadsElsewhere(def, slot, p)) c = Candidate{int(k), param, def, true, slot};
+          } else {
+            bool own = true;
+            for (int s = 0; s < def->operand_count(); ++s) {
+              if (Resolve(def->operand(s)) == p) own = own && ReadsOnlyAtOwnPositions(def, s, static_cast<int>(v.second));
+            }
+            const Instruction* root = def->fused_computation()->root();
+            bool updates = root->opcode() == Opcode::kDynamicUpdateSlice || root->opcode() == Opcode::kScatter;
+            if (own && !updates && (pass == 1 || reads(def, param))) c = Candidate{int(k), param, def, false, -1};
+          }
+        } else if (def->opcode() == Opcode::kWhile && def->parent() == entry_ && def->operand(0)->opcode() == Opcode::kTuple) {
+          const Instruction* init = def->operand(0);
+          int count = 0;
+          for (const Instruction* e : init->operands()) count += Resolve(e) == p;
+          if (count == 1 && Resolve(init->operand(static_cast<int>(v.second))) == p) c = Candidate{int(k), param, def, true, -1};
+        }
+        if (c) {
+          candidates.push_back(*c);
+          taken.insert(param);
+          break;
+        }
+      }
+    }
+  }
+  if (candidates.empty()) return;
+
+  // Who reads each candidate parameter's buffer in the entry: kernels, loops and
+  // conditionals (a tuple's elements are read where the tuple is).
+  Readers readers;
+  std::unordered_map<const Instruction*, std::vector<Value>> replaces;
+  for (const Candidate& c : candidates) {
+    readers[{c.param, 0}];
+    if (c.writer) replaces[c.writer].push_back({c.param, 0});
+  }
+  // Loops that pass a parameter on unchanged read it in place, also through their result:
+  // readers of that result read the parameter's buffer. (Such a loop may only be the
+  // parameter's writer.)
+  std::unordered_map<const Instruction*, std::unordered_set<const Instruction*>> read_in_place;
+  for (const Instruction* i : entry_->MakePostOrder()) {
+    if (!DefinesBuffers(i)) continue;
+    for (const Instruction* op : i->operands()) {
+      bool tuple = op->opcode() == Opcode::kTuple;
+      int n = tuple ? op->operand_count() : 1;
+      for (int e = 0; e < n; ++e) {
+        Value v = Resolve(tuple ? op->operand(e) : op);
+        auto it = readers.find(v);
+        if (it == readers.end()) continue;
+        it->second.insert(i);
+        const Instruction* body_root = i->opcode() == Opcode::kWhile ? i->while_body()->root() : nullptr;
+        if (body_root && tuple && body_root->opcode() == Opcode::kTuple &&
+            Resolve(body_root->operand(e)) == Value{i, e}) {
+          read_in_place[v.first].insert(i);
+        }
+      }
+    }
+  }
+  std::vector<const Instruction*>& order = schedules_[entry_];
+  order = ScheduleWritersLast(*entry_, replaces, readers);
+  std::unordered_map<const Instruction*, size_t> position;
+  for (size_t i = 0; i < order.size(); ++i) position[order[i]] = i;
+  for (const Candidate& c : candidates) {
+    const Value p{c.param, 0};
+    bool ok = true;
+    for (size_t j = 0; j < outputs_.size(); ++j) ok = ok && (j == size_t(c.k) || values[j] != p);
+    if (c.writer) {
+      for (const Instruction* r : readers.at(p)) ok = ok && (r == c.writer || position.at(r) < position.at(c.writer));
+      for (const Instruction* loop : read_in_place[c.param]) ok = ok && loop == c.writer;
+    }
+    if (!ok) continue;
+    aliases_[c.k] = {c.param->parameter_number(), c.updated};
+    if (c.slot >= 0) {
+      in_place_[c.writer] = c.slot;
+    } else if (c.writer && c.writer->opcode() == Opcode::kWhile) {
+      slices_[values[c.k]] = slices_.at(p);  // the loop's state, in the parameter's buffer
+    } else if (c.writer && reads(c.writer, c.param)) {
+      in_place_[c.writer] = 0;  // reads and writes one buffer: no noalias
+    }
+  }
+}
+
 BufferAssignment::Value BufferAssignment::Resolve(const Instruction* instr, int64_t index) const {
   while (true) {
     switch (instr->opcode()) {
@@ -286,11 +413,16 @@ BufferAssignment::BufferAssignment(const Module& module) : entry_(module.entry()
       slices_[{i, 0}] = {BufferKind::kParameter, i->parameter_number(), 0, i->shape().ByteSize()};
     }
   }
-  // Outputs written in place by the entry kernel that computes them; the rest are copied.
+  aliases_.assign(outputs_.size(), OutputAlias{});
+  if (!module.donated_parameters().empty()) AliasDonatedParameters(module);
+  // Outputs written in place by the entry kernel that computes them; the rest are copied
+  // (but for those in a donated parameter's buffer already: see AliasDonatedParameters).
   std::vector<Value> pending;
   for (size_t k = 0; k < outputs_.size(); ++k) {
     Value v = Resolve(outputs_[k]);
-    if (IsKernelInstruction(v.first) && v.first->parent() == entry_ && !slices_.count(v)) {
+    bool kernel = IsKernelInstruction(v.first) && v.first->parent() == entry_;
+    if (!kernel && aliases_[k].parameter >= 0) continue;
+    if (kernel && !slices_.count(v)) {
       slices_[v] = {BufferKind::kOutput, static_cast<int64_t>(k), 0, ElementShape(v.first, v.second).ByteSize()};
     } else {
       pending.push_back(v);
@@ -315,27 +447,33 @@ namespace {
 // kernels that compute the next state as late as they can go, and each after every other
 // reader of the state element it replaces where it can, so that it may write in place.
 std::vector<const Instruction*> BufferAssignment::Schedule(const Computation& c, const Instruction* loop) const {
-  std::vector<Instruction*> post = c.MakePostOrder();
-  std::vector<const Instruction*> order;
   if (!loop) {
-    order.assign(post.begin(), post.end());
-    return order;
+    std::vector<Instruction*> post = c.MakePostOrder();
+    return {post.begin(), post.end()};
   }
   const Instruction* root = c.root();
   // The state element each writer replaces, and the readers of each state element.
-  std::unordered_map<const Instruction*, std::vector<int64_t>> replaces;
+  std::unordered_map<const Instruction*, std::vector<Value>> replaces;
   for (int k = 0; root->opcode() == Opcode::kTuple && k < root->operand_count(); ++k) {
     Value v = Resolve(root->operand(k));
-    if (IsKernelInstruction(v.first) && v.first->parent() == &c) replaces[v.first].push_back(k);
+    if (IsKernelInstruction(v.first) && v.first->parent() == &c) replaces[v.first].push_back({loop, k});
   }
-  std::unordered_map<int64_t, std::unordered_set<const Instruction*>> readers;
-  for (const Instruction* i : post) {
+  Readers readers;
+  for (const Instruction* i : c.MakePostOrder()) {
     if (i == root) continue;
     for (const Instruction* op : i->operands()) {
       Value v = Resolve(op);
-      if (v.first == loop) readers[v.second].insert(i);
+      if (v.first == loop) readers[v].insert(i);
     }
   }
+  return ScheduleWritersLast(c, replaces, std::move(readers));
+}
+
+std::vector<const Instruction*> BufferAssignment::ScheduleWritersLast(
+    const Computation& c, const std::unordered_map<const Instruction*, std::vector<Value>>& replaces,
+    Readers readers) const {
+  std::vector<Instruction*> post = c.MakePostOrder();
+  std::vector<const Instruction*> order;
   std::unordered_map<const Instruction*, int> pending;
   std::vector<const Instruction*> ready, ready_writers;
   for (const Instruction* i : post) {
@@ -344,8 +482,8 @@ std::vector<const Instruction*> BufferAssignment::Schedule(const Computation& c,
     if (ops.empty()) (replaces.count(i) ? ready_writers : ready).push_back(i);
   }
   auto unblocked = [&](const Instruction* w) {
-    for (int64_t k : replaces.at(w)) {
-      for (const Instruction* r : readers[k]) {
+    for (const Value& v : replaces.at(w)) {
+      for (const Instruction* r : readers[v]) {
         if (r != w) return false;
       }
     }
@@ -363,7 +501,7 @@ std::vector<const Instruction*> BufferAssignment::Schedule(const Computation& c,
       ready_writers.erase(it);
     }
     order.push_back(i);
-    for (auto& [k, rs] : readers) rs.erase(i);
+    for (auto& [v, rs] : readers) rs.erase(i);
     for (const Instruction* u : i->users()) {
       if (--pending[u] == 0) (replaces.count(u) ? ready_writers : ready).push_back(u);
     }
@@ -654,6 +792,11 @@ std::string BufferAssignment::ToString() const {
   };
   show(entry_, 0);
   for (const BufferCopy& c : output_copies_) os << "  copy into output " << c.target.index << "\n";
+  for (size_t k = 0; k < aliases_.size(); ++k) {
+    if (aliases_[k].parameter < 0) continue;
+    os << "  output " << k << " in donated parameter " << aliases_[k].parameter << "'s buffer"
+       << (aliases_[k].updated ? " (updated in place)" : "") << "\n";
+  }
   return os.str();
 }
 

@@ -12,10 +12,17 @@
 // temporaries of loop bodies, conditions and branches share the arena, disjoint from what
 // is live around them. A dynamic-update-slice kernel updates its operand's buffer in place
 // where that operand is dead after it.
+//
+// Donation (Module::donated_parameters, jit's donate_argnums): an output of a donated
+// parameter's shape may take over its buffer where the program allows it (see
+// OutputAlias): the update of that parameter (written in place), the loop that carries it
+// as state (updated in place, no copy in or out), the parameter returned as is, or a kernel
+// that writes after the parameter's last read.
 #pragma once
 
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "ir/module.h"
@@ -57,6 +64,8 @@ class BufferAssignment {
 
   // Copies into the program's output buffers after everything ran.
   const std::vector<BufferCopy>& output_copies() const { return output_copies_; }
+  // Per output: the donated parameter whose buffer it may take (runtime/executable.h).
+  const std::vector<OutputAlias>& output_aliases() const { return aliases_; }
   // The instructions of a control-flow computation in execution order.
   const std::vector<const Instruction*>& schedule(const Computation* c) const { return schedules_.at(c); }
   const std::vector<const Instruction*>& schedule() const { return schedule(entry_); }
@@ -93,6 +102,15 @@ class BufferAssignment {
   // values whose buffers were chosen before (loop state written in place).
   void Assign(const Computation& c, Arena& arena);
   std::vector<const Instruction*> Schedule(const Computation& c, const Instruction* loop) const;
+  // Post order, each writer (that overwrites the buffers of the values it maps to) placed
+  // after the other readers of those values where it can be: as late as it can go.
+  using Readers = std::unordered_map<Value, std::unordered_set<const Instruction*>, ValueHash>;
+  std::vector<const Instruction*> ScheduleWritersLast(
+      const Computation& c, const std::unordered_map<const Instruction*, std::vector<Value>>& replaces,
+      Readers readers) const;
+  // The outputs that take over donated parameters' buffers (aliases_, and the entry's
+  // schedule that lets them).
+  void AliasDonatedParameters(const Module& module);
   void AssignLoop(const Instruction* loop, Arena& arena);
   void AssignConditional(const Instruction* cond, Arena& arena);
   BufferSlice NewTemp(Arena& arena, int64_t bytes);
@@ -110,6 +128,7 @@ class BufferAssignment {
   std::vector<const Instruction*> outputs_;
   std::unordered_map<Value, BufferSlice, ValueHash> slices_;
   std::vector<BufferCopy> output_copies_;
+  std::vector<OutputAlias> aliases_;
   std::unordered_map<const Instruction*, LoopPlan> loops_;
   std::unordered_map<const Instruction*, std::vector<std::vector<BufferCopy>>> branches_;
   std::unordered_map<const Instruction*, int> in_place_;

@@ -21,6 +21,47 @@ int64_t PyArray::size() const {
   return n;
 }
 
+const std::shared_ptr<Buffer>& LiveBuffer(const PyArray& a) {
+  if (!a.buffer) {
+    std::string dims;
+    for (size_t i = 0; i < a.shape.size(); ++i) dims += (i ? "," : "") + std::to_string(a.shape[i]);
+    throw std::runtime_error("Array has been deleted with shape=" + py::str(NumpyDType(a.dtype)).cast<std::string>() +
+                             "[" + dims + "].");
+  }
+  return a.buffer;
+}
+
+std::shared_ptr<Buffer> TakeDonatedBuffer(PyArray& a) {
+  // With the GIL held, no other thread can take a reference meanwhile; a run without the
+  // GIL holds its arguments' buffers (jit_function.cc), so they count here.
+  if (!a.buffer || a.buffer.use_count() != 1 || !a.buffer->OwnsHostMemory()) return nullptr;
+  a.buffer->DropCopies();
+  return std::move(a.buffer);
+}
+
+void TakeDonations(const Executable& exe, const std::vector<py::object>& args, std::vector<Argument>& params) {
+  for (const OutputAlias& alias : exe.output_aliases()) {
+    if (alias.parameter < 0) continue;
+    py::handle arg = args.at(alias.parameter);
+    if (!py::isinstance<PyArray>(arg)) continue;
+    PyArray& a = arg.cast<PyArray&>();
+    bool shared = false;
+    for (size_t i = 0; i < args.size() && !shared; ++i) {
+      shared = i != size_t(alias.parameter) && params[i].buffer == a.buffer.get();
+    }
+    if (shared) continue;
+    params[alias.parameter].donated = TakeDonatedBuffer(a);
+  }
+}
+
+std::vector<std::shared_ptr<Buffer>> HoldBuffers(const std::vector<py::object>& args) {
+  std::vector<std::shared_ptr<Buffer>> held;
+  for (const py::object& arg : args) {
+    if (Py_TYPE(arg.ptr()) == ArrayType() || py::isinstance<PyArray>(arg)) held.push_back(arg.cast<const PyArray&>().buffer);
+  }
+  return held;
+}
+
 namespace {
 
 // bfloat16 is not a NumPy type: the ml_dtypes package (as JAX uses) registers it. Its type
@@ -106,10 +147,10 @@ py::array NumpyView(const PyArray& a) {
     strides[i] = stride;
     stride *= shape[i];
   }
-  auto* keep = new std::shared_ptr<Buffer>(a.buffer);
+  auto* keep = new std::shared_ptr<Buffer>(LiveBuffer(a));
   py::capsule base(keep, [](void* p) { delete static_cast<std::shared_ptr<Buffer>*>(p); });
   // Device memory is copied to the host once (HostData), when NumPy first asks for it.
-  const void* host = a.buffer->HostData();
+  const void* host = (*keep)->HostData();
   py::array out(NumpyDType(a.dtype), shape, strides, host, base);
   py::detail::array_proxy(out.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
   return out;
@@ -192,33 +233,39 @@ void DefineArray(py::module_& m) {
       .def("block_until_ready",
            [](py::object self) {
              const PyArray& a = self.cast<const PyArray&>();
-             if (Device* d = a.buffer->device()) {
+             if (Device* d = LiveBuffer(a)->device()) {
                py::gil_scoped_release release;
                d->Synchronize();
              }
              return self;
            })
       .def_property_readonly("_device", [](const PyArray& a) {
-        Device* d = a.buffer->device();
+        Device* d = LiveBuffer(a)->device();
         return d ? d->Describe() : std::string("cpu");
       })
-      .def_buffer([](const PyArray& a) {
-        // PEP 3118 has no format for bfloat16: NumPy then takes the array through __array__.
-        if (a.dtype == DType::kBF16) throw py::buffer_error("bfloat16 has no buffer format; use numpy.asarray");
-        std::vector<py::ssize_t> shape(a.shape.begin(), a.shape.end());
-        std::vector<py::ssize_t> strides(shape.size());
-        py::ssize_t stride = DTypeBytes(a.dtype);
-        for (int i = static_cast<int>(shape.size()) - 1; i >= 0; --i) {
-          strides[i] = stride;
-          stride *= shape[i];
-        }
-        py::dtype dt = NumpyDType(a.dtype);
-        std::string format = py::str(dt.attr("char")).cast<std::string>();
-        if (a.dtype == DType::kPred) format = "?";
-        return py::buffer_info(const_cast<void*>(a.buffer->HostData()), DTypeBytes(a.dtype), format,
-                               static_cast<py::ssize_t>(shape.size()), shape, strides,
-                               /*readonly=*/true);
-      });
+      .def("is_deleted", [](const PyArray& a) { return !a.buffer; })
+      .def("delete", [](PyArray& a) { a.buffer.reset(); })
+      ;
+  // The buffer protocol (NumPy's first way in) exports a NumPy view's buffer: the export
+  // then holds the array's buffer, as every view does (a held view keeps a donation from
+  // taking it over; a deleted array leaves its views valid).
+  PyBufferProcs* procs = reinterpret_cast<PyTypeObject*>(cls.ptr())->tp_as_buffer;
+  procs->bf_getbuffer = [](PyObject* self, Py_buffer* view, int flags) -> int {
+    try {
+      const PyArray& a = py::handle(self).cast<const PyArray&>();
+      // PEP 3118 has no format for bfloat16: NumPy then takes the array through __array__.
+      if (a.dtype == DType::kBF16) throw py::buffer_error("bfloat16 has no buffer format; use numpy.asarray");
+      py::array v = NumpyView(a);
+      return PyObject_GetBuffer(v.ptr(), view, flags);
+    } catch (py::error_already_set& e) {
+      e.restore();
+    } catch (const std::exception& e) {
+      py::set_error(PyExc_BufferError, e.what());
+    }
+    view->obj = nullptr;
+    return -1;
+  };
+  procs->bf_releasebuffer = nullptr;  // the view's own release runs (it is view->obj)
   m.def("array_from_numpy", &ArrayFromNumpy, "x"_a, "weak_type"_a = false);
   m.def("array_view_of_numpy", &ArrayViewOfNumpy, "x"_a, "weak_type"_a = false);
   g_array_type = reinterpret_cast<PyTypeObject*>(cls.ptr());

@@ -11,6 +11,7 @@
 
 #include "ir/dtype.h"
 #include "runtime/buffer.h"
+#include "runtime/executable.h"
 
 namespace fj::py_bindings {
 
@@ -25,6 +26,23 @@ struct PyArray {
   int64_t size() const;
   int64_t nbytes() const { return size() * DTypeBytes(dtype); }
 };
+
+// The array's buffer. Throws RuntimeError, as JAX does, when the array was deleted
+// (Array.delete) or donated to a program that took its buffer over.
+const std::shared_ptr<Buffer>& LiveBuffer(const PyArray& a);
+// Takes `a`'s buffer for a program to change in place (a donation) and leaves `a` deleted,
+// when nothing else can see the buffer: host memory of its own that no other Array, NumPy
+// view or DLPack export holds. Else null, and `a` stays as it is. (A caller also checks
+// that no other argument of the same call reads it.)
+std::shared_ptr<Buffer> TakeDonatedBuffer(PyArray& a);
+
+// The donations of a run: each output that may take over a donated parameter's buffer
+// (Executable::output_aliases) gets the argument's, when its Array gives it up (see
+// TakeDonatedBuffer) and no other argument of the call is the same buffer.
+void TakeDonations(const Executable& exe, const std::vector<py::object>& args, std::vector<Argument>& params);
+// The Array arguments' buffers, held while a run goes on without the GIL (another thread
+// may meanwhile delete or donate an argument).
+std::vector<std::shared_ptr<Buffer>> HoldBuffers(const std::vector<py::object>& args);
 
 py::dtype NumpyDType(DType t);
 // The dtype of `d`, whatever its byte order (see IsNativeByteOrder), or nullopt.

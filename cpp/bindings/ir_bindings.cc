@@ -252,8 +252,9 @@ py::list KernelGraph(const Module& module, const Target& target) {
   return out;
 }
 
-// Runs an executable on Arrays or NumPy arrays of exactly the parameter shapes.
-py::list RunExecutable(const Executable& exe, const py::sequence& args, py::object out_weak) {
+// Runs an executable on Arrays or NumPy arrays of exactly the parameter shapes; `donate`:
+// outputs may take over the buffers of donated parameters' Arrays (which are then deleted).
+py::list RunExecutable(const Executable& exe, const py::sequence& args, py::object out_weak, bool donate) {
   const std::vector<Shape>& params = exe.parameter_shapes();
   if (args.size() != params.size()) {
     throw py::value_error("executable takes " + std::to_string(params.size()) + " arguments, got " +
@@ -270,7 +271,7 @@ py::list RunExecutable(const Executable& exe, const py::sequence& args, py::obje
         throw py::value_error("argument " + std::to_string(i) + " does not match parameter " +
                               want.ToString());
       }
-      ptrs.push_back(Argument{nullptr, a.buffer.get()});
+      ptrs.push_back(Argument{nullptr, LiveBuffer(a).get(), nullptr});
       keep.push_back(py::reinterpret_borrow<py::object>(arg));
       continue;
     }
@@ -283,10 +284,12 @@ py::list RunExecutable(const Executable& exe, const py::sequence& args, py::obje
                             want.ToString());
     }
     keep.push_back(x);
-    ptrs.push_back(Argument{x.data(), nullptr});
+    ptrs.push_back(Argument{x.data(), nullptr, nullptr});
   }
+  if (donate) TakeDonations(exe, keep, ptrs);
   std::vector<std::shared_ptr<Buffer>> outs;
   {
+    std::vector<std::shared_ptr<Buffer>> held = HoldBuffers(keep);
     py::gil_scoped_release release;
     outs = exe.Run(ptrs);
   }
@@ -402,7 +405,17 @@ void DefineIr(py::module_& m) {
       });
 
   py::class_<Executable, std::shared_ptr<Executable>>(m, "Executable")
-      .def("__call__", &RunExecutable, "args"_a, "out_weak"_a = py::none())
+      .def("__call__", &RunExecutable, "args"_a, "out_weak"_a = py::none(), "donate"_a = false)
+      .def_property_readonly("output_aliases", [](const Executable& e) {
+        // Per output: (the donated parameter whose buffer it may take, updated in place),
+        // or None.
+        py::list out;
+        for (size_t k = 0; k < e.output_shapes().size(); ++k) {
+          const OutputAlias* a = k < e.output_aliases().size() ? &e.output_aliases()[k] : nullptr;
+          out.append(a && a->parameter >= 0 ? py::object(py::make_tuple(a->parameter, a->updated)) : py::none());
+        }
+        return out;
+      })
       .def_property_readonly("num_kernels", [](const Executable& e) { return e.kernels().size(); })
       .def_property_readonly("kernels", [](const Executable& e) {
         py::list out;
@@ -481,6 +494,15 @@ void DefineIr(py::module_& m) {
       .def("to_dot", [](const ModuleHandle& h) { return ModuleToDot(*h.module); })
       .def("verify", [](const ModuleHandle& h) { VerifyModule(*h.module); })
       .def("clone", [](const ModuleHandle& h) { return ModuleHandle{h.module->Clone()}; })
+      .def_property(
+          "donated_parameters", [](const ModuleHandle& h) { return h.module->donated_parameters(); },
+          [](ModuleHandle& h, std::vector<int64_t> params) {
+            int64_t n = static_cast<int64_t>(h.module->entry()->parameters().size());
+            for (int64_t p : params) {
+              if (p < 0 || p >= n) throw py::value_error("no parameter " + std::to_string(p) + " to donate");
+            }
+            h.module->set_donated_parameters(std::move(params));
+          })
       .def("optimized",
            [](const ModuleHandle& h, bool simplify) {
              std::shared_ptr<Module> copy = h.module->Clone();

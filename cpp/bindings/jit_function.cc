@@ -166,7 +166,7 @@ bool ClassifyLeaf(py::handle h, LeafValue& out, std::vector<py::object>& keep_al
   PyObject* p = h.ptr();
   if (Py_TYPE(p) == ArrayType()) {
     const PyArray& a = h.cast<const PyArray&>();
-    if (Canonical(a.dtype) != a.dtype) return false;
+    if (Canonical(a.dtype) != a.dtype || !a.buffer) return false;  // (deleted: Python raises)
     out.sig = {a.dtype, a.weak_type, a.shape};
     out.buffer = a.buffer.get();
     return true;
@@ -317,7 +317,7 @@ class JitFunction {
 
     std::shared_ptr<CacheEntry> entry = cache_.Find(sig);
     if (!entry) return Miss(self, args, kwargs, &sig);
-    return Run(*entry, values);
+    return Run(*entry, values, leaves);
   }
 
   size_t cache_size() { return cache_.size(); }
@@ -342,16 +342,20 @@ class JitFunction {
     return py::str(name).cast<std::string>();
   }
 
-  py::object Run(const CacheEntry& entry, std::vector<LeafValue>& values) {
+  py::object Run(const CacheEntry& entry, std::vector<LeafValue>& values, std::vector<py::object>& leaves) {
     const Executable& exe = *entry.exe;
     std::vector<Argument> params(values.size());
     for (size_t i = 0; i < values.size(); ++i) {
       params[i].host = values[i].is_scalar ? static_cast<const void*>(&values[i].scalar) : values[i].data;
       params[i].buffer = values[i].buffer;
     }
+    TakeDonations(exe, leaves, params);
     const std::vector<Shape>& out_shapes = exe.output_shapes();
     std::vector<std::shared_ptr<Buffer>> outs;
     if (entry.release_gil) {
+      // Without the GIL another thread may delete or donate an argument: the run holds
+      // their buffers.
+      std::vector<std::shared_ptr<Buffer>> held = HoldBuffers(leaves);
       py::gil_scoped_release release;
       outs = exe.Run(params);
     } else {

@@ -102,6 +102,9 @@ std::unique_ptr<Compilation> Compile(const Module& traced, const CompileOptions&
   VerifyModule(traced);
   auto start = std::chrono::steady_clock::now();
   std::unique_ptr<Module> module = traced.Clone();
+  // Donated buffers are taken over on the CPU only (the GPU's arguments are copies cached
+  // in their host buffers): elsewhere a program leaves its arguments as they are.
+  if (options.backend != Backend::kCpu) module->set_donated_parameters({});
   if (!GetDebugFlags().dump_dir.empty() || GetDebugFlags().debug_level >= 2) {
     DumpStage(*module, "traced", "fjir", module->ToString());
     DebugPrint(2, module->name() + " as traced", module->ToString());
@@ -202,6 +205,7 @@ std::unique_ptr<Compilation> Compile(const Module& traced, const CompileOptions&
       result->executable = std::make_shared<CpuExecutable>(program.entry, program.code, params, outputs,
                                                            buffers.temp_bytes(), program.kernels, program.loops,
                                                            std::move(program.profile));
+      result->executable->set_output_aliases(buffers.output_aliases());
       CodeCache::Get().Insert(key, {result->executable, result->llvm_ir, result->assembly, std::move(literals)});
     }
     if (!result->llvm_ir.empty()) {

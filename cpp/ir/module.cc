@@ -103,6 +103,16 @@ std::string Module::UniqueComputationName(const std::string& hint) {
   return computation_names_.Uniquify(hint);
 }
 
+void Module::set_donated_parameters(std::vector<int64_t> parameters) {
+  std::sort(parameters.begin(), parameters.end());
+  parameters.erase(std::unique(parameters.begin(), parameters.end()), parameters.end());
+  donated_ = std::move(parameters);
+}
+
+bool Module::IsDonated(int64_t parameter) const {
+  return std::binary_search(donated_.begin(), donated_.end(), parameter);
+}
+
 std::unique_ptr<Module> Module::Clone() const {
   // Computations and instructions are created in the order the text form lists them, so
   // the copy gets the same names and the same relative ids as a parse of ToString() (the
@@ -110,6 +120,7 @@ std::unique_ptr<Module> Module::Clone() const {
   // immutable and shared. Dead instructions (unreachable from their computation's root)
   // are not copied.
   auto copy = std::make_unique<Module>(name_);
+  copy->donated_ = donated_;
   std::unordered_map<const Computation*, Computation*> computation_map;
   std::vector<Instruction*> callers;  // copies whose called computations are the originals'
   for (const Computation* c : MakeComputationPostOrder()) {

@@ -12,6 +12,18 @@
 
 namespace fj {
 
+// How a program's output uses a donated parameter's buffer (analysis/buffer_assignment.h
+// decides, runtime/executable.h honours it).
+struct OutputAlias {
+  int64_t parameter = -1;  // -1: none
+  // The program changes the parameter's elements in place to make the output (an update,
+  // a loop's state, the parameter itself): the output's buffer must hold the parameter
+  // when the program starts, and the program reads the parameter from it. Otherwise the
+  // output only may share the parameter's buffer: it is written after the parameter's last
+  // read, or by the lanes that read it, at their own positions.
+  bool updated = false;
+};
+
 class Module {
  public:
   explicit Module(std::string name) : name_(std::move(name)) {}
@@ -45,6 +57,13 @@ class Module {
   std::string UniqueComputationName(const std::string& hint);
   int64_t NextId() { return next_id_++; }
 
+  // Entry parameters the caller donates (jit's donate_argnums): an output of their shape
+  // may take over such a parameter's buffer (BufferAssignment), as with XLA's
+  // input_output_alias. Sorted, each once. Printed in the module's header line.
+  const std::vector<int64_t>& donated_parameters() const { return donated_; }
+  void set_donated_parameters(std::vector<int64_t> parameters);
+  bool IsDonated(int64_t parameter) const;
+
   std::string ToString(const LiteralText* literal_text = nullptr) const;
   // A deep copy, named and ordered as a parse of ToString() would be (under FJ_CHECKS it
   // also checks that the text form round-trips).
@@ -58,6 +77,7 @@ class Module {
   Computation* entry_ = nullptr;
   NameSet computation_names_;
   int64_t next_id_ = 0;
+  std::vector<int64_t> donated_;
 };
 
 }  // namespace fj

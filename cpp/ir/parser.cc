@@ -19,6 +19,11 @@ class Parser {
     SkipSpace();
     ExpectWord("module");
     module_ = std::make_unique<Module>(ParseName());
+    if (TryConsume(',')) {
+      ExpectWord("donated");
+      Expect('=');
+      module_->set_donated_parameters(ParseIntList());
+    }
     SkipSpace();
     while (!AtEnd()) {
       ParseComputation();

@@ -218,7 +218,9 @@ std::string Computation::StructuralText() const {
 }
 
 std::string Module::ToString(const LiteralText* literal_text) const {
-  std::string s = "module " + name_ + "\n";
+  std::string s = "module " + name_;
+  if (!donated_.empty()) s += ", donated=" + DimsToString(donated_);
+  s += "\n";
   for (Computation* c : MakeComputationPostOrder()) {
     s += "\n" + c->ToString(c == entry_, literal_text);
   }

@@ -97,6 +97,13 @@ std::shared_ptr<Buffer> Buffer::Wrap(void* data, int64_t bytes, std::function<vo
   return b;
 }
 
+void Buffer::DropCopies() {
+  std::shared_ptr<Buffer> host, device;  // freed outside the lock
+  std::lock_guard<std::mutex> lock(copies_mu_);
+  host = std::move(host_copy_);
+  device = std::move(device_copy_);
+}
+
 Buffer::~Buffer() {
   if (release_) {
     release_();

@@ -38,6 +38,12 @@ class Buffer : public std::enable_shared_from_this<Buffer> {
   Device* device() const { return device_.get(); }
   const std::shared_ptr<Device>& device_ref() const { return device_; }
 
+  // Host memory of its own (not wrapped, not a device's): a program may change it in
+  // place once its owner gives it up (a donation).
+  bool OwnsHostMemory() const { return !device_ && !release_; }
+  // Forgets the copies kept of the elements (before a donated buffer's elements change).
+  void DropCopies();
+
   // The elements readable by the host: data(), or a host copy of device memory (fetched
   // on first use, waiting for the work that computes them).
   const void* HostData() const;

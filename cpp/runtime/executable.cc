@@ -78,8 +78,20 @@ std::vector<std::shared_ptr<Buffer>> CpuExecutable::Run(const std::vector<Argume
   std::vector<std::shared_ptr<Buffer>> out;
   std::vector<void*> ptrs;
   out.reserve(output_shapes().size());
-  for (const Shape& s : output_shapes()) {
-    out.push_back(Buffer::Allocate(s.ByteSize()));
+  const std::vector<OutputAlias>& aliases = output_aliases();
+  for (size_t k = 0; k < output_shapes().size(); ++k) {
+    int64_t bytes = output_shapes()[k].ByteSize();
+    OutputAlias alias = k < aliases.size() ? aliases[k] : OutputAlias{};
+    const std::shared_ptr<Buffer>* donated = alias.parameter >= 0 ? &args[alias.parameter].donated : nullptr;
+    if (donated && *donated && (*donated)->data() == params[alias.parameter] && (*donated)->size() >= bytes) {
+      out.push_back(*donated);  // holds the parameter's elements already
+    } else {
+      out.push_back(Buffer::Allocate(bytes));
+      // Not given up: the output starts as a copy of the parameter where it is updated.
+      if (alias.updated && bytes > 0) std::memcpy(out.back()->data(), params[alias.parameter], bytes);
+    }
+    // The program reads an updated parameter from the output's buffer.
+    if (alias.updated) params[alias.parameter] = out.back()->data();
     ptrs.push_back(out.back()->data());
   }
   RunInto(params.data(), ptrs.data());

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/module.h"
 #include "ir/shape.h"
 #include "runtime/buffer.h"
 #include "support/abi.h"
@@ -40,6 +41,10 @@ struct LoopInfo {
 struct Argument {
   const void* host = nullptr;
   const Buffer* buffer = nullptr;  // when set, `host` is not used
+  // The argument's buffer, given up by the caller (a donation): an output aliasing this
+  // parameter (Executable::output_aliases) takes it over instead of a buffer of its own.
+  // Only host memory that nothing else reads.
+  std::shared_ptr<Buffer> donated;
 };
 
 // A compiled program on a backend, with its signature and what it launches. Subclasses run
@@ -61,6 +66,9 @@ class Executable {
   // others count all their runs). Calls racing on threads may leave counts of several.
   std::vector<int64_t> last_loop_iterations() const;
   int64_t temp_bytes() const { return temp_bytes_; }
+  // Per output: the donated parameter whose buffer it may take over (empty: none).
+  const std::vector<OutputAlias>& output_aliases() const { return aliases_; }
+  void set_output_aliases(std::vector<OutputAlias> aliases) { aliases_ = std::move(aliases); }
   // Compiled with CompileOptions::profile: per kernel (kernels() order), nanoseconds spent
   // in its launches and the number of launches, summed over the calls since the last
   // ResetProfile. Empty when not profiled.
@@ -88,6 +96,7 @@ class Executable {
   int64_t temp_bytes_;
   std::vector<KernelInfo> kernels_;
   std::vector<LoopInfo> loops_;
+  std::vector<OutputAlias> aliases_;
   // Atomic rather than behind a lock: a run records them without the GIL, and a lock
   // held by another thread when the process forks would never be released in the child.
   std::unique_ptr<std::atomic<int64_t>[]> last_iterations_;

@@ -285,32 +285,42 @@ class Jitted(_core.JitFunction):
         if (entry is None or (keep_llvm_ir and not entry.compilation.llvm_ir)
                 or (keep_ptx and not entry.compilation.ptx)):
             program, module, out_tree = self._lower(traced)
+            donated = self._donated_leaves(args, kwargs)
+            module.donated_parameters = [i for i, d in enumerate(donated) if d]
             compilation = dispatch.compile_module(module, self._name, keep_llvm_ir, self._fusion,
                                                   self._backend, keep_ptx)
             out_weak = [a.weak_type for a in program.out_avals]
             entry = _CacheEntry(program, module, compilation, out_tree, out_weak, avals)
             self._entries.put(key, entry)
-            self._warn_donated_unused(args, kwargs)
+            self._warn_donated_unused(compilation.executable, donated, avals)
         return entry, leaves
 
-    def _warn_donated_unused(self, args, kwargs) -> None:
-        """Donation is accepted as in JAX, which may leave a donated buffer unused and then
-        warns, once per compilation; fusionjit does not yet write outputs into donated
-        buffers, so it warns for every donated array (they stay valid)."""
+    def _donated_leaves(self, args, kwargs) -> list[bool]:
+        """Per flat argument leaf (in _call_key's order): whether its argument is donated."""
         if not (self._donate_argnums or self._donate_argnames):
-            return
+            return []
         n = len(args)
-        donated = [a for i, a in enumerate(args)
-                   if any(d == i or (d < 0 and d + n == i) for d in self._donate_argnums)]
-        donated += [v for k, v in kwargs.items() if k in self._donate_argnames]
-        leaves, _ = _core.tree_flatten(donated)
-        described = [f"{a.dtype}{list(a.shape)}".replace(" ", "")
-                     for a in (core.get_aval(x) for x in leaves)]
-        if described:
-            warnings.warn(
-                f"Some donated buffers were not usable: {', '.join(described)}. fusionjit does "
-                f"not yet write outputs into donated buffers: the donated arrays stay valid "
-                f"and the outputs get buffers of their own.", UserWarning, stacklevel=4)
+        dyn_args, dyn_kwargs, _, _ = self._split(args, kwargs)
+        flags = [any(d == i or (d < 0 and d + n == i) for d in self._donate_argnums)
+                 for i in range(n)
+                 if not any(s == i or (s < 0 and s + n == i) for s in self._static_argnums)]
+        marks = (tuple(tree_util.tree_map(lambda _, f=f: f, a) for a, f in zip(dyn_args, flags)),
+                 {k: tree_util.tree_map(lambda _, f=k in self._donate_argnames: f, v)
+                  for k, v in dyn_kwargs.items()})
+        return list(_core.tree_flatten(marks)[0])
+
+    def _warn_donated_unused(self, executable, donated: list[bool], avals) -> None:
+        """As JAX, once per compilation: a warning naming the donated arrays whose buffers
+        no output can take over (no output of their shape and dtype, or none the program
+        can write there; and on the GPU none). They stay valid."""
+        used = {a[0] for a in executable.output_aliases if a is not None}
+        unused = [f"{a.dtype}{list(a.shape)}".replace(" ", "")
+                  for i, (d, a) in enumerate(zip(donated, avals)) if d and i not in used]
+        if unused:
+            where = "" if executable.backend == "cpu" else \
+                " (fusionjit takes donated buffers over on the CPU only)"
+            warnings.warn(f"Some donated buffers were not usable: {', '.join(unused)}{where}.",
+                          UserWarning, stacklevel=4)
 
     def _trace(self, in_tree, avals, statics, static_kwargs):
         out_tree_box = []
@@ -529,9 +539,11 @@ def jit(fun: Callable | None = None, *, static_argnums: int | Sequence[int] | No
     "gpu_emulated"); by default ``fusionjit_default_backend``. On the GPU, results stay in
     GPU memory until NumPy reads them (``np.asarray``) or ``block_until_ready``.
 
-    ``donate_argnums``/``donate_argnames`` are checked as in JAX, but outputs do not yet
-    reuse donated buffers: each compilation warns, as JAX does for a donation it cannot
-    use, and the donated arrays stay valid. ``keep_unused`` and ``inline`` are accepted
+    ``donate_argnums``/``donate_argnames``, as in JAX: on the CPU an output of a donated
+    array's shape and dtype takes its buffer over where the program allows it (an update
+    of it, a loop carrying it, a kernel writing after its last read) and the array is
+    deleted; a donation no output can use warns once per compilation and leaves the array
+    valid. ``keep_unused`` and ``inline`` are accepted
     for JAX compatibility and change nothing: unused arguments cost nothing at a call, and
     a jitted function called while tracing is always inlined into the caller's program.
     """

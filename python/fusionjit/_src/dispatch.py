@@ -95,12 +95,18 @@ def to_argument(x, aval: core.ShapedArray) -> Any:
 
 
 def run(executable, leaves, avals, out_weak) -> list:
+    """Runs on a call's argument leaves; outputs take over donated Arrays' buffers (those
+    Arrays are then deleted)."""
     args = [to_argument(x, a) for x, a in zip(leaves, avals)]
     try:
-        return executable(args, out_weak)
+        return executable(args, out_weak, donate=True)
     except _core.DeviceError as e:
         # A missing GPU or a failing one: say so at the user's call.
         raise _core.DeviceError(errors.located(str(e))) from None
+    except RuntimeError as e:
+        if "has been deleted" not in str(e):
+            raise
+        raise RuntimeError(errors.located(str(e))) from None
 
 
 # --- eager primitives -----------------------------------------------------------------

@@ -8,7 +8,10 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from fusionjit._src import dispatch, errors
+import numpy as np
+
+from fusionjit._src import array as array_mod
+from fusionjit._src import core, dispatch, errors
 
 
 @dataclass
@@ -105,14 +108,26 @@ def profile(fun: Callable, *, fusion: str | None = None, backend: str | None = N
         # Traced and compiled once, profiled (the plain compilation is not needed).
         _, leaves, avals, traced = jitted._call_key(args, kwargs)
         program, module, _ = jitted._lower(traced)
+        donated = jitted._donated_leaves(args, kwargs)
+        module.donated_parameters = [i for i, d in enumerate(donated) if d]
         comp = dispatch.compile_module(module, jitted._name, fusion=jitted._fusion,
                                        backend="cpu", profile=True)
         exe = comp.executable
         argv = [dispatch.to_argument(x, a) for x, a in zip(leaves, avals)]
         out_weak = [a.weak_type for a in program.out_avals]
+        # A donated program runs as in a training loop: each output that takes a donated
+        # argument's buffer is that argument in the next call. (The caller's own arrays
+        # are copied first: profiling deletes none of them.)
+        aliases = [(k, a[0]) for k, a in enumerate(exe.output_aliases) if a is not None]
+        for _, p in aliases:
+            if core.is_concrete_array(argv[p]):
+                argv[p] = array_mod.from_numpy(np.array(argv[p]), avals[p].dtype,
+                                               avals[p].weak_type)
 
         def call():
-            exe(argv, out_weak)
+            outs = exe(argv, out_weak, donate=True)
+            for k, p in aliases:
+                argv[p] = outs[k]
 
         call()
         call()
