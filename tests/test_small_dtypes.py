@@ -227,6 +227,29 @@ def test_reductions_and_dot_accumulate_in_float32(dtype):
 
 
 @pytest.mark.parametrize("dtype", FLOATS16)
+def test_means_variances_and_running_sums_are_computed_in_float32(dtype):
+    # As JAX: a float16 sum of 2048 hundreds overflows (inf), so the mean, the variance and
+    # a layer norm built on them were inf and NaN; a running sum in 16 bits stops growing.
+    x = np.full(2048, 100, dtype)
+    for f in (fnp.mean, fnp.var, fnp.std, fusionjit.jit(fnp.var)):
+        r = np.asarray(f(x))
+        assert r.dtype == dtype and np.isfinite(r.astype(np.float32))
+    assert float(fnp.mean(x)) == 100 and float(fnp.var(x)) == 0
+    y = x + (np.arange(2048) % 7).astype(dtype)
+    ln = fusionjit.jit(lambda a: (a - a.mean(-1, keepdims=True))
+                       / fnp.sqrt(a.var(-1, keepdims=True) + 1e-5))(y)
+    y32 = y.astype(np.float32)
+    np.testing.assert_allclose(np.asarray(ln).astype(np.float32),
+                               (y32 - y32.mean()) / np.sqrt(y32.var() + 1e-5), atol=0.02)
+    assert abs(float(fnp.mean(fnp.full(3000, 0.1, dtype))) - 0.1) < 1e-3
+    for f in (fnp.cumsum, fusionjit.jit(fnp.cumsum)):
+        c = np.asarray(f(np.full(3000, 0.5, dtype)))
+        assert c.dtype == dtype
+        np.testing.assert_array_equal(c.astype(np.float32),
+                                      (0.5 * np.arange(1, 3001)).astype(dtype).astype(np.float32))
+
+
+@pytest.mark.parametrize("dtype", FLOATS16)
 def test_layer_norm_and_softmax_in_16_bits(dtype):
     rng = np.random.default_rng(4)
     x = rng.standard_normal((32, 128)).astype(dtype)

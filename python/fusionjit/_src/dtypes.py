@@ -138,6 +138,12 @@ def is_float(d) -> bool:
     return d.kind == "f" or d in _FLOATS
 
 
+def computation_float(d) -> np.dtype:
+    """The dtype JAX computes a mean, a variance or a running sum of ``d`` in: float32 for
+    float16 and bfloat16 (their sums overflow or stop growing), else ``d`` itself."""
+    return float32 if is_low_precision(d) else np.dtype(d)
+
+
 def finfo(d):
     """``numpy.finfo`` that also knows bfloat16 (ml_dtypes' finfo covers every float)."""
     return ml_dtypes.finfo(d) if ml_dtypes is not None else np.finfo(d)

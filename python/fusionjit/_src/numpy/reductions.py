@@ -137,12 +137,16 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
     if dtype is None:
         dtype = aval(a).dtype if dt.is_float(aval(a).dtype) else dt.default_float()
     dtype = dt.canonicalize(dtype)
-    total = sum(lax.convert_element_type(a, dtype, aval(a).weak_type), axis=axes,
-                keepdims=keepdims, where=where)
+    computed = dt.computation_float(dtype)  # (as JAX: 16-bit floats summed in float32)
+    weak = aval(a).weak_type
+    total = sum(lax.convert_element_type(a, computed, weak), axis=axes, keepdims=keepdims,
+                where=where)
     if where is not None:   # the number of elements where= keeps (0: NaN, as JAX)
-        kept = lax.convert_element_type(mask(where, shape), dtype)
-        return lax.div(total, sum(kept, axis=axes, keepdims=keepdims))
-    return lax.div(total, to_array(count, dtype, aval(total).weak_type))
+        kept = lax.convert_element_type(mask(where, shape), computed)
+        result = lax.div(total, sum(kept, axis=axes, keepdims=keepdims))
+    else:
+        result = lax.div(total, to_array(count, computed, aval(total).weak_type))
+    return lax.convert_element_type(result, dtype, weak)
 
 
 def _arg(name, lax_fn):

@@ -40,6 +40,11 @@ def _cumulative(name, scan_fn, nan_fill=None):
             a = lax.convert_element_type(a, dt.default_int())
         if nan_fill is not None and dt.is_float(aval(a).dtype):
             a = lax.select(lax.ne(a, a), lax.full(aval(a).shape, nan_fill, aval(a).dtype), a)
+        # As JAX: 16-bit floats run in float32 (a float16 sum stops growing at 2048).
+        dtype, weak = aval(a).dtype, aval(a).weak_type
+        if dt.computation_float(dtype) != dtype:
+            a = lax.convert_element_type(a, dt.computation_float(dtype), weak)
+            return lax.convert_element_type(scan_fn(a, axis=axis), dtype, weak)
         return scan_fn(a, axis=axis)
     fn.__name__ = name
     what = "product" if "prod" in name else "sum"
@@ -114,6 +119,11 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims: bool = False, *, w
     (a,) = promote_dtypes_inexact(a)
     if dtype is not None:
         a = lax.convert_element_type(a, dtype, aval(a).weak_type)
+    result_dtype, weak = aval(a).dtype, aval(a).weak_type
+    if dt.computation_float(result_dtype) != result_dtype:  # float16, bfloat16: as JAX
+        a = lax.convert_element_type(a, dt.computation_float(result_dtype), weak)
+        return lax.convert_element_type(
+            var(a, axis, None, None, ddof, keepdims, where=where), result_dtype, weak)
     shape = aval(a).shape
     axes = canonical_axes(axis, len(shape))
     mean = reductions.mean(a, axis=axes, keepdims=True, where=where)
