@@ -44,6 +44,7 @@ from fusionjit import scipy  # noqa: F401 (fusionjit.scipy, as jax.scipy)
 from fusionjit import dtypes  # noqa: F401 (fusionjit.dtypes, as jax.dtypes)
 from fusionjit import debug  # noqa: F401 (fusionjit.debug, as jax.debug)
 from fusionjit import flatten_util  # noqa: F401 (as jax.flatten_util)
+from fusionjit import ops  # noqa: F401 (fusionjit.ops, as jax.ops)
 
 _array_methods.install_all()
 _interop.install()

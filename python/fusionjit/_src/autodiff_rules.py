@@ -415,6 +415,35 @@ def _scatter(g, invals, out, *, update_window_dims, inserted_window_dims,
 
     if combiner == "add":
         return [g, None, gathered(g)]
+
+    def scattered(v, to):  # v's updates combined by `to` into zeros (mode drop, as `out`)
+        return sl.scatter_p.bind(_zero_like(g) if to == "add" else red.full(
+            _aval(x).shape, 1, _aval(g).dtype), idx, v,
+            update_window_dims=update_window_dims, inserted_window_dims=inserted_window_dims,
+            scatter_dims_to_operand_dims=scatter_dims_to_operand_dims, combiner=to,
+            indices_are_sorted=indices_are_sorted, unique_indices=unique_indices)
+
+    if combiner in ("maximum", "minimum"):
+        # As JAX: a position's cotangent goes to each value equal to its result (the
+        # operand's, every update's), split evenly among them. Dropped updates get none.
+        ones = red.full(_aval(x).shape, 1, _aval(g).dtype)
+        kept = ew.ne(gathered(ones), _zero_like(updates))
+        won = ew.bitwise_and(ew.eq(updates, gathered(out)), kept)
+        stays = ew.eq(x, out)
+        count = ew.add(ew.convert_element_type(stays, _aval(g).dtype),
+                       scattered(ew.convert_element_type(won, _aval(g).dtype), "add"))
+        share = ew.div(g, ew.max(count, ones))
+        return [_where(stays, share, _zero_like(g)), None,
+                _where(won, gathered(share), _zero_like(updates))]
+    if combiner == "multiply":
+        if not unique_indices:
+            raise NotImplementedError(
+                "fusionjit.grad of a scatter that multiplies needs unique_indices=True (as "
+                "JAX): with repeated indices each update's cotangent is the product of the "
+                "others")
+        # out = x * (the update landing there, or 1): each factor's cotangent is g times
+        # the other.
+        return [ew.mul(g, scattered(updates, "multiply")), None, gathered(ew.mul(g, x))]
     if combiner != "set":
         raise NotImplementedError(
             f"fusionjit.grad has no rule for a scatter that combines with '{combiner}' yet")

@@ -24,3 +24,32 @@ from fusionjit._src.nn import sigmoid as logistic  # noqa: F401
 from fusionjit._src.lax.convolution import (  # noqa: F401
     ConvDimensionNumbers, conv, conv_dimension_numbers, conv_general_dilated,
     conv_with_general_padding, padtype_to_pads, reduce_window)
+
+
+def _strict_float(name: str, fn):
+    """``jax.lax.<name>``: as ``fusionjit.numpy``'s, on floating-point operands only (lax
+    promotes nothing)."""
+    from fusionjit._src import dtypes as _dt, errors as _errors
+    from fusionjit._src.numpy.util import aval as _aval, to_array as _to_array
+
+    def op(x):
+        x = _to_array(x)
+        if not _dt.is_float(_aval(x).dtype):
+            raise TypeError(_errors.located(
+                f"lax.{name} does not accept dtype {_aval(x).dtype}: it takes floating-point "
+                f"operands (fusionjit.numpy.{fn.__name__} converts integers first)"))
+        return fn(x)
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = f"``jax.lax.{name}``: {fn.__name__} of a floating-point operand, elementwise."
+    return op
+
+
+def _strict_floats():
+    from fusionjit._src.numpy import math_ufuncs as _m, ufuncs as _u
+    pairs = {"sinh": _m.sinh, "cosh": _m.cosh, "asin": _m.arcsin, "acos": _m.arccos,
+             "atan": _m.arctan, "asinh": _m.arcsinh, "acosh": _m.arccosh, "atanh": _m.arctanh,
+             "cbrt": _m.cbrt, "exp2": _u.exp2}
+    return {name: _strict_float(name, fn) for name, fn in pairs.items()}
+
+
+globals().update(_strict_floats())

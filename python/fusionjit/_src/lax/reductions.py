@@ -13,7 +13,7 @@ from fusionjit._src.lowering import register
 from fusionjit._src.lax.common import (
     _BOOL, _FLOAT, _INT, _NUM, Primitive, ShapedArray, _check_kinds, _fail, _weak_all,
     asarray_operand)
-from fusionjit._src.lax.elementwise import convert_element_type
+from fusionjit._src.lax.elementwise import convert_element_type, ne
 from fusionjit._src.lax.shapes import _shape_tuple, broadcast_in_dim
 
 
@@ -151,6 +151,12 @@ def dot_general(lhs, rhs, dimension_numbers):
     lhs, rhs = asarray_operand(lhs), asarray_operand(rhs)
     (lc, rc), (lb, rb) = dimension_numbers
     dn = ((tuple(lc), tuple(rc)), (tuple(lb), tuple(rb)))
+    if dt.is_bool(core.get_aval(lhs).dtype) and dt.is_bool(core.get_aval(rhs).dtype):
+        # As JAX: a product of booleans is whether any pair along the contraction is true
+        # (counted in int32, then compared).
+        counts = dot_general_p.bind(convert_element_type(lhs, np.int32),
+                                    convert_element_type(rhs, np.int32), dimension_numbers=dn)
+        return ne(counts, full(core.get_aval(counts).shape, 0, np.int32))
     return dot_general_p.bind(lhs, rhs, dimension_numbers=dn)
 
 
