@@ -51,6 +51,10 @@ ARRAY_API_2023_12 = {
 ARRAY_API_NAMES = sorted(n for group in ARRAY_API_2023_12.values() for n in group.split())
 LINALG_REDUCIBLE = ("cross diagonal matmul matrix_norm matrix_transpose outer tensordot trace "
                     "vecdot vector_norm").split()
+# The whole linalg extension of the standard (2023.12).
+LINALG_EXTENSION = ("cholesky cross det diagonal eigh eigvalsh inv matmul matrix_norm "
+                    "matrix_power matrix_rank matrix_transpose outer pinv qr slogdet solve svd "
+                    "svdvals tensordot trace vecdot vector_norm").split()
 
 
 def test_array_api_names_all_present():
@@ -60,6 +64,8 @@ def test_array_api_names_all_present():
     assert hasattr(fnp, "__array_namespace_info__")
     assert fnp.__array_api_version__ == "2023.12"
     assert [n for n in LINALG_REDUCIBLE if not hasattr(fnp.linalg, n)] == []
+    assert len(LINALG_EXTENSION) == 23
+    assert [n for n in LINALG_EXTENSION if not hasattr(fnp.linalg, n)] == []
 
 
 def test_array_namespace():
@@ -488,8 +494,9 @@ def test_linalg_norms(ord):
                                                 keepdims=True),
                lambda a: np.linalg.matrix_norm(a, ord="fro" if ord is None else ord,
                                                keepdims=True), x[None], rtol=1e-5)
-    with pytest.raises(NotImplementedError, match="svd"):
-        fnp.linalg.matrix_norm(x, ord="nuc")
+    for order in ("nuc", 2, -2):  # from the singular values
+        _check(lambda a: fnp.linalg.matrix_norm(a, ord=order),
+               lambda a: np.linalg.matrix_norm(a, ord=order), x[None], rtol=1e-5)
 
 
 def test_linalg_products_traces():

@@ -1,6 +1,6 @@
 """``fusionjit.numpy.linalg``: the array-API linalg functions that reduce to dot and
 elementwise work (norms, products, traces and diagonals). qr, cholesky, solve, inv, det and
-slogdet are in decompositions.py; svd, eigh and eig are not available yet."""
+slogdet are in decompositions.py; eigh and svd in eigen.py; eig is not available yet."""
 
 from __future__ import annotations
 
@@ -119,14 +119,21 @@ def _matrix_norm(x, axes, keepdims, ord):
             out = lax.squeeze(out, tuple(sorted(axes)))
         return out
     if ord in ("nuc", 2, -2):
-        fail(f"matrix norm ord={ord!r} needs singular values (svd), which fusionjit does not "
-             f"have yet", NotImplementedError)
+        # The singular values' sum, largest or smallest (the two axes moved to the end).
+        from fusionjit._src.numpy import eigen, shapes
+        moved = shapes.moveaxis(x, (r, c), (-2, -1))
+        s = eigen.svdvals(moved)
+        out = (reductions.sum if ord == "nuc" else reductions.max if ord == 2
+               else reductions.min)(s, axis=-1)
+        if keepdims:
+            out = lax.expand_dims(out, tuple(sorted(axes)))
+        return out
     fail(f"invalid norm order {ord!r} for matrices", ValueError)
 
 
 def matrix_norm(x, /, *, keepdims: bool = False, ord="fro"):
-    """The matrix norm of the last two axes: 'fro', 1, -1, inf, -inf ('nuc', 2 and -2 need
-    an svd and are not available)."""
+    """The matrix norm of the last two axes: 'fro', 1, -1, inf, -inf, 'nuc', 2, -2 (the
+    last three from the singular values)."""
     check_arraylike("matrix_norm", x)
     x = to_array(x)
     nd = aval(x).ndim
