@@ -335,3 +335,58 @@ def test_same_results_as_jax_and_never_a_donation_jax_refuses(name):
     assert jb.is_deleted() or not fb.is_deleted()
     if name != "set and read":  # (one kernel reads the old buffer and writes the new one)
         assert fb.is_deleted()
+
+
+def test_jits_of_one_function_keep_their_own_donations():
+    # One function jitted with and without donation (a train and an eval step): each keeps
+    # its own programs, and only the donating one deletes arrays, its own argument only.
+    def update(params, grads):
+        return params - 0.1 * grads
+
+    train = fusionjit.jit(update, donate_argnums=0)
+    evaluate = fusionjit.jit(update)
+    p, g = fnp.ones(4), fnp.ones(4)
+    train(p, g)
+    assert p.is_deleted() and not g.is_deleted()
+    p, g = fnp.ones(4), fnp.ones(4)
+    assert_close(evaluate(p, g), np.full(4, 0.9, np.float32))
+    assert not p.is_deleted() and not g.is_deleted()
+    p, g = fnp.ones(4), fnp.ones(4)
+    fusionjit.jit(update, donate_argnums=1)(p, g)
+    assert not p.is_deleted() and g.is_deleted()
+
+
+def test_a_call_holds_its_arguments_while_python_code_runs_before_it():
+    # A static argument's == runs Python code during the cache lookup: another thread that
+    # donates (or deletes) an argument meanwhile must neither change what the call reads nor
+    # free it under it (found by a review: the call read 7.0, the other thread's result).
+    import time
+
+    class Config:
+        def __hash__(self):
+            return 1
+
+        def __eq__(self, other):
+            time.sleep(0.2)
+            return isinstance(other, Config)
+
+    n = 1 << 16
+    f = fusionjit.jit(lambda x, cfg: x + 0.0, static_argnums=1)
+    step = fusionjit.jit(lambda x: x * 0 + 7.0, donate_argnums=0)
+    f(fnp.ones(n), Config())
+    step(fnp.ones(n))
+    for other in ("donate", "delete"):
+        x = fnp.asarray(np.ones(n, np.float32))
+        results = []
+
+        def meanwhile(x=x, other=other):
+            time.sleep(0.05)
+            results.append(step(x) if other == "donate" else x.delete())
+
+        t = threading.Thread(target=meanwhile)
+        t.start()
+        out = np.asarray(f(x, Config()))
+        t.join()
+        np.testing.assert_array_equal(np.unique(out), [1.0])
+        if other == "donate":
+            np.testing.assert_array_equal(np.unique(np.asarray(results[0])), [7.0])

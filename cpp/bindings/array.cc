@@ -31,35 +31,27 @@ const std::shared_ptr<Buffer>& LiveBuffer(const PyArray& a) {
   return a.buffer;
 }
 
-std::shared_ptr<Buffer> TakeDonatedBuffer(PyArray& a) {
-  // With the GIL held, no other thread can take a reference meanwhile; a run without the
-  // GIL holds its arguments' buffers (jit_function.cc), so they count here.
-  if (!a.buffer || a.buffer.use_count() != 1 || !a.buffer->OwnsHostMemory()) return nullptr;
-  a.buffer->DropCopies();
-  return std::move(a.buffer);
+std::shared_ptr<Buffer> TakeDonatedBuffer(PyArray& a, const std::shared_ptr<Buffer>& held) {
+  // With the GIL held, no other thread can take a reference meanwhile: the array's own and
+  // the call's hold are all there are.
+  if (!a.buffer || a.buffer != held || held.use_count() != 2 || !held->OwnsHostMemory()) return nullptr;
+  a.buffer.reset();
+  held->DropCopies();
+  return held;
 }
 
-void TakeDonations(const Executable& exe, const std::vector<py::object>& args, std::vector<Argument>& params) {
+void TakeDonations(const Executable& exe, const std::vector<py::object>& args, std::vector<Argument>& params,
+                   const std::vector<std::shared_ptr<Buffer>>& held) {
   for (const OutputAlias& alias : exe.output_aliases()) {
     if (alias.parameter < 0) continue;
-    py::handle arg = args.at(alias.parameter);
-    if (!py::isinstance<PyArray>(arg)) continue;
-    PyArray& a = arg.cast<PyArray&>();
+    size_t p = static_cast<size_t>(alias.parameter);
+    py::handle arg = args.at(p);
+    if (!held.at(p) || !py::isinstance<PyArray>(arg)) continue;
     bool shared = false;
-    for (size_t i = 0; i < args.size() && !shared; ++i) {
-      shared = i != size_t(alias.parameter) && params[i].buffer == a.buffer.get();
-    }
+    for (size_t i = 0; i < params.size() && !shared; ++i) shared = i != p && params[i].buffer == held[p].get();
     if (shared) continue;
-    params[alias.parameter].donated = TakeDonatedBuffer(a);
+    params[p].donated = TakeDonatedBuffer(arg.cast<PyArray&>(), held[p]);
   }
-}
-
-std::vector<std::shared_ptr<Buffer>> HoldBuffers(const std::vector<py::object>& args) {
-  std::vector<std::shared_ptr<Buffer>> held;
-  for (const py::object& arg : args) {
-    if (Py_TYPE(arg.ptr()) == ArrayType() || py::isinstance<PyArray>(arg)) held.push_back(arg.cast<const PyArray&>().buffer);
-  }
-  return held;
 }
 
 namespace {

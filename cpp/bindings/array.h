@@ -32,17 +32,17 @@ struct PyArray {
 const std::shared_ptr<Buffer>& LiveBuffer(const PyArray& a);
 // Takes `a`'s buffer for a program to change in place (a donation) and leaves `a` deleted,
 // when nothing else can see the buffer: host memory of its own that no other Array, NumPy
-// view or DLPack export holds. Else null, and `a` stays as it is. (A caller also checks
-// that no other argument of the same call reads it.)
-std::shared_ptr<Buffer> TakeDonatedBuffer(PyArray& a);
+// view or DLPack export holds; `held` is the call's own hold on it (taken when the call
+// read its arguments, so that another thread deleting or donating the array meanwhile
+// cannot free or change what the call reads). Else null, and `a` stays as it is.
+std::shared_ptr<Buffer> TakeDonatedBuffer(PyArray& a, const std::shared_ptr<Buffer>& held);
 
 // The donations of a run: each output that may take over a donated parameter's buffer
 // (Executable::output_aliases) gets the argument's, when its Array gives it up (see
-// TakeDonatedBuffer) and no other argument of the call is the same buffer.
-void TakeDonations(const Executable& exe, const std::vector<py::object>& args, std::vector<Argument>& params);
-// The Array arguments' buffers, held while a run goes on without the GIL (another thread
-// may meanwhile delete or donate an argument).
-std::vector<std::shared_ptr<Buffer>> HoldBuffers(const std::vector<py::object>& args);
+// TakeDonatedBuffer; `held`: the call's holds on its Array arguments' buffers, null for
+// others) and no other argument of the call is the same buffer.
+void TakeDonations(const Executable& exe, const std::vector<py::object>& args, std::vector<Argument>& params,
+                   const std::vector<std::shared_ptr<Buffer>>& held);
 
 py::dtype NumpyDType(DType t);
 // The dtype of `d`, whatever its byte order (see IsNativeByteOrder), or nullopt.

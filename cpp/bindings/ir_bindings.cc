@@ -262,6 +262,9 @@ py::list RunExecutable(const Executable& exe, const py::sequence& args, py::obje
   }
   std::vector<Argument> ptrs;
   std::vector<py::object> keep;
+  // The run's holds on the Arrays' buffers (NumPy's conversions below may run Python code,
+  // and another thread delete or donate an array meanwhile).
+  std::vector<std::shared_ptr<Buffer>> held;
   for (size_t i = 0; i < params.size(); ++i) {
     py::handle arg = args[i];
     const Shape& want = params[i];
@@ -271,7 +274,8 @@ py::list RunExecutable(const Executable& exe, const py::sequence& args, py::obje
         throw py::value_error("argument " + std::to_string(i) + " does not match parameter " +
                               want.ToString());
       }
-      ptrs.push_back(Argument{nullptr, LiveBuffer(a).get(), nullptr});
+      held.push_back(LiveBuffer(a));
+      ptrs.push_back(Argument{nullptr, held.back().get(), nullptr});
       keep.push_back(py::reinterpret_borrow<py::object>(arg));
       continue;
     }
@@ -284,12 +288,12 @@ py::list RunExecutable(const Executable& exe, const py::sequence& args, py::obje
                             want.ToString());
     }
     keep.push_back(x);
+    held.push_back(nullptr);
     ptrs.push_back(Argument{x.data(), nullptr, nullptr});
   }
-  if (donate) TakeDonations(exe, keep, ptrs);
+  if (donate) TakeDonations(exe, keep, ptrs, held);
   std::vector<std::shared_ptr<Buffer>> outs;
   {
-    std::vector<std::shared_ptr<Buffer>> held = HoldBuffers(keep);
     py::gil_scoped_release release;
     outs = exe.Run(ptrs);
   }

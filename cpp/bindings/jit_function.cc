@@ -156,6 +156,9 @@ struct LeafValue {
   LeafSig sig;
   const void* data = nullptr;
   const Buffer* buffer = nullptr;  // an Array's (host or device memory)
+  // The call's hold on it, from here on: Python code that runs before the call (a static
+  // argument's ==) may let another thread delete or donate the array.
+  std::shared_ptr<Buffer> held;
   uint64_t scalar = 0;  // storage for Python scalars
   bool is_scalar = false;
 };
@@ -168,7 +171,8 @@ bool ClassifyLeaf(py::handle h, LeafValue& out, std::vector<py::object>& keep_al
     const PyArray& a = h.cast<const PyArray&>();
     if (Canonical(a.dtype) != a.dtype || !a.buffer) return false;  // (deleted: Python raises)
     out.sig = {a.dtype, a.weak_type, a.shape};
-    out.buffer = a.buffer.get();
+    out.held = a.buffer;
+    out.buffer = out.held.get();
     return true;
   }
   if (PyBool_Check(p)) {
@@ -306,7 +310,12 @@ class JitFunction {
     for (size_t i = 0; i < leaves.size() && fast; ++i) {
       fast = ClassifyLeaf(leaves[i], values[i], keep_alive);
     }
-    if (!fast) return Miss(self, args, kwargs, nullptr);
+    // (A miss runs the call from Python, which takes its own holds: a donation must find
+    // none but its own.)
+    if (!fast) {
+      values.clear();
+      return Miss(self, args, kwargs, nullptr);
+    }
     sig.leaves.reserve(values.size());
     for (LeafValue& v : values) {
       sig.leaves.push_back(v.sig);
@@ -316,7 +325,10 @@ class JitFunction {
     sig.hash = h ^ sig.treedef.Hash() ^ (sig.epoch * 0x9e3779b97f4a7c15ull);
 
     std::shared_ptr<CacheEntry> entry = cache_.Find(sig);
-    if (!entry) return Miss(self, args, kwargs, &sig);
+    if (!entry) {
+      values.clear();
+      return Miss(self, args, kwargs, &sig);
+    }
     return Run(*entry, values, leaves);
   }
 
@@ -349,13 +361,16 @@ class JitFunction {
       params[i].host = values[i].is_scalar ? static_cast<const void*>(&values[i].scalar) : values[i].data;
       params[i].buffer = values[i].buffer;
     }
-    TakeDonations(exe, leaves, params);
+    // The holds move here, for the run (a donation must find none but the call's own).
+    std::vector<std::shared_ptr<Buffer>> held;
+    if (!exe.output_aliases().empty()) {
+      held.resize(values.size());
+      for (size_t i = 0; i < values.size(); ++i) held[i] = std::move(values[i].held);
+      TakeDonations(exe, leaves, params, held);
+    }
     const std::vector<Shape>& out_shapes = exe.output_shapes();
     std::vector<std::shared_ptr<Buffer>> outs;
     if (entry.release_gil) {
-      // Without the GIL another thread may delete or donate an argument: the run holds
-      // their buffers.
-      std::vector<std::shared_ptr<Buffer>> held = HoldBuffers(leaves);
       py::gil_scoped_release release;
       outs = exe.Run(params);
     } else {

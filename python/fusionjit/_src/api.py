@@ -200,7 +200,10 @@ class Jitted(_core.JitFunction):
         self._fun = fun
         self._static_argnums = nums
         self._static_argnames = names
-        self._entries = _entries_for(fun, (nums, names, fusion, backend, _primitive))
+        # (Donation is part of the key: the executables of one function donating and not
+        # donating differ, and a shared one would delete arrays a caller never gave up.)
+        self._entries = _entries_for(fun, (nums, names, fusion, backend, _primitive,
+                                           self._donate_argnums, self._donate_argnames))
         _LIVE.add(self)
         try:
             self._signature = inspect.signature(fun)
