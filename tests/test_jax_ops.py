@@ -119,3 +119,28 @@ def test_products_of_booleans_are_booleans_as_in_jax():
         assert np.asarray(out).dtype == np.bool_
         np.testing.assert_array_equal(out, [[True], [False]])
     assert not bool(fnp.dot(a[0], a[1]))
+
+
+def test_lax_reduce_with_a_monoid():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4) - 5
+    assert_close(lax.reduce(x, 0.0, lax.add, (0,)), x.sum(0))
+    assert_close(lax.reduce(x, -np.inf, lax.max, (1,)), x.max(1))
+    assert_close(fusionjit.jit(lambda a: lax.reduce(a, 1.0, lax.mul, (0, 1)))(x + 6),
+                 np.prod(x + 6, dtype=np.float32), rtol=1e-6)
+    b = x > 0
+    np.testing.assert_array_equal(lax.reduce(b, False, lax.bitwise_or, (1,)), b.any(1))
+    with pytest.raises(NotImplementedError, match="computation must be lax.add"):
+        lax.reduce(x, 0.0, lambda a, c: a + c, (0,))
+    with pytest.raises(NotImplementedError, match="several operands"):
+        lax.reduce((x, x), (0.0, 0.0), lax.add, (0,))
+
+
+def test_make_jaxpr_and_jacobian():
+    jaxpr = fusionjit.make_jaxpr(lambda x, y: fnp.sin(x) * y)(np.ones(3, np.float32), 2.0)
+    text = str(jaxpr)
+    assert "sin" in text and "mul" in text and "f32[3]" in text
+    _, shapes = fusionjit.make_jaxpr(lambda x: {"a": x * 2}, return_shape=True)(
+        np.ones((2, 2), np.float32))
+    assert shapes["a"].shape == (2, 2) and shapes["a"].dtype == np.float32
+    x = np.arange(3.0, dtype=np.float32)
+    assert_close(fusionjit.jacobian(lambda v: v ** 2)(x), np.diag(2 * x))

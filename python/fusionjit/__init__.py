@@ -19,7 +19,7 @@ from fusionjit._src.numpy import array_methods as _array_methods
 from fusionjit._src import interop as _interop
 from fusionjit._src.interop import device_get, device_put
 from fusionjit._src.api import (Compiled, Lowered, ShapeDtypeStruct, clear_caches, disable_jit, jit,
-                                make_ir)
+                                make_ir, make_jaxpr)
 from fusionjit._src.explain import Explanation, explain
 from fusionjit._src.profiler import Profile, profile
 from fusionjit._src.api_util import (default_backend, device_count, eval_shape,
@@ -28,6 +28,7 @@ from fusionjit._src.api_util import (default_backend, device_count, eval_shape,
 from fusionjit._src.array import Array
 from fusionjit._src.autodiff import (checkpoint, custom_jvp, custom_vjp, grad, hessian, jacfwd,
                                      jacrev, jvp, linearize, remat, value_and_grad, vjp)
+from fusionjit._src.autodiff import jacrev as jacobian  # jax.jacobian is jacrev
 from fusionjit._src.batching import vmap
 from fusionjit._src.errors import (ConcretizationTypeError, TracerArrayConversionError,
                                    TracerBoolConversionError, TracerIntegerConversionError,
@@ -93,8 +94,9 @@ __all__ = [
     "config", "custom_jvp", "custom_vjp", "debug", "default_backend", "device_count", "device_get",
     "device_put",
     "devices", "disable_jit", "dlpack", "eval_shape", "explain", "gpu_unavailable_reason", "grad",
-    "dtypes", "flatten_util", "hessian", "jacfwd", "jacrev", "jit", "jvp", "lax", "linearize",
-    "local_device_count", "make_ir", "named_scope", "nn", "numpy", "process_count", "profile",
+    "dtypes", "flatten_util", "hessian", "jacfwd", "jacobian", "jacrev", "jit", "jvp", "lax",
+    "linearize", "local_device_count", "make_ir", "make_jaxpr", "named_scope", "nn", "numpy",
+    "ops", "process_count", "profile",
     "process_index", "random", "remat", "scipy", "testing", "tree", "tree_util",
     "value_and_grad", "vjp", "vmap",
 ]

@@ -527,6 +527,37 @@ class Compiled:
         }
 
 
+class Jaxpr:
+    """What ``make_jaxpr`` returns: the traced program, printed as ``str``; ``.program``
+    is fusionjit's Program, ``.out_avals`` its outputs' shapes and dtypes."""
+
+    def __init__(self, program):
+        self.program = program
+        self.out_avals = list(program.out_avals)
+
+    def __str__(self) -> str:
+        return self.program.pretty()
+
+    __repr__ = __str__
+
+
+def make_jaxpr(fun: Callable, static_argnums: int | Sequence[int] = (),
+               return_shape: bool = False, **unused) -> Callable:
+    """``jax.make_jaxpr``: ``make_jaxpr(f)(*args)`` traces ``f`` for these arguments and
+    returns its program (fusionjit's own, printed as ``lower(...).as_text("program")``
+    shows it, not JAX's jaxpr syntax); with ``return_shape`` also the outputs'
+    ShapeDtypeStructs."""
+    def traced(*args, **kwargs):
+        jitted = Jitted(fun, static_argnums=static_argnums)
+        lowered = jitted.lower(*args, **kwargs)
+        out = Jaxpr(lowered.program)
+        if not return_shape:
+            return out
+        shapes = [ShapeDtypeStruct(a.shape, a.dtype) for a in out.out_avals]
+        return out, tree_util.tree_unflatten(lowered._entry.out_tree, shapes)
+    return traced
+
+
 def jit(fun: Callable | None = None, *, static_argnums: int | Sequence[int] | None = None,
         static_argnames: str | Sequence[str] | None = None,
         donate_argnums: int | Sequence[int] | None = None,
