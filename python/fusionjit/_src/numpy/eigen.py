@@ -91,10 +91,11 @@ def _pair_roles(values, partner, first):
     return ufuncs.where(is_first, values, other), ufuncs.where(is_first, other, values)
 
 
-def _jacobi(x, state, step, converged, off):
+def _jacobi(x, state, step, converged, off, scale):
     """Sweeps of rounds ``step(partner_r, first_r, state)`` while some matrix is neither
-    ``converged(state)`` nor stalled: its ``off(state)`` (the off-diagonal part) not halved by
-    the last sweep (at rounding level, rotations only stir rounding errors)."""
+    ``converged(state)`` nor stalled near rounding level: its ``off(state)`` (the
+    off-diagonal part) below (64 n eps)^2 ``scale`` and not halved by the last sweep (there
+    rotations only stir rounding errors). (Far from it a sweep may well not halve it.)"""
     m = aval(x).shape[-1]
     d = aval(x).dtype
     partner_table, first_table = _round_robin(m)
@@ -111,10 +112,14 @@ def _jacobi(x, state, step, converged, off):
 
         return fori_loop(0, m - 1, one_round, st), ufuncs.add(k, 1), off(st)
 
+    near = ufuncs.multiply(scale, (64 * m * float(dt.finfo(d).eps)) ** 2)
+
     def more(carry):
         st, k, before = carry
-        going = ufuncs.logical_and(ufuncs.logical_not(converged(st)),
-                                   ufuncs.less(off(st), ufuncs.multiply(before, 0.5)))
+        now = off(st)
+        progress = ufuncs.logical_or(ufuncs.less(now, ufuncs.multiply(before, 0.5)),
+                                     ufuncs.greater(now, near))
+        going = ufuncs.logical_and(ufuncs.logical_not(converged(st)), progress)
         return ufuncs.logical_and(ufuncs.less(k, _MAX_SWEEPS), reductions.any(going))
 
     start = ufuncs.add(off(state), np.inf)
@@ -164,7 +169,8 @@ def _eigh_unsorted(a):
         return reductions.sum(ufuncs.square(ufuncs.multiply(st[0], 1.0 - eye)), axis=(-2, -1))
 
     v0 = shapes.broadcast_to(eye, aval(a).shape)
-    a, v = _jacobi(a, (a, v0), step, converged, off) if m > 1 else (a, v0)
+    norm2 = reductions.sum(ufuncs.square(a), axis=(-2, -1))
+    a, v = _jacobi(a, (a, v0), step, converged, off, norm2) if m > 1 else (a, v0)
     w = reductions.sum(ufuncs.multiply(a, eye), axis=-1)
     if m != n:
         w = lax.slice_in_dim(w, 0, n, axis=aval(w).ndim - 1)
@@ -227,6 +233,19 @@ def _eigh_bwd(res, g):
 _eigh.defvjp(_eigh_fwd, _eigh_bwd)
 
 
+_JITTED: dict = {}
+
+
+def _compiled(fn, **options):
+    """``fn`` under jit (made once): an eager call runs one cached program instead of
+    tracing its loops again op by op (inside a trace it is inlined, as any jit)."""
+    jitted = _JITTED.get(fn)
+    if jitted is None:
+        from fusionjit._src.api import jit
+        jitted = _JITTED[fn] = jit(fn, **options)
+    return jitted
+
+
 def eigh(a, UPLO: str | None = None, symmetrize_input: bool = True):
     """Eigenvalues (ascending) and eigenvectors (columns) of symmetric matrices (..., n, n),
     as ``jax.numpy.linalg.eigh``; with ``symmetrize_input`` (the default) of (a + a^T) / 2,
@@ -234,6 +253,10 @@ def eigh(a, UPLO: str | None = None, symmetrize_input: bool = True):
     a = _square("eigh", a)
     if UPLO not in (None, "L", "U"):
         fail(f"eigh: UPLO must be 'L' or 'U', got {UPLO!r}", ValueError)
+    return EighResult(*_compiled(_eigh_of, static_argnums=(1, 2))(a, UPLO, symmetrize_input))
+
+
+def _eigh_of(a, UPLO, symmetrize_input):
     if symmetrize_input:
         a = ufuncs.multiply(ufuncs.add(a, _mT(a)), 0.5)
     else:
@@ -241,8 +264,7 @@ def eigh(a, UPLO: str | None = None, symmetrize_input: bool = True):
         keep = np.tril(np.ones((n, n), bool)) if UPLO != "U" else np.triu(np.ones((n, n), bool))
         tri = ufuncs.where(keep, a, 0.0)
         a = ufuncs.add(tri, ufuncs.where(np.eye(n, dtype=bool), 0.0, _mT(tri)))
-    w, v = _eigh(a)
-    return EighResult(w, v)
+    return _eigh(a)
 
 
 def eigvalsh(a, UPLO: str | None = None, *, symmetrize_input: bool = True):
@@ -287,7 +309,8 @@ def _svd_tall(a):
                               axis=(-2, -1))
 
     v0 = shapes.broadcast_to(np.eye(m, dtype=d), aval(a).shape[:-2] + (m, m))
-    u, v = _jacobi(a, (a, v0), step, converged, off) if m > 1 else (a, v0)
+    norm4 = ufuncs.square(reductions.sum(ufuncs.square(a), axis=(-2, -1)))
+    u, v = _jacobi(a, (a, v0), step, converged, off, norm4) if m > 1 else (a, v0)
     if m != n:
         u = lax.slice_in_dim(u, 0, n, axis=aval(u).ndim - 1)
         v = lax.slice_in_dim(lax.slice_in_dim(v, 0, n, axis=aval(v).ndim - 1), 0, n,
@@ -422,21 +445,26 @@ def svd(a, full_matrices: bool = True, compute_uv: bool = True, hermitian: bool 
     a = _matrices("svd", a)
     if subset_by_index is not None:
         fail("svd: subset_by_index is not supported", NotImplementedError)
+    out = _compiled(_svd_of, static_argnums=(1, 2, 3))(a, full_matrices, compute_uv, hermitian)
+    return SVDResult(*out) if compute_uv else out
+
+
+def _svd_of(a, full_matrices, compute_uv, hermitian):
     if hermitian:
         w, v = eigh(a)
         s, v, signed = _sorted_columns(ufuncs.abs(w), [v, ufuncs.multiply(
             v, shapes.expand_dims(ufuncs.where(ufuncs.less(w, 0.0), -1.0, 1.0), -2))],
             descending=True)
-        return s if not compute_uv else SVDResult(v, s, _mT(signed))
+        return s if not compute_uv else (v, s, _mT(signed))
     if not compute_uv:
         return _singular_values(a)
     m, n = aval(a).shape[-2:]
     if not full_matrices or m == n:
-        return SVDResult(*_svd_reduced(a))
+        return tuple(_svd_reduced(a))
     u, s, v = (_svd_tall(a) if m >= n else _svd_tall(_mT(a)))
     if m >= n:
-        return SVDResult(_complete(u, True), s, _mT(v))
-    return SVDResult(v, s, _mT(_complete(u, True)))
+        return _complete(u, True), s, _mT(v)
+    return v, s, _mT(_complete(u, True))
 
 
 def svdvals(x, /):
