@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "analysis/buffer_assignment.h"
+#include "analysis/cost_model.h"
 #include "compiler/compiler.h"
 #include "ir/parser.h"
 #include "fusion/kernel_wrapper.h"
@@ -76,6 +77,21 @@ TEST(Donation, WithoutTheDonationTheUpdateCopiesTheBuffer) {
   BufferAssignment buffers(*m);
   EXPECT_EQ(buffers.output_aliases()[0].parameter, -1);
   EXPECT_FALSE(buffers.WritesInPlace(m->entry()->root()->operand(0)));
+}
+
+TEST(Donation, TheCostModelPricesAnUpdateOfAKeptParameterAsTheCopyItIs) {
+  // Kept by the caller, the buffer is copied whole into the output (64 x 4 floats read and
+  // written); donated, the kernel writes the two rows it updates.
+  for (bool donated : {false, true}) {
+    std::unique_ptr<Module> m = Parse(kInsert);
+    if (!donated) m->set_donated_parameters({});
+    KernelWrapperPass().Run(*m);
+    const Instruction* update = m->entry()->root()->operand(0);
+    ASSERT_EQ(update->opcode(), Opcode::kFusion);
+    KernelCost cost = EstimateKernel(update);
+    EXPECT_EQ(cost.bytes_written, donated ? 2 * 4 * 4 : 64 * 4 * 4) << (donated ? "donated" : "kept");
+    EXPECT_GE(cost.bytes_read, donated ? 0 : 64 * 4 * 4);
+  }
 }
 
 // Runs the compiled insert on `buf` (donated or not); returns the outputs.
