@@ -205,7 +205,11 @@ std::unique_ptr<Compilation> Compile(const Module& traced, const CompileOptions&
       result->executable = std::make_shared<CpuExecutable>(program.entry, program.code, params, outputs,
                                                            buffers.temp_bytes(), program.kernels, program.loops,
                                                            std::move(program.profile));
-      result->executable->set_output_aliases(buffers.output_aliases());
+      // (None for a program that takes no donation: its calls skip the donation step.)
+      const std::vector<OutputAlias>& aliases = buffers.output_aliases();
+      if (std::any_of(aliases.begin(), aliases.end(), [](const OutputAlias& a) { return a.parameter >= 0; })) {
+        result->executable->set_output_aliases(aliases);
+      }
       CodeCache::Get().Insert(key, {result->executable, result->llvm_ir, result->assembly, std::move(literals)});
     }
     if (!result->llvm_ir.empty()) {
