@@ -390,3 +390,23 @@ def test_a_call_holds_its_arguments_while_python_code_runs_before_it():
         np.testing.assert_array_equal(np.unique(out), [1.0])
         if other == "donate":
             np.testing.assert_array_equal(np.unique(np.asarray(results[0])), [7.0])
+
+
+def test_explain_says_where_each_donated_buffer_goes():
+    def f(buf, rows, i, p, q):
+        return lax.dynamic_update_slice_in_dim(buf, rows, i, 0), p * 2, (q + 1).sum()
+
+    jitted = fusionjit.jit(f, donate_argnums=(0, 3, 4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        e = fusionjit.explain(jitted)(fnp.zeros((100, 4)), fnp.ones((2, 4)), 3, fnp.ones(5),
+                                      fnp.ones(5))
+    assert e.donations == [
+        "argument 0 (float32[100,4]): output 0 takes its buffer (updated in place where it is)",
+        "argument 3 (float32[5]): output 1 takes its buffer (written over it once its last "
+        "reader ran)",
+        "argument 4 (float32[5]): kept: no output can take its buffer (none has its shape and "
+        "dtype, or the old value is read after the new one would be written)"]
+    assert "donated arguments:" in str(e)
+    assert fusionjit.explain(fusionjit.jit(f))(fnp.zeros((100, 4)), fnp.ones((2, 4)), 3,
+                                               fnp.ones(5), fnp.ones(5)).donations == []

@@ -64,6 +64,8 @@ class Explanation:
     after_dot: str = field(repr=False, default="")
     before_text: str = field(repr=False, default="")
     after_text: str = field(repr=False, default="")
+    # One line per donated argument: the output that takes its buffer over, or why none.
+    donations: list = field(default_factory=list)
 
     @property
     def num_kernels(self) -> int:
@@ -110,6 +112,9 @@ class Explanation:
                     lines.append(f"    ({b.producer} defined at {b.source})")
         else:
             lines.append("no boundaries between kernels")
+        if self.donations:
+            lines.append("donated arguments:")
+            lines.extend(f"  {d}" for d in self.donations)
         return "\n".join(lines)
 
     __repr__ = __str__
@@ -218,9 +223,37 @@ def explain(fun: Callable, *, fusion: str | None = None, static_argnums=None,
                                                     opcode_of, consumer_ops))
         return Explanation(jitted._name, profile, kernels, boundaries, log,
                            comp.before_fusion_dot, comp.optimized_dot,
-                           comp.before_fusion_text, comp.optimized_text)
+                           comp.before_fusion_text, comp.optimized_text,
+                           _donations(jitted, entry, args, kwargs))
 
     return explained
+
+
+def _donations(jitted, entry, args, kwargs) -> list:
+    """explain's lines on donated arguments (flat leaves, numbered as the program's
+    parameters): the output each buffer goes to, or that none can take it."""
+    donated = jitted._donated_leaves(args, kwargs)
+    exe = entry.compilation.executable
+    taken = {a[0]: (k, a[1]) for k, a in enumerate(exe.output_aliases) if a is not None}
+    lines = []
+    for p, d in enumerate(donated):
+        if not d:
+            continue
+        aval = entry.avals[p]
+        shape = str(list(aval.shape)).replace(" ", "")
+        what = f"argument {p} ({aval.dtype}{shape})"
+        if p in taken:
+            k, updated = taken[p]
+            how = ("updated in place where it is" if updated
+                   else "written over it once its last reader ran")
+            lines.append(f"{what}: output {k} takes its buffer ({how})")
+        elif exe.backend != "cpu":
+            lines.append(f"{what}: kept (the {exe.backend} backend takes no donation yet)")
+        else:
+            lines.append(f"{what}: kept: no output can take its buffer (none has its shape "
+                         f"and dtype, or the old value is read after the new one would be "
+                         f"written)")
+    return lines
 
 
 def count_kernels(fun: Callable, *, fusion: str | None = None, static_argnums=None,
