@@ -21,7 +21,7 @@ from fusionjit._src.autodiff import custom_vjp, vjp
 from fusionjit._src.lax import lax
 from fusionjit._src.lax.control_flow import fori_loop, while_loop
 from fusionjit._src.numpy import gather, math_ufuncs, products, reductions, shapes, sorting, ufuncs
-from fusionjit._src.numpy.decompositions import _householder, _square
+from fusionjit._src.numpy.decompositions import _diagonal, _householder, _square
 from fusionjit._src.numpy.util import (aval, check_arraylike, fail, promote_dtypes_inexact,
                                        to_array)
 
@@ -143,7 +143,7 @@ def _eigh_unsorted(a):
 
     def step(partner, first, st):
         a, v = st
-        diag = reductions.sum(ufuncs.multiply(a, eye), axis=-1)
+        diag = _diagonal(a)
         row = reductions.sum(ufuncs.multiply(a, lax.convert_element_type(
             ufuncs.equal(shapes.expand_dims(partner, -1), np.arange(m, dtype=np.int32)), d)),
             axis=-1)  # a[i, partner(i)]
@@ -160,7 +160,7 @@ def _eigh_unsorted(a):
         return _rotate_columns(rows, c, t, partner), _rotate_columns(v, c, t, partner)
 
     def converged(st):  # no rotation left to make
-        diag = reductions.sum(ufuncs.multiply(st[0], eye), axis=-1)
+        diag = _diagonal(st[0])
         small = _negligible(shapes.expand_dims(diag, -1), shapes.expand_dims(diag, -2), st[0],
                             shapes.expand_dims(floor, -1), d)
         return reductions.all(ufuncs.logical_or(small, eye > 0), axis=(-2, -1))
@@ -171,7 +171,7 @@ def _eigh_unsorted(a):
     v0 = shapes.broadcast_to(eye, aval(a).shape)
     norm2 = reductions.sum(ufuncs.square(a), axis=(-2, -1))
     a, v = _jacobi(a, (a, v0), step, converged, off, norm2) if m > 1 else (a, v0)
-    w = reductions.sum(ufuncs.multiply(a, eye), axis=-1)
+    w = _diagonal(a)
     if m != n:
         w = lax.slice_in_dim(w, 0, n, axis=aval(w).ndim - 1)
         v = lax.slice_in_dim(lax.slice_in_dim(v, 0, n, axis=aval(v).ndim - 1), 0, n,
@@ -218,7 +218,7 @@ def _eigh_jvp(da, w, v):
     # defined: a loss of the eigenvalues alone (or of a whole eigenspace) keeps finite ones.
     unset = ufuncs.logical_or(eye > 0, ufuncs.equal(diffs, 0.0))
     f = ufuncs.where(unset, 0.0, ufuncs.divide(1.0, ufuncs.where(unset, 1.0, diffs)))
-    return reductions.sum(ufuncs.multiply(vdv, eye), axis=-1), products.matmul(
+    return _diagonal(vdv), products.matmul(
         v, ufuncs.multiply(f, vdv))
 
 
@@ -332,8 +332,7 @@ def _complete(u, full: bool):
     m - k columns more of a square U."""
     k = aval(u).shape[-1]
     q, r = _householder(u)
-    diag = reductions.sum(ufuncs.multiply(lax.slice_in_dim(r, 0, k, axis=aval(r).ndim - 2),
-                                          np.eye(k, dtype=aval(u).dtype)), axis=-1)
+    diag = _diagonal(lax.slice_in_dim(r, 0, k, axis=aval(r).ndim - 2))
     sign = ufuncs.where(ufuncs.less(diag, 0.0), -1.0, 1.0)
     cols = ufuncs.multiply(lax.slice_in_dim(q, 0, k, axis=aval(q).ndim - 1),
                            shapes.expand_dims(sign, -2))
@@ -370,7 +369,7 @@ def _svd_jvp(da, u, s, vt):
     eye = np.eye(k, dtype=aval(s).dtype)
     v = _mT(vt)
     ds_mat = products.matmul(products.matmul(_mT(u), da), v)
-    ds = reductions.sum(ufuncs.multiply(ds_mat, eye), axis=-1)
+    ds = _diagonal(ds_mat)
     s_row = shapes.expand_dims(s, -2)
     s_col = shapes.expand_dims(s, -1)
     diffs = ufuncs.multiply(ufuncs.add(s_row, s_col), ufuncs.subtract(s_row, s_col))
