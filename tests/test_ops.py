@@ -589,7 +589,11 @@ def test_a_value_a_lazy_select_shares_is_computed_once():
                                         ((3, 40, 17), (0, 2, 1)), ((5, 6, 70), (2, 1, 0)),
                                         ((2, 3, 4, 35), (3, 1, 0, 2)), ((1, 64), (1, 0)),
                                         ((100, 37), (1, 0)), ((3, 20, 32), (0, 2, 1)),
-                                        ((2, 32, 3, 48), (0, 2, 3, 1))])
+                                        ((2, 32, 3, 48), (0, 2, 3, 1)),
+                                        # few tiles: columns split in blocks too
+                                        ((4100, 16), (1, 0)), ((1000, 24), (1, 0)),
+                                        ((3, 2000, 40), (0, 2, 1)),
+                                        ((2, 4000, 32), (0, 2, 1))])
 @pytest.mark.parametrize("dtype", [np.float32, np.int8, np.bool_, np.float16, np.int32,
                                    np.float64])
 def test_transposes_that_move_the_last_dimension_in_row_tiles(shape, perm, dtype, x64):
@@ -597,7 +601,8 @@ def test_transposes_that_move_the_last_dimension_in_row_tiles(shape, perm, dtype
     the lines one vector reads serve the next rows too (a 1024 x 1024 float32 transpose:
     2.5 ms -> 0.6 ms); 32- and 64-bit elements by blocks transposed in registers
     (IsBlockTransposed): whole tiles, rows before the first whole tile of a thread's rows
-    and after the last, columns left over, fused elementwise work before and after."""
+    and after the last, columns left over, fused elementwise work before and after; with
+    few tiles of rows, blocks of columns (the last one shorter) as units of their own."""
     rng = np.random.default_rng(5)
     x = (rng.normal(size=shape) * 5).astype(dtype)
     y = rng.normal(size=tuple(shape[p] for p in perm)).astype(np.float32)
@@ -645,6 +650,13 @@ def test_a_transpose_kernel_walks_row_tiles():
     gathered = fusionjit.jit(lambda y: y.transpose(0, 2, 1)).lower(y).as_text("llvm")
     assert "strided.rows" in gathered and "block.rows" not in gathered
     assert "strided.rows" not in fusionjit.jit(lambda x: x * 2).lower(x).as_text("llvm")
+    # One tile of 16 rows: threads take blocks of columns (each thread's 8 rows walked by
+    # gathers took 2.5x JAX's time for [65536, 16]).
+    tall = np.ones((4096, 16), np.float32)
+    split = fusionjit.jit(lambda x: x.T).lower(tall).as_text("llvm")
+    assert "column.block" in split and "block.rows" in split
+    assert "column.block" not in fusionjit.jit(lambda x: x.T).lower(
+        np.ones((1024, 1024), np.float32)).as_text("llvm")
 
 
 def _sequential_matmul(a, b):

@@ -31,26 +31,6 @@ std::vector<const Instruction*> KeptRowValues(const std::vector<const Instructio
   return kept;
 }
 
-// Rows per tile of a kernel that reads an operand across its rows (a transpose moving the
-// last dimension): each output vector of a tile's rows is computed in turn, so the cache
-// lines one vector's lanes read are read again by the next rows at once. One row at a time
-// read each line once per row; with a power-of-two row length all of a row's lines fall in
-// one cache set, and a 1024 x 1024 float32 transpose took 2.5 ms. 0: no tile.
-int StridedTileRows(const Computation& c, const KernelPlan& plan, const std::vector<const Instruction*>& roots) {
-  if (plan.mode != KernelPlan::Mode::kRows || plan.width < 2 || plan.side_hero || plan.row_lanes > 1) return 0;
-  bool across = false;
-  for (const Instruction* i : c.MakePostOrder()) {
-    if (IsReduction(i) || i->opcode() == Opcode::kDot) return 0;
-    if (i->opcode() == Opcode::kTranspose && !i->attrs().dimensions.empty()) {
-      int last = static_cast<int>(i->attrs().dimensions.size()) - 1;
-      across = across || i->attrs().dimensions.back() != last;
-    }
-  }
-  if (!across) return 0;
-  // A tile's rows use a whole cache line of each line its lanes read.
-  return static_cast<int>(std::max<int64_t>(2, 64 / DTypeBytes(roots[0]->dtype())));
-}
-
 }  // namespace
 
 std::vector<const Instruction*> CooperativeReductions(const Instruction* fusion, const KernelPlan& plan) {
@@ -539,8 +519,8 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
       for (int k = 0; k < rank - 1; ++k) index.dims.push_back(dims[k] == 1 ? lanes.Constant(0) : lanes.Uniform(outer[k]));
       return index;
     };
-    // Row `row`'s outputs from column `first` on.
-    auto emit_row = [&](llvm::Value* row, int64_t first) {
+    // Row `row`'s outputs in columns [first, last) (all from `first` on without `last`).
+    auto emit_row = [&](llvm::Value* row, llvm::Value* first, llvm::Value* last = nullptr) {
       std::vector<llvm::Value*> outer = outer_of(row);
       llvm::Value* row_start = b.CreateMul(row, b.getInt64(plan.row_length));
       if (!per_row.empty()) {
@@ -556,7 +536,7 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
         emit_group(Index{}, lanes.Uniform(b.getInt64(0)));
         return;
       }
-      vector_loop(b.getInt64(first), b.getInt64(plan.row_length), [&](llvm::Value* j, LaneMath& lanes) {
+      vector_loop(first, last ? last : b.getInt64(plan.row_length), [&](llvm::Value* j, LaneMath& lanes) {
         Index index = outer_index(outer, lanes);
         index.dims.push_back(lanes.LaneRamp(j));
         IndexDim linear = lanes.LaneRamp(b.CreateAdd(row_start, j));
@@ -720,39 +700,39 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
         }, "dot.tile");
         if (tiled < plan.row_length) {
           emitter.ForLoop(block0, block_end, 1, {}, [&](llvm::Value* row, const std::vector<llvm::Value*>&) {
-            emit_row(row, tiled);
+            emit_row(row, b.getInt64(tiled));
             return std::vector<llvm::Value*>{};
           }, "dot.rest");
         }
         return std::vector<llvm::Value*>{};
       }, "dot.block");
     }
-    const int strided = (warp || tile.dot) ? 0 : StridedTileRows(comp, plan, roots);
-    // Tiles of `strided` rows, vector by vector (StridedTileRows); the columns past the last
+    // Tiles of plan.tile_rows rows, vector by vector (PlanTiles); the columns past the last
     // whole vector, and the rows left over, as plain rows. Transposes read by blocks
     // (block_transpose.h) take tiles of `width` rows from a multiple of `width`, so that a
     // tile lies in one run of the rows' last outer dimension: for each vector of columns the
     // blocks are filled, then the tile's rows read them (a gather per vector otherwise:
     // [1000, 1000] float32, 232 us -> 64 us).
     const int width = plan.width;
-    TransposeBlocks blocks = strided > 1 && per_row.empty() ? AllocateTransposeBlocks(b, body, comp, width) : TransposeBlocks{};
-    if (strided > 1 && per_row.empty()) {
-      const int tile_rows = blocks.empty() ? strided : width;
+    const int tile_rows = warp ? 0 : plan.tile_rows;
+    TransposeBlocks blocks = tile_rows > 1 && plan.block_transposed ? AllocateTransposeBlocks(b, body, comp, width) : TransposeBlocks{};
+    // Rows [first, last) of the output, columns [col0, col1) (col0 a multiple of `width`).
+    auto tiled_rows = [&](llvm::Value* first_row, llvm::Value* last_row, llvm::Value* col0, llvm::Value* col1) {
       llvm::Value* t = b.getInt64(tile_rows);
-      const int64_t vectors_end = plan.row_length / width * width;
-      llvm::Value* first = begin;
+      llvm::Value* vectors_end = b.CreateAdd(col0, b.CreateMul(b.CreateUDiv(b.CreateSub(col1, col0), b.getInt64(width)), b.getInt64(width)));
+      llvm::Value* first = first_row;
       if (!blocks.empty()) {
-        first = b.CreateMul(b.CreateUDiv(b.CreateAdd(begin, b.getInt64(tile_rows - 1)), t), t);
-        first = b.CreateSelect(b.CreateICmpULT(first, end), first, end);
-        emitter.ForLoop(begin, first, 1, {}, [&](llvm::Value* row, const std::vector<llvm::Value*>&) {
-          emit_row(row, 0);
+        first = b.CreateMul(b.CreateUDiv(b.CreateAdd(first_row, b.getInt64(tile_rows - 1)), t), t);
+        first = b.CreateSelect(b.CreateICmpULT(first, last_row), first, last_row);
+        emitter.ForLoop(first_row, first, 1, {}, [&](llvm::Value* row, const std::vector<llvm::Value*>&) {
+          emit_row(row, col0, col1);
           return std::vector<llvm::Value*>{};
         }, "tile.before");
       }
-      rows_end = b.CreateAdd(first, b.CreateMul(b.CreateUDiv(b.CreateSub(end, first), t), t));
-      emitter.ForLoop(first, rows_end, tile_rows, {}, [&](llvm::Value* row0, const std::vector<llvm::Value*>&) {
+      llvm::Value* tiles_end = b.CreateAdd(first, b.CreateMul(b.CreateUDiv(b.CreateSub(last_row, first), t), t));
+      emitter.ForLoop(first, tiles_end, tile_rows, {}, [&](llvm::Value* row0, const std::vector<llvm::Value*>&) {
         std::vector<llvm::Value*> outer0 = blocks.empty() ? std::vector<llvm::Value*>{} : outer_of(row0);
-        emitter.ForLoop(b.getInt64(0), b.getInt64(vectors_end), width, {}, [&](llvm::Value* j, const std::vector<llvm::Value*>&) {
+        emitter.ForLoop(col0, vectors_end, width, {}, [&](llvm::Value* j, const std::vector<llvm::Value*>&) {
           if (!blocks.empty()) FillTransposeBlocks(b, emitter, blocks, dims, outer0, j);
           emitter.ForLoop(b.getInt64(0), t, 1, {}, [&](llvm::Value* r, const std::vector<llvm::Value*>&) {
             llvm::Value* row = b.CreateAdd(row0, r);
@@ -768,14 +748,39 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
           }, "tile.row");
           return std::vector<llvm::Value*>{};
         }, "tile.vec");
-        if (vectors_end < plan.row_length) {
-          emitter.ForLoop(b.getInt64(0), t, 1, {}, [&](llvm::Value* r, const std::vector<llvm::Value*>&) {
-            emit_row(b.CreateAdd(row0, r), vectors_end);
-            return std::vector<llvm::Value*>{};
-          }, "tile.tail");
-        }
+        emitter.ForLoop(b.getInt64(0), t, 1, {}, [&](llvm::Value* r, const std::vector<llvm::Value*>&) {
+          emit_row(b.CreateAdd(row0, r), vectors_end, col1);
+          return std::vector<llvm::Value*>{};
+        }, "tile.tail");
         return std::vector<llvm::Value*>{};
       }, blocks.empty() ? "strided.rows" : "block.rows");
+      emitter.ForLoop(tiles_end, last_row, 1, {}, [&](llvm::Value* row, const std::vector<llvm::Value*>&) {
+        emit_row(row, col0, col1);
+        return std::vector<llvm::Value*>{};
+      }, "tile.after");
+    };
+    if (tile_rows > 1 && plan.column_blocks > 1) {
+      // Unit u is row u % rows of column block u / rows: each block the chunk touches, for
+      // its rows in the chunk.
+      const int64_t rows = plan.units / plan.column_blocks;
+      llvm::Value* n = b.getInt64(rows);
+      llvm::Value* blocks_end = b.CreateUDiv(b.CreateAdd(end, b.getInt64(rows - 1)), n);
+      emitter.ForLoop(b.CreateUDiv(begin, n), blocks_end, 1, {}, [&](llvm::Value* k, const std::vector<llvm::Value*>&) {
+        llvm::Value* base = b.CreateMul(k, n);
+        llvm::Value* first = b.CreateSub(b.CreateSelect(b.CreateICmpUGT(begin, base), begin, base), base);
+        llvm::Value* block_end = b.CreateAdd(base, n);
+        llvm::Value* last = b.CreateSub(b.CreateSelect(b.CreateICmpULT(end, block_end), end, block_end), base);
+        llvm::Value* col0 = b.CreateMul(k, b.getInt64(plan.column_block_length));
+        llvm::Value* col1 = b.CreateAdd(col0, b.getInt64(plan.column_block_length));
+        llvm::Value* length = b.getInt64(plan.row_length);
+        col1 = b.CreateSelect(b.CreateICmpULT(col1, length), col1, length);
+        tiled_rows(first, last, col0, col1);
+        return std::vector<llvm::Value*>{};
+      }, "column.block");
+      rows_end = end;
+    } else if (tile_rows > 1) {
+      tiled_rows(begin, end, b.getInt64(0), b.getInt64(plan.row_length));
+      rows_end = end;
     }
     if (plan.row_lanes > 1) {
       // Short rows, plan.row_lanes at a time, one in each lane: position j of the lanes'
@@ -814,7 +819,7 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
       }, "row.lanes");
     }
     emitter.ForLoop(rows_end, end, 1, {}, [&](llvm::Value* row, const std::vector<llvm::Value*>&) {
-      emit_row(row, 0);
+      emit_row(row, b.getInt64(0));
       return std::vector<llvm::Value*>{};
     }, "row");
   }

@@ -65,6 +65,17 @@ struct KernelPlan {
   int num_outputs = 1;
   // kRows on the CPU: the matrix product the kernel is tiled around, if any (FindDotTile).
   DotTile dot_tile;
+  // kRows on the CPU, a transpose across the last dimension (PlanTiles): the rows go in
+  // tiles of `tile_rows` (from multiples of it where `block_transposed`: block_transpose.h),
+  // and threads take whole tiles. With few tiles the columns are split too: the units are
+  // then `column_blocks` blocks of the output's rows, unit u row u % rows of block u / rows,
+  // whose columns are the block's `column_block_length` (a multiple of `width`; the last
+  // block's shorter) ([16, 65536] from [65536, 16]: one tile, which two threads' chunks of
+  // 8 rows each walked by gathers instead, 2.5x JAX's time).
+  int tile_rows = 0;
+  bool block_transposed = false;
+  int64_t column_blocks = 1;
+  int64_t column_block_length = 0;
   // kHorizontal: where each output's units start (one unit per element), and whether
   // its elements can be walked by their linear index alone.
   std::vector<int64_t> segment_starts;

@@ -137,6 +137,8 @@ class CpuProgramEmitter : public codegen::ProgramEmitter {
       grain = codegen::PlanWholeLoopVectors(fusion, plan.width).span;
     }
     grain = std::max(grain, plan.dot_tile.chunk_rows);
+    // Tiled rows go to threads in whole tiles (a chunk's rows short of a tile walk plain).
+    if (plan.tile_rows > 1) grain = (grain + plan.tile_rows - 1) / plan.tile_rows * plan.tile_rows;
     FJ_CHECK(!plan.whole_vector_chunks || grain % plan.width == 0, "kernel ", name, " was emitted without a scalar tail but ",
              "its chunks of ", grain, " units are not whole vectors of ", plan.width);
     info.grain = grain;
