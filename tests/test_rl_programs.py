@@ -851,7 +851,6 @@ def test_causal_attention_agrees_with_nn_dot_product_attention():
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.xfail(strict=True, reason="debug.print inside jit needs a host callback")
 def test_debug_print_logs_the_loss_from_inside_a_jitted_training_scan(capsys):
     rng = np.random.default_rng(20)
     params, x = mlp_params(rng, (3, 8, 1)), f32(rng, 16, 3)

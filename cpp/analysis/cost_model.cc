@@ -822,7 +822,7 @@ double CostModel::TimeUs(const KernelCost& c) const {
   } else {
     us += target.parallel_launch_us;
   }
-  return target.launch_us + us;
+  return target.launch_us + us + c.host_us;
 }
 
 namespace {

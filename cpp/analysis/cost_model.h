@@ -114,6 +114,9 @@ struct KernelCost {
   // The kernel these are the figures of (a fusion or a single op): the target walks its
   // short rows (ShortRowWalk) as its vectors allow, and TimeUs prices that walk.
   const Instruction* kernel = nullptr;
+  // Time spent outside generated code, on the calling thread: a host callback's call into
+  // the front end (about 3 us with its arguments' copies).
+  double host_us = 0;
   double bytes() const { return bytes_read + bytes_written; }
 };
 

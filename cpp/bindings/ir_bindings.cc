@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 
 #include "bindings/array.h"
+#include "bindings/host_callback.h"
 #include "analysis/buffer_assignment.h"
 #include "analysis/cost_model.h"
 #include "codegen/gpu/gpu_compiler.h"
@@ -194,7 +195,9 @@ py::list KernelGraph(const Module& module, const Target& target) {
     if (k->opcode() == Opcode::kCustomCall) {
       // An opaque kernel: one op, its operands read from memory.
       py::list ops, inputs, outputs;
-      ops.append(py::dict("name"_a = k->name(), "opcode"_a = "custom-call " + k->attrs().custom_call_target,
+      std::string what = HasSideEffects(k) ? "host callback (fusionjit.debug.print or debug.callback)"
+                                           : "custom-call " + k->attrs().custom_call_target;
+      ops.append(py::dict("name"_a = k->name(), "opcode"_a = what,
                           "shape"_a = k->shape().ToString(), "source"_a = k->metadata()));
       for (int n = 0; n < k->operand_count(); ++n) {
         auto [src, index] = source_of(k->operand(n));
@@ -208,7 +211,7 @@ py::list KernelGraph(const Module& module, const Target& target) {
       }
       outputs.append(k->name());
       KernelCost cost = EstimateKernel(k);
-      out.append(py::dict("name"_a = k->name(), "kind"_a = "custom-call", "ops"_a = ops, "inputs"_a = inputs,
+      out.append(py::dict("name"_a = k->name(), "kind"_a = HasSideEffects(k) ? "host callback" : "custom-call", "ops"_a = ops, "inputs"_a = inputs,
                           "outputs"_a = outputs, "bytes_written"_a = k->shape().ByteSize(), "loop"_a = loop_name,
                           "estimated_us"_a = model.TimeUs(cost), "flops"_a = cost.flops, "bytes"_a = cost.bytes()));
       continue;
@@ -403,6 +406,14 @@ void DefineIr(py::module_& m) {
            [](ModuleBuilder& b, const std::string& opcode, const std::string& dtype) {
              return ComputationHandle{b.module, MakeScalarCombiner(*b.module, ParseOpcodeOrThrow(opcode), ParseDTypeOrThrow(dtype))};
            })
+      // Registers `fn` as a host callback the module calls (RegisterPythonCallback) and
+      // holds it for as long as the module, its copies or its executables live; returns its id.
+      .def("host_callback",
+           [](ModuleBuilder& b, py::object fn, const Specs& operands, const Specs& results) {
+             int64_t id = -1;
+             b.module->Hold(RegisterPythonCallback(std::move(fn), operands, results, &id));
+             return id;
+           }, "fn"_a, "operands"_a, "results"_a)
       .def("build", [](ModuleBuilder& b) {
         VerifyModule(*b.module);
         return ModuleHandle{b.module->Clone()};

@@ -5,6 +5,7 @@
 #include <pybind11/pybind11.h>
 
 #include "bindings/array.h"
+#include "bindings/host_callback.h"
 #include "bindings/ir_bindings.h"
 #include "bindings/jit_function.h"
 #include "bindings/pytree.h"
@@ -27,6 +28,8 @@ PYBIND11_MODULE(_core, m) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const fj::Error& e) {
+      // A run a host callback failed: the callback's own exception.
+      if (fj::py_bindings::RestoreHostCallbackError()) return;
       switch (e.code()) {
         case fj::ErrorCode::kInvalidArgument:
           py::set_error(invalid, e.what());

@@ -25,6 +25,7 @@
 #include "passes/simplify.h"
 #include "passes/while_loop.h"
 #include "runtime/custom_calls.h"
+#include "runtime/host_callback.h"
 #include "support/error.h"
 #include "support/flags.h"
 
@@ -57,6 +58,22 @@ std::string CodeKey(const Module& module, const cpu::CpuOptions& o,
   };
   return StrCat(module.ToString(&text), "\n# cpu opt_level=", o.opt_level, " lanes=", o.vector_width,
                 " keep_llvm_ir=", o.keep_llvm_ir, " keep_asm=", o.keep_asm, " profile=", o.profile);
+}
+
+// The host callbacks `module` calls, held by its executable for as long as it lives.
+std::vector<std::shared_ptr<const void>> HeldHostCallbacks(const Module& module) {
+  std::vector<std::shared_ptr<const void>> held;
+  for (const Computation* c : module.computations()) {
+    for (const Instruction* i : c->Instructions()) {
+      if (i->opcode() != Opcode::kCustomCall) continue;
+      int64_t id = HostCallbackId(i->attrs().custom_call_target);
+      if (id < 0) continue;
+      std::shared_ptr<const HostCallback> callback = FindHostCallback(id);
+      if (!callback) ThrowInternal("host callback ", id, " of %", i->name(), " was freed before its program compiled");
+      held.push_back(std::move(callback));
+    }
+  }
+  return held;
 }
 
 }  // namespace
@@ -205,12 +222,19 @@ std::unique_ptr<Compilation> Compile(const Module& traced, const CompileOptions&
       result->executable = std::make_shared<CpuExecutable>(program.entry, program.code, params, outputs,
                                                            buffers.temp_bytes(), program.kernels, program.loops,
                                                            std::move(program.profile));
+      std::vector<std::shared_ptr<const void>> callbacks = HeldHostCallbacks(*module);
+      const bool shareable = callbacks.empty();
+      result->executable->set_keep_alive(std::move(callbacks));
       // (None for a program that takes no donation: its calls skip the donation step.)
       const std::vector<OutputAlias>& aliases = buffers.output_aliases();
       if (std::any_of(aliases.begin(), aliases.end(), [](const OutputAlias& a) { return a.parameter >= 0; })) {
         result->executable->set_output_aliases(aliases);
       }
-      CodeCache::Get().Insert(key, {result->executable, result->llvm_ir, result->assembly, std::move(literals)});
+      // (A program that calls host callbacks is its trace's alone, and the cache would keep
+      // them alive.)
+      if (shareable) {
+        CodeCache::Get().Insert(key, {result->executable, result->llvm_ir, result->assembly, std::move(literals)});
+      }
     }
     if (!result->llvm_ir.empty()) {
       DumpStage(*module, "llvm", "ll", result->llvm_ir);

@@ -81,6 +81,10 @@ bool InitIsIdentity(const Instruction* reduce) {
 std::string UnfusibleOp(const Computation& c, const std::string& part) {
   for (const Instruction* i : c.MakePostOrder()) {
     Opcode op = i->opcode();
+    if (op == Opcode::kCustomCall && HasSideEffects(i)) {
+      return "its " + part + " calls the host (fusionjit.debug.print or debug.callback at " + i->metadata() +
+             ") between its kernels";
+    }
     if (op == Opcode::kWhile || op == Opcode::kConditional || op == Opcode::kCustomCall || op == Opcode::kCall ||
         op == Opcode::kScatter) {
       return "its " + part + " holds " + std::string(OpcodeName(op)) + " " + Name(i);

@@ -105,6 +105,18 @@ void Instruction::DropAllOperands() {
   operands_.clear();
 }
 
+bool HasSideEffects(const Instruction* instr) {
+  if (instr->opcode() == Opcode::kCustomCall) {
+    return instr->attrs().custom_call_target.rfind(kHostCallbackPrefix, 0) == 0;
+  }
+  for (const Computation* c : instr->called_computations()) {
+    for (const Instruction* i : c->Instructions()) {
+      if (HasSideEffects(i)) return true;
+    }
+  }
+  return false;
+}
+
 bool Instruction::IdenticalIgnoringOperands(const Instruction& other) const {
   return opcode_ == other.opcode_ && shape_ == other.shape_ && attrs_ == other.attrs_ &&
          called_ == other.called_;

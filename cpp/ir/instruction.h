@@ -179,4 +179,12 @@ class Instruction {
   std::string metadata_;
 };
 
+// Custom calls whose target starts with this call the host (runtime/host_callback.h).
+inline constexpr const char* kHostCallbackPrefix = "host_callback.";
+
+// Whether running `instr` does something besides computing its value: a host callback
+// (debug.print), or a loop, conditional or call whose computations run one. The passes keep
+// such an instruction even when nothing reads its value, and do not duplicate it.
+bool HasSideEffects(const Instruction* instr);
+
 }  // namespace fj

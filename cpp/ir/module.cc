@@ -121,6 +121,7 @@ std::unique_ptr<Module> Module::Clone() const {
   // are not copied.
   auto copy = std::make_unique<Module>(name_);
   copy->donated_ = donated_;
+  copy->held_ = held_;
   std::unordered_map<const Computation*, Computation*> computation_map;
   std::vector<Instruction*> callers;  // copies whose called computations are the originals'
   for (const Computation* c : MakeComputationPostOrder()) {

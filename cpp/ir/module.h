@@ -64,6 +64,10 @@ class Module {
   void set_donated_parameters(std::vector<int64_t> parameters);
   bool IsDonated(int64_t parameter) const;
 
+  // What the program calls outside itself and must outlive it: the front end's host
+  // callbacks (runtime/host_callback.h), opaque here. Copies hold them too.
+  void Hold(std::shared_ptr<const void> held) { held_.push_back(std::move(held)); }
+
   std::string ToString(const LiteralText* literal_text = nullptr) const;
   // A deep copy, named and ordered as a parse of ToString() would be (under FJ_CHECKS it
   // also checks that the text form round-trips).
@@ -78,6 +82,7 @@ class Module {
   NameSet computation_names_;
   int64_t next_id_ = 0;
   std::vector<int64_t> donated_;
+  std::vector<std::shared_ptr<const void>> held_;
 };
 
 }  // namespace fj

@@ -64,7 +64,8 @@ bool CsePass::Run(Module& module) {
   for (Computation* c : module.computations()) {
     std::unordered_multimap<size_t, Instruction*> seen;
     for (Instruction* instr : c->MakePostOrder()) {
-      if (instr->opcode() == Opcode::kParameter || instr->opcode() == Opcode::kCustomCall) {
+      // (Two loops that each print print twice.)
+      if (instr->opcode() == Opcode::kParameter || instr->opcode() == Opcode::kCustomCall || HasSideEffects(instr)) {
         continue;
       }
       // Fusions own their computation; two fusions are never identical in this sense.

@@ -13,7 +13,7 @@ bool DcePass::Run(Module& module) {
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
       Instruction* instr = *it;
       if (instr->users().empty() && instr != c->root() &&
-          instr->opcode() != Opcode::kParameter) {
+          instr->opcode() != Opcode::kParameter && !HasSideEffects(instr)) {
         c->RemoveInstruction(instr);
         changed = true;
       }

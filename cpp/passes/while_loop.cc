@@ -102,7 +102,8 @@ bool RemoveDeadElements(Instruction* loop) {
   if (root->opcode() != Opcode::kTuple || loop->operand(0)->opcode() != Opcode::kTuple) return false;
   int n = root->operand_count();
   std::vector<std::vector<Instruction*>> users = ElementUsers(loop);
-  if (loop->IsRoot()) return false;
+  // (A body with a side effect keeps its whole state: what it reads is not root-reachable.)
+  if (loop->IsRoot() || HasSideEffects(loop)) return false;
   for (const Instruction* u : loop->users()) {
     if (u->opcode() != Opcode::kGetTupleElement) return false;  // the whole state is read
   }

@@ -69,6 +69,8 @@ class Executable {
   // Per output: the donated parameter whose buffer it may take over (empty: none).
   const std::vector<OutputAlias>& output_aliases() const { return aliases_; }
   void set_output_aliases(std::vector<OutputAlias> aliases) { aliases_ = std::move(aliases); }
+  // What the program's code calls and must outlive it: its host callbacks.
+  void set_keep_alive(std::vector<std::shared_ptr<const void>> held) { keep_alive_ = std::move(held); }
   // Compiled with CompileOptions::profile: per kernel (kernels() order), nanoseconds spent
   // in its launches and the number of launches, summed over the calls since the last
   // ResetProfile. Empty when not profiled.
@@ -97,6 +99,7 @@ class Executable {
   std::vector<KernelInfo> kernels_;
   std::vector<LoopInfo> loops_;
   std::vector<OutputAlias> aliases_;
+  std::vector<std::shared_ptr<const void>> keep_alive_;
   // Atomic rather than behind a lock: a run records them without the GIL, and a lock
   // held by another thread when the process forks would never be released in the child.
   std::unique_ptr<std::atomic<int64_t>[]> last_iterations_;

@@ -65,6 +65,47 @@ ENTRY %main (x: f32[4], unused: f32[2]) -> (f32[4]) {
   EXPECT_FALSE(changed);
 }
 
+// A host callback (debug.print) does something besides its value: DCE keeps it, and the
+// loops that call one, though nothing reads them; CSE merges no two of them.
+TEST(Dce, KeepsHostCallbacksAndTheLoopsThatCallThem) {
+  const char* text = R"(
+module m
+
+%body (p: (s32[], s32[])) -> (s32[], s32[]) {
+  %p = (s32[], s32[]) parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %t = s32[] get-tuple-element(%p), index=1
+  %one = s32[] constant(1)
+  %next = s32[] add(%i, %one)
+  %cb = s32[] custom-call(%i, %t), custom_call_target="host_callback.7"
+  ROOT %r = (s32[], s32[]) tuple(%next, %t)
+}
+
+%cond (p: (s32[], s32[])) -> pred[] {
+  %p = (s32[], s32[]) parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %n = s32[] constant(3)
+  ROOT %lt = pred[] compare(%i, %n), direction=LT
+}
+
+ENTRY %main (x: f32[4]) -> (f32[4]) {
+  %x = f32[4] parameter(0)
+  %zero = s32[] constant(0)
+  %init = (s32[], s32[]) tuple(%zero, %zero)
+  %loop1 = (s32[], s32[]) while(%init), condition=%cond, body=%body
+  %loop2 = (s32[], s32[]) while(%init), condition=%cond, body=%body
+  %print = s32[] custom-call(%x, %zero), custom_call_target="host_callback.8"
+  %other = s32[] custom-call(%x, %zero), custom_call_target="threefry_unused"
+  ROOT %t = (f32[4]) tuple(%x)
+}
+)";
+  std::string dce = RunPass<DcePass>(text);
+  for (const char* kept : {"%loop1", "%loop2", "%print", "%cb"}) EXPECT_NE(dce.find(kept), std::string::npos) << kept;
+  EXPECT_EQ(dce.find("%other"), std::string::npos);
+  std::string cse = RunPass<CsePass>(text);
+  EXPECT_NE(cse.find("%loop2"), std::string::npos);
+}
+
 TEST(Cse, MergesIdenticalInstructionsAndConstants) {
   std::string out = RunPass<CsePass>(R"(
 module m

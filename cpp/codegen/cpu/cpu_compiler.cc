@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <unordered_map>
 
 
@@ -14,6 +15,7 @@
 #include "codegen/whole_loop_emitter.h"
 #include "llvm/Analysis/TargetTransformInfo.h"
 #include "llvm/TargetParser/Host.h"
+#include "runtime/host_callback.h"
 #include "support/error.h"
 #include "support/flags.h"
 
@@ -32,22 +34,30 @@ class CpuProgramEmitter : public codegen::ProgramEmitter {
       : ProgramEmitter(module, buffers), options_(options), profile_(profile), profile_slots_(profile_slots) {}
 
  private:
-  // Calls kernel number `number`; profiled, between two clock reads whose difference it adds
-  // to the kernel's counters.
+  // Calls kernel number `number` (Timed).
   void CallKernel(llvm::Value* kernel, llvm::Value* table, int64_t units, bool parallel, int64_t grain, int number) {
     Builder& b = *b_;
+    Timed(number, [&] {
+      if (parallel) {
+        llvm::Value* rt = fn_->getArg(3);
+        llvm::Value* parallel_for = b.CreateLoad(ptr_, rt);
+        llvm::Value* pool = b.CreateLoad(ptr_, b.CreateConstGEP1_64(ptr_, rt, 1));
+        auto* pf_type = llvm::FunctionType::get(
+            llvm::Type::getVoidTy(ctx_), {ptr_, ptr_, ptr_, b.getInt64Ty(), b.getInt64Ty()}, false);
+        b.CreateCall(pf_type, parallel_for, {pool, kernel, table, b.getInt64(units), b.getInt64(grain)});
+      } else {
+        auto* k_type = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx_), {ptr_, b.getInt64Ty(), b.getInt64Ty()}, false);
+        b.CreateCall(k_type, kernel, {table, b.getInt64(0), b.getInt64(units)});
+      }
+    });
+  }
+
+  // Emits what `emit` emits; profiled, between two clock reads whose difference it adds to
+  // kernel `number`'s counters.
+  void Timed(int number, const std::function<void()>& emit) {
+    Builder& b = *b_;
     llvm::Value* start = profile_ ? ReadClock() : nullptr;
-    if (parallel) {
-      llvm::Value* rt = fn_->getArg(3);
-      llvm::Value* parallel_for = b.CreateLoad(ptr_, rt);
-      llvm::Value* pool = b.CreateLoad(ptr_, b.CreateConstGEP1_64(ptr_, rt, 1));
-      auto* pf_type = llvm::FunctionType::get(
-          llvm::Type::getVoidTy(ctx_), {ptr_, ptr_, ptr_, b.getInt64Ty(), b.getInt64Ty()}, false);
-      b.CreateCall(pf_type, parallel_for, {pool, kernel, table, b.getInt64(units), b.getInt64(grain)});
-    } else {
-      auto* k_type = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx_), {ptr_, b.getInt64Ty(), b.getInt64Ty()}, false);
-      b.CreateCall(k_type, kernel, {table, b.getInt64(0), b.getInt64(units)});
-    }
+    emit();
     if (!profile_) return;
     FJ_CHECK(number < profile_slots_, "kernel ", number, " has no profile counters (", profile_slots_, ")");
     llvm::Value* elapsed = b.CreateSub(ReadClock(), start);
@@ -58,6 +68,21 @@ class CpuProgramEmitter : public codegen::ProgramEmitter {
     };
     add(2 * int64_t{number}, elapsed);
     add(2 * int64_t{number} + 1, b.getInt64(1));
+  }
+
+  // A host callback (runtime/host_callback.h): the runtime's entry, on the program's thread,
+  // with the call's buffers.
+  KernelInfo EmitHostCallback(const Instruction* call, int64_t id, int number) {
+    const Shape& shape = call->shape();
+    int num_outputs = shape.IsTuple() ? static_cast<int>(shape.tuple_shapes().size()) : 1;
+    KernelInfo info = Describe(call, "host-callback", "custom-call");
+    info.units = 1;
+    llvm::Value* table = BufferTable(call, num_outputs);
+    auto* type = llvm::FunctionType::get(b_->getVoidTy(), {b_->getInt64Ty(), ptr_}, false);
+    llvm::Value* entry = llvm::ConstantExpr::getIntToPtr(
+        b_->getInt64(static_cast<int64_t>(reinterpret_cast<uintptr_t>(&FjRunHostCallback))), ptr_);
+    Timed(number, [&] { b_->CreateCall(type, entry, {b_->getInt64(id), table}); });
+    return info;
   }
 
   llvm::Value* ReadClock() {
@@ -75,6 +100,7 @@ class CpuProgramEmitter : public codegen::ProgramEmitter {
   // A custom call: an opaque kernel of the runtime, called through its address.
   KernelInfo EmitCustomCall(const Instruction* call, int number) override {
     const std::string& target = call->attrs().custom_call_target;
+    if (int64_t id = HostCallbackId(target); id >= 0) return EmitHostCallback(call, id, number);
     bool may_split = false;
     FjKernelFn fn = options_.resolve_custom_call ? options_.resolve_custom_call(target, &may_split) : nullptr;
     if (!fn) ThrowUnimplemented("unknown custom-call target '", target, "'");

@@ -81,6 +81,10 @@ class GpuProgramEmitter : public codegen::ProgramEmitter {
 
   KernelInfo EmitCustomCall(const Instruction* call, int /*number*/) override {
     const std::string& target = call->attrs().custom_call_target;
+    if (HasSideEffects(call)) {
+      ThrowUnimplemented("host callbacks (fusionjit.debug.print, debug.callback) run on the CPU backend only, "
+                         "not yet on the GPU");
+    }
     FjKernelFn fn = options_.resolve_custom_call ? options_.resolve_custom_call(target) : nullptr;
     if (!fn) ThrowUnimplemented("unknown custom-call target '", target, "'");
     const Shape& shape = call->shape();

@@ -14,6 +14,11 @@ from fusionjit._src import errors
 
 _RULES: dict[core.Primitive, Callable] = {}
 
+# Primitives with an effect beyond their results (host callbacks): their equations are
+# chained, in program order, by a token each takes and gives (LoweringContext.token), which
+# loops carry and branches pass through, so that no schedule reorders them.
+EFFECTFUL: set = set()
+
 
 def register(prim: core.Primitive):
     def decorator(fn):
@@ -30,6 +35,7 @@ class LoweringContext:
         self.computation = computation
         self.source = source
         self._combiners: dict[tuple[str, str], Any] = {}
+        self.token = None  # the last effect's token in this computation (None: none yet)
 
     def op(self, opcode: str, operands, dtype=None, dims=None, called=(), **attrs):
         """Adds an instruction; ``dtype``/``dims`` give the result shape where the operands do
@@ -47,11 +53,52 @@ class LoweringContext:
     def scalar(self, value, dtype) -> Any:
         return self.constant(np.asarray(value, dtype=dtype))
 
+    def host_callback(self, fn: Callable, operands, operand_avals, result_avals) -> list:
+        """Calls ``fn`` (a list of NumPy arrays, the operands' values, to a list of arrays
+        of ``result_avals``) from the compiled program, on the CPU, after the effects
+        before it (``token``); returns its results' instructions. The module holds ``fn``
+        while it, its copies or its executables live."""
+        def call(values):
+            # (The token comes last among the operands and goes first among the results.)
+            return [np.zeros((), np.int32)] + list(fn(values[:-1]) or [])
+
+        def specs(avals):
+            return [(dt.ir_name(a.dtype), list(a.shape)) for a in avals]
+
+        results = specs((TOKEN_AVAL, *result_avals))
+        callback = self.module_builder.host_callback(
+            call, specs((*operand_avals, TOKEN_AVAL)), results)
+        outs = self.computation.custom_call(f"host_callback.{callback}",
+                                            [*operands, self.effect_token()], results,
+                                            self.source)
+        self.token = outs[0]
+        return outs[1:]
+
+    def effect_token(self):
+        """The token the next effect takes (a constant before the first)."""
+        if self.token is None:
+            self.token = self.scalar(0, np.int32)
+        return self.token
+
     def combiner(self, opcode: str, dtype) -> Any:
         key = (opcode, dt.ir_name(dtype))
         if key not in self._combiners:
             self._combiners[key] = self.module_builder.scalar_combiner(*key)
         return self._combiners[key]
+
+
+TOKEN_AVAL = core.ShapedArray((), np.int32)
+
+
+def has_effects(program) -> bool:
+    """Whether ``program`` (or a program in its equations' parameters: a loop's body, a
+    branch) has an equation of EFFECTFUL."""
+    def within(value) -> bool:
+        if isinstance(value, core.Program):
+            return has_effects(value)
+        return isinstance(value, tuple) and any(within(v) for v in value)
+    return any(e.prim in EFFECTFUL or any(within(v) for v in e.params.values())
+               for e in program.eqns)
 
 
 def lower_program(program: core.Program, name: str) -> Any:

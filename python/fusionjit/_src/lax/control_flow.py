@@ -18,7 +18,8 @@ import numpy as np
 from fusionjit._src import core
 from fusionjit._src import dtypes as dt
 from fusionjit._src.lax.common import ShapedArray, _fail
-from fusionjit._src.lowering import lower_eqns, lower_subcomputation, register
+from fusionjit._src.lowering import (TOKEN_AVAL, has_effects, lower_eqns, lower_subcomputation,
+                                     register)
 from fusionjit._src.tree_util import tree_flatten, tree_map, tree_unflatten
 
 # --- tracing sub-programs ---------------------------------------------------------------
@@ -256,20 +257,34 @@ def _scan_lower(ctx, avals_in, avals_out, *operands, program, num_consts, num_ca
 
     # unroll=1 (JAX's default) asks for nothing: the compiler may unroll as it sees fit (the
     # fusionjit profile's cost model does; results do not change, only the kernels).
-    final = _while_loop_lower(ctx, state, body, cond, 0 if unroll == 1 else unroll)
+    final = _while_loop_lower(ctx, state, body, cond, 0 if unroll == 1 else unroll,
+                              has_effects(program))
     return final[1 + n_c:1 + n_c + num_carry] + final[1 + n_c + num_carry + n_x:]
 
 
-def _while_loop_lower(ctx, state, body, cond, unroll=0):
+def _while_loop_lower(ctx, state, body, cond, unroll=0, effects=False):
     """A while loop over ``state`` (instructions); ``body(sub_ctx, elements)`` returns the
-    next state, ``cond(sub_ctx, elements)`` a pred[]. Returns the final state elements."""
+    next state, ``cond(sub_ctx, elements)`` a pred[]. Returns the final state elements.
+    With ``effects`` (the body's equations have some: host callbacks) the loop also carries
+    the effect token (LoweringContext.token), so that each step's effects follow the last
+    step's, and the enclosing computation's next ones follow the loop's."""
+    if effects:
+        state = [*state, ctx.effect_token()]
+        inner = body
+
+        def body(sub, p):
+            sub.token = p[-1]
+            return [*inner(sub, p[:-1]), sub.effect_token()]
     avals = [_instr_aval(x) for x in state]
     tuple_in = ctx.op("tuple", state)
     prog = _ShapeOnlyProgram(avals)
     body_comp = lower_subcomputation(ctx, prog, "while_body", wrap=body)
     cond_comp = lower_subcomputation(ctx, prog, "while_cond", wrap=lambda s, p: cond(s, p))
     loop = ctx.op("while", [tuple_in], called=[cond_comp, body_comp], unroll=unroll)
-    return [ctx.op("get-tuple-element", [loop], index=i) for i in range(len(state))]
+    final = [ctx.op("get-tuple-element", [loop], index=i) for i in range(len(state))]
+    if effects:
+        ctx.token = final.pop()
+    return final
 
 
 class _ShapeOnlyProgram:
@@ -339,7 +354,8 @@ def _while_lower(ctx, avals_in, avals_out, *operands, cond_program, body_program
     def cond(sub, p):
         return lower_eqns(sub, cond_program, p[:nc] + p[nc + nb:])[0]
 
-    return _while_loop_lower(ctx, cc + bc + init, body, cond)[nc + nb:]
+    return _while_loop_lower(ctx, cc + bc + init, body, cond, 0,
+                             has_effects(body_program) or has_effects(cond_program))[nc + nb:]
 
 
 def fori_loop(lower, upper, body_fun: Callable, init_val, *, unroll: int | bool | None = None):
@@ -473,14 +489,32 @@ def _cond_lower(ctx, avals_in, avals_out, index, *operands, branches, nconsts):
     s32 = np.dtype(np.int32)
     # Out-of-range indices go to the nearest branch, as JAX's switch clamps.
     index = ctx.op("clamp", [ctx.scalar(0, s32), index, ctx.scalar(n - 1, s32)])
+    # With host callbacks in a branch each branch takes and gives the effect token too
+    # (see _while_loop_lower).
+    effects = builtins.any(has_effects(prog) for prog in branches)
+    token = [ctx.effect_token()] if effects else []
     tuples, comps, start = [], [], 0
     for k, (prog, nc) in enumerate(zip(branches, nconsts)):
         own = consts[start:start + nc]
         start += nc
-        tuples.append(ctx.op("tuple", own + args))
-        comps.append(lower_subcomputation(ctx, prog, f"branch_{k}"))
+        tuples.append(ctx.op("tuple", own + args + token))
+        if effects:
+            comps.append(lower_subcomputation(
+                ctx, _ShapeOnlyProgram([*prog.in_avals, TOKEN_AVAL]), f"branch_{k}",
+                wrap=lambda sub, p, prog=prog: _with_token(sub, p, prog)))
+        else:
+            comps.append(lower_subcomputation(ctx, prog, f"branch_{k}"))
     out = ctx.op("conditional", [index] + tuples, called=comps)
+    if effects:
+        ctx.token = ctx.op("get-tuple-element", [out], index=len(avals_out))
     return [ctx.op("get-tuple-element", [out], index=i) for i in range(len(avals_out))]
+
+
+def _with_token(sub, elements, program) -> list:
+    """``program``'s outputs and then the effect token, computed from ``elements`` (its
+    inputs, then the token)."""
+    sub.token = elements[-1]
+    return [*lower_eqns(sub, program, elements[:-1]), sub.effect_token()]
 
 
 # The compiled programs of an eager cond or switch take the branches first (_run_compiled
