@@ -6,12 +6,16 @@ with ``lax``, so the backward pass fuses and compiles like any other code under 
 ``scan`` and ``cond``/``switch`` are differentiated by scans and switches of the body's
 backward pass; a ``while_loop`` (whose trip count is not known ahead) only where the
 derivative passes through it unchanged or does not reach it, as in JAX; sorting has no
-rule. A gradient through what has none raises an error that names the user's line. Only the
-values computed from the differentiated inputs get cotangents (JAX's symbolic zeros)."""
+rule. A gradient through what has none raises an error that names the user's line and the
+transform the user called. Only the values computed from the differentiated inputs get
+cotangents (JAX's symbolic zeros). Forward mode (``jvp``) is the reverse pass of the reverse
+pass, except through while loops (autodiff_forward.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import threading
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -29,6 +33,33 @@ _VJP_ACTIVE: dict[core.Primitive, Callable] = {}  # defvjp_active
 
 def _fail(message: str, exc_type=TypeError):
     raise exc_type(errors.located(message, errors.user_location()))
+
+
+class _Called(threading.local):
+    """The public transform the user called, for errors: the outermost one running on this
+    thread. Transforms call one another (``jvp`` is ``vjp`` twice, ``hessian`` is ``jacfwd``
+    of ``jacrev``), and the user knows only the outermost."""
+
+    name: str | None = None
+
+
+_CALLED = _Called()
+
+
+@contextlib.contextmanager
+def _calling(name: str):
+    """Names ``name`` as the transform the user called, unless an enclosing one is."""
+    outer = _CALLED.name
+    _CALLED.name = outer or name
+    try:
+        yield
+    finally:
+        _CALLED.name = outer
+
+
+def transform_name() -> str:
+    """``fusionjit.<transform>`` for errors: the transform the user called."""
+    return f"fusionjit.{_CALLED.name or 'grad'}"
 
 
 def _registrar(table: dict, prims) -> Callable:
@@ -75,6 +106,18 @@ def active_vars(program: core.Program, inputs=None) -> set:
         if any(isinstance(v, core.Var) and id(v) in active for v in eqn.invars):
             active.update(id(v) for v in eqn.outvars if _is_float(v.aval))
     return active
+
+
+def reached_in_loop(body, carries, seeds) -> set:
+    """The ids of the float values of a loop's step computed from ``seeds`` (ids of its
+    inputs) after any number of steps: a carry they reach feeds the next step."""
+    reached = set(seeds)
+    while True:
+        inside = active_vars(body, reached)
+        more = {id(c) for c, out in zip(carries, body.outvars) if id(out) in inside}
+        if more <= reached:
+            return inside
+        reached |= more
 
 
 # --- the transformation ---------------------------------------------------------------
@@ -144,7 +187,7 @@ def _backward(program: core.Program, env: dict, out_cts) -> list:
         rule = _VJP.get(eqn.prim)
         if rule is None:
             raise NotImplementedError(
-                f"{eqn.source}: fusionjit.grad has no rule for '{eqn.prim.name}' yet "
+                f"{eqn.source}: {transform_name()} has no rule for '{eqn.prim.name}' yet "
                 f"(sorting is not differentiable in this version); wrap "
                 f"what does not need a gradient in lax.stop_gradient")
         if eqn.prim.multiple_results:
@@ -167,7 +210,7 @@ def _as_aval(ct, aval):
     ct = ew.asarray_operand(ct) if not isinstance(ct, core.Tracer) else ct
     got = core.get_aval(ct)
     if got.shape != aval.shape:
-        raise AssertionError(f"fusionjit.grad: a cotangent of shape {got.shape} for a value "
+        raise AssertionError(f"{transform_name()}: a cotangent of shape {got.shape} for a value "
                              f"of shape {aval.shape} (a bug in a differentiation rule)")
     if got.dtype != aval.dtype:
         ct = ew.convert_element_type(ct, aval.dtype)
@@ -195,7 +238,14 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
     structure. With ``has_aux``, ``fun`` returns ``(out, aux)`` and so does this
     (``(out, vjp_fn, aux)``)."""
     name = getattr(fun, "__name__", "fun")
-    program, leaves, in_tree, out_tree = _trace(fun, primals, f"vjp({name})")
+    with _calling("vjp"):
+        traced = _trace(fun, primals, f"vjp({name})")
+        return _vjp_traced(*traced, name=name, has_aux=has_aux)
+
+
+def _vjp_traced(program: core.Program, leaves, in_tree, out_tree, *, name: str,
+                has_aux: bool = False):
+    """``vjp`` of the function ``_trace`` traced into ``program``."""
     env = _forward(program, leaves, residuals=True)
     outs = [_read(env, v) for v in program.outvars]
     out = tree_util.tree_unflatten(out_tree, outs)
@@ -219,7 +269,8 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
                 _fail(f"vjp: a cotangent of shape {tuple(np.shape(c))} for an output "
                             f"of shape {a.shape}", ValueError)
         full = list(ct_leaves) + [None] * (len(program.outvars) - len(ct_leaves))
-        cts = _backward(program, env, full)
+        with _calling("vjp"):
+            cts = _backward(program, env, full)
         cts = [c if c is not None else _zeros(core.get_aval(x)) for c, x in zip(cts, leaves)]
         return tuple(tree_util.tree_unflatten(in_tree, cts))
 
@@ -267,6 +318,10 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
 
     @functools.wraps(fun)
     def wrapped(*args, **kwargs):
+        with _calling("value_and_grad"):
+            return value_and_grad_at(args, kwargs)
+
+    def value_and_grad_at(args, kwargs):
         nums_ = _check_diff_args("grad", args, nums, allow_int)
         flat, ints = _int_leaves([args[n] for n in nums_])
 
@@ -300,7 +355,8 @@ def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
 
     @functools.wraps(fun)
     def wrapped(*args, **kwargs):
-        value, g = vg(*args, **kwargs)
+        with _calling("grad"):
+            value, g = vg(*args, **kwargs)
         return (g, value[1]) if has_aux else g
 
     return wrapped
@@ -313,11 +369,28 @@ def jvp(fun: Callable, primals, tangents):
     ``primals`` applied to ``tangents`` (tuples of the same structure). Computed as the
     reverse pass of the reverse pass (the pullback is linear in its cotangent, so its own
     pullback is the pushforward): about three times the forward work, where JAX's forward
-    mode takes about two."""
+    mode takes about two. Where a derivative reaches a while loop, whose reverse pass would
+    need the trip count ahead, the program is differentiated forward instead
+    (autodiff_forward.py)."""
     primals, tangents = tuple(primals), tuple(tangents)
     if tree_util.tree_structure(primals) != tree_util.tree_structure(tangents):
         _fail("jvp: primals and tangents must have the same structure", TypeError)
-    out, pullback = vjp(fun, *primals)
+    name = getattr(fun, "__name__", "fun")
+    with _calling("jvp"):
+        program, leaves, in_tree, out_tree = _trace(fun, primals, f"vjp({name})")
+        return jvp_traced(program, leaves, in_tree, out_tree, tangents)
+
+
+def jvp_traced(program: core.Program, leaves, in_tree, out_tree, tangents):
+    """``jvp`` of the function ``_trace`` traced into ``program`` (``tangents`` of the
+    primals' structure)."""
+    if autodiff_forward.reaches_a_while(program):
+        t_leaves = tree_util.tree_leaves(tangents)
+        outs, t_outs = autodiff_forward.jvp_program(program, leaves, t_leaves)
+        t_outs = [_zeros(core.get_aval(o)) if t is None else t for o, t in zip(outs, t_outs)]
+        return (tree_util.tree_unflatten(out_tree, outs),
+                tree_util.tree_unflatten(out_tree, t_outs))
+    out, pullback = _vjp_traced(program, leaves, in_tree, out_tree, name=program.name)
     zero = tree_util.tree_map(lambda o: _zeros(core.get_aval(o)), out)
     _, pushforward = vjp(pullback, zero)
     (tangent_out,) = pushforward(tangents)
@@ -341,7 +414,8 @@ def linearize(fun: Callable, *primals):
         if len(tangents) != len(primals):
             _fail(f"linearize: f_jvp takes {len(primals)} tangents (one per primal), got "
                   f"{len(tangents)}", TypeError)
-        return jvp(fun, primals, tangents)[1]
+        with _calling("linearize"):
+            return jvp(fun, primals, tangents)[1]
     return out, f_jvp
 
 
@@ -399,6 +473,10 @@ def _jacobian(what: str, array_jacobian: Callable, fun: Callable, argnums, has_a
     ``out_leaf.shape + in_leaf.shape`` (a tuple over the arguments for tuple argnums)."""
     @functools.wraps(fun)
     def wrapped(*args):
+        with _calling(what):
+            return jacobian(*args)
+
+    def jacobian(*args):
         from fusionjit._src.flatten_util import ravel_pytree
         from fusionjit._src.lax import shapes as sh
         many = isinstance(argnums, (tuple, list))
@@ -468,9 +546,13 @@ def jacfwd(fun: Callable, argnums=0, has_aux: bool = False):
 def hessian(fun: Callable, argnums=0, has_aux: bool = False):
     """The Hessian of a scalar ``fun`` with respect to argument(s) ``argnums``, as
     ``jax.hessian`` (``jacfwd(jacrev(fun))``): for pytrees, blocks by pairs of leaves."""
-    if not has_aux:
-        return jacfwd(jacrev(fun, argnums), argnums)
-    return jacfwd(jacrev(fun, argnums, has_aux=True), argnums, has_aux=True)
+    jac = jacfwd(jacrev(fun, argnums, has_aux=has_aux), argnums, has_aux=has_aux)
+
+    @functools.wraps(fun)
+    def wrapped(*args):
+        with _calling("hessian"):
+            return jac(*args)
+    return wrapped
 
 
 # --- custom gradients -----------------------------------------------------------------
@@ -735,4 +817,5 @@ def _checkpoint_vjp(ct, invals, out, *, program):
 remat = checkpoint
 
 
+from fusionjit._src import autodiff_forward  # noqa: E402 (forward mode, through while loops)
 from fusionjit._src import autodiff_rules  # noqa: E402,F401 (registers the rules)

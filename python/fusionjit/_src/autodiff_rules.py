@@ -14,7 +14,7 @@ import numpy as np
 from fusionjit._src import core, tracing
 from fusionjit._src import dtypes as dt
 from fusionjit._src.autodiff import (active_vars, defvjp, defvjp_active, defvjp_forward,
-                                     eval_program, vjp)
+                                     eval_program, reached_in_loop, transform_name, vjp)
 from fusionjit._src.lax import control_flow as cf
 from fusionjit._src.lax import elementwise as ew
 from fusionjit._src.lax import reductions as red
@@ -438,15 +438,16 @@ def _scatter(g, invals, out, *, update_window_dims, inserted_window_dims,
     if combiner == "multiply":
         if not unique_indices:
             raise NotImplementedError(
-                "fusionjit.grad of a scatter that multiplies needs unique_indices=True (as "
-                "JAX): with repeated indices each update's cotangent is the product of the "
-                "others")
+                f"{transform_name()} of a scatter that multiplies needs unique_indices=True "
+                f"(as JAX): with repeated indices each update's cotangent is the product of "
+                f"the others")
         # out = x * (the update landing there, or 1): each factor's cotangent is g times
         # the other.
         return [ew.mul(g, scattered(updates, "multiply")), None, gathered(ew.mul(g, x))]
     if combiner != "set":
         raise NotImplementedError(
-            f"fusionjit.grad has no rule for a scatter that combines with '{combiner}' yet")
+            f"{transform_name()} has no rule for a scatter that combines with '{combiner}' "
+            f"yet")
     # Which update landed where (the last of repeated indices wins, as the scatter does):
     # scatter each update's own number, read the numbers back, and compare.
     ids = ew.add(sh.reshape(sh.iota(np.int32, int(np.prod(u_shape))), u_shape),
@@ -647,20 +648,8 @@ def _scan(ct, invals, out, *, program, num_consts, num_carry, length, reverse, u
     # carry the step overwrites, a while loop's result passed in as one.
     carries = program.invars[num_consts:num_consts + num_carry]
     outs = set(_ids(program.outvars))
-    return [g if outs & _reached_in_loop(program, carries, {id(v)}) else None
+    return [g if outs & reached_in_loop(program, carries, {id(v)}) else None
             for g, v in zip(cts, program.invars)]
-
-
-def _reached_in_loop(body, carries, seeds) -> set:
-    """The ids of the float values of a loop's step computed from ``seeds`` (ids of its
-    inputs) after any number of steps: a carry they reach feeds the next step."""
-    reached = set(seeds)
-    while True:
-        inside = active_vars(body, reached)
-        more = {id(c) for c, out in zip(carries, body.outvars) if id(out) in inside}
-        if more <= reached:
-            return inside
-        reached |= more
 
 
 @defvjp_active(cf.while_p)
@@ -671,8 +660,8 @@ def _while(ct, active, *, source, cond_program, body_program, cond_nconsts, body
     # cotangent reaches (their results unused) need none.
     body = body_program
     carries = body.invars[body_nconsts:]
-    reached = _reached_in_loop(body, carries, {id(v) for v, a in zip(body.invars,
-                                                                    active[cond_nconsts:]) if a})
+    reached = reached_in_loop(body, carries, {id(v) for v, a in zip(body.invars,
+                                                                   active[cond_nconsts:]) if a})
     # The carries a cotangent reaches: those of the outputs that have one, and those their
     # steps read.
     reads = [active_vars(body, {id(c)}) for c in carries]
@@ -687,7 +676,7 @@ def _while(ct, active, *, source, cond_program, body_program, cond_nconsts, body
     for k, (c, out) in enumerate(zip(carries, body.outvars)):
         if id(c) in reached and k in needed and out is not c:
             raise NotImplementedError(
-                f"{source}: fusionjit.grad cannot differentiate through a "
+                f"{source}: {transform_name()} cannot differentiate through a "
                 f"while_loop whose carry {k} ({c.aval.str_short()}) changes with the "
                 f"differentiated inputs: reverse mode needs the number of steps ahead, as in "
                 f"JAX; use lax.scan, or lax.fori_loop with static bounds, or wrap what needs "

@@ -26,7 +26,7 @@ import numpy as np
 
 from fusionjit._src import dtypes as dt
 from fusionjit._src import errors, special_coeffs
-from fusionjit._src.autodiff import with_jvp
+from fusionjit._src.autodiff import transform_name, with_jvp
 from fusionjit._src.lax import lax
 from fusionjit._src.numpy import shapes, ufuncs
 from fusionjit._src.numpy.util import aval, fail, to_array
@@ -312,7 +312,8 @@ def digamma(x):
 
 def _no_trigamma(x, y):
     raise NotImplementedError(errors.located(
-        "fusionjit.grad of digamma (the trigamma function) is not implemented yet",
+        f"{transform_name()} of digamma (the trigamma function) is not "
+        f"implemented yet",
         errors.user_location()))
 
 
