@@ -44,6 +44,8 @@ from fusionjit import dlpack
 from fusionjit import scipy  # noqa: F401 (fusionjit.scipy, as jax.scipy)
 from fusionjit import dtypes  # noqa: F401 (fusionjit.dtypes, as jax.dtypes)
 from fusionjit import debug  # noqa: F401 (fusionjit.debug, as jax.debug)
+from fusionjit import experimental  # noqa: F401 (io_callback, as jax.experimental's)
+from fusionjit._src.callbacks import pure_callback
 from fusionjit import flatten_util  # noqa: F401 (as jax.flatten_util)
 from fusionjit import ops  # noqa: F401 (fusionjit.ops, as jax.ops)
 
@@ -96,7 +98,7 @@ __all__ = [
     "devices", "disable_jit", "dlpack", "eval_shape", "explain", "gpu_unavailable_reason", "grad",
     "dtypes", "flatten_util", "hessian", "jacfwd", "jacobian", "jacrev", "jit", "jvp", "lax",
     "linearize", "local_device_count", "make_ir", "make_jaxpr", "named_scope", "nn", "numpy",
-    "ops", "process_count", "profile",
+    "ops", "process_count", "profile", "pure_callback", "experimental",
     "process_index", "random", "remat", "scipy", "testing", "tree", "tree_util",
     "value_and_grad", "vjp", "vmap",
 ]

@@ -1,7 +1,7 @@
-"""fusionjit.debug.print and debug.callback inside compiled code: host callbacks
-(runtime/host_callback.h) that the compiled program calls with its values each time it runs,
-in program order (an effect token chains them, through loops and branches), kept by the
-passes although nothing reads them."""
+"""Host callbacks (runtime/host_callback.h, _src/callbacks.py): fusionjit.debug.print and
+debug.callback, pure_callback and experimental.io_callback inside compiled code, which calls
+the Python function with its values each time it runs, in program order (an effect token
+chains them, through loops and branches), kept by the passes although nothing reads them."""
 
 import gc
 import threading
@@ -134,7 +134,7 @@ def test_a_loop_that_calls_the_host_runs_step_by_step_and_explain_says_why():
     np.testing.assert_allclose(np.asarray(fusionjit.jit(rollout)(x)), [1500, 1750, 1875])
     text = str(fusionjit.explain(fusionjit.jit(rollout))(x))
     assert "host callback (fusionjit.debug.print or debug.callback)" in text
-    assert "calls the host" in text and "test_debug_callback.py" in text
+    assert "calls the host" in text and "test_host_callbacks.py" in text
 
 
 def test_the_function_is_freed_with_the_last_program_that_calls_it():
@@ -205,3 +205,114 @@ def test_prints_match_jax_in_a_training_loop(capsys):
     jax.block_until_ready(jax.jit(lambda w: train(jax, jnp, w))(w))
     jax.effects_barrier()
     assert ours == lines(capsys) and len(ours) == 4
+
+
+S = fusionjit.ShapeDtypeStruct
+
+
+def test_pure_callback_computes_in_python_under_jit_and_eagerly():
+    def f(x):
+        y = fusionjit.pure_callback(lambda v: np.sin(v), S(x.shape, x.dtype), x)
+        return y * 2
+
+    x = np.arange(3.0, dtype=np.float32)
+    want = np.sin(x) * 2
+    np.testing.assert_allclose(np.asarray(fusionjit.jit(f)(x)), want, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(f(x)), want, rtol=1e-6)
+    # pytrees of results, converted to their dtypes; inside a scan, once per step
+    calls = []
+
+    def tree(v):
+        calls.append(v.shape)
+        return {"a": v + 1, "b": (v * 2).astype(np.float64)}
+
+    out = fusionjit.jit(lambda x: fusionjit.pure_callback(
+        tree, {"a": S((3,), np.float32), "b": S((3,), np.int32)}, x))(x)
+    assert out["b"].dtype == np.int32 and out["b"].tolist() == [0, 2, 4]
+
+    def step(c, v):
+        y = fusionjit.pure_callback(lambda a: a ** 2, S((), np.float32), v)
+        return c + y, y
+
+    total, ys = fusionjit.jit(lambda xs: lax.scan(step, 0.0, xs))(np.arange(4, dtype=np.float32))
+    assert float(total) == 14.0 and np.asarray(ys).tolist() == [0, 1, 4, 9]
+
+
+def test_pure_callback_under_vmap_follows_its_vmap_method():
+    seen = []
+
+    def add(a, b):
+        seen.append((a.shape, b.shape))
+        return a + b
+
+    def f(method):
+        return lambda x, y: fusionjit.pure_callback(add, S(x.shape, x.dtype), x, y,
+                                                    vmap_method=method)
+
+    x, y = np.arange(4.0, dtype=np.float32), np.float32(1)
+    for method, shapes in (("sequential", [((), ())] * 4), ("expand_dims", [((4,), (1,))]),
+                           ("broadcast_all", [((4,), (4,))])):
+        seen.clear()
+        out = fusionjit.jit(fusionjit.vmap(f(method), in_axes=(0, None)))(x, y)
+        assert np.asarray(out).tolist() == [1, 2, 3, 4] and seen == shapes, method
+    with pytest.raises(NotImplementedError, match=r"test_host_callbacks.py:\d+.*vmap_method"):
+        fusionjit.jit(fusionjit.vmap(f(None), in_axes=(0, None)))(x, y)
+    with pytest.raises(ValueError, match="vmap_method must be one of"):
+        f("parallel")(x, y)
+
+
+def test_pure_callback_errors_name_the_line():
+    x = np.arange(3.0, dtype=np.float32)
+    wrong_shape = fusionjit.jit(lambda x: fusionjit.pure_callback(
+        lambda v: np.zeros(5), S(x.shape, x.dtype), x))
+    with pytest.raises(ValueError, match=r"test_host_callbacks.py:\d+.*has shape \(5,\).*f32\[3\]"):
+        wrong_shape(x)
+    wrong_tree = fusionjit.jit(lambda x: fusionjit.pure_callback(
+        lambda v: (v, v), S(x.shape, x.dtype), x))
+    with pytest.raises(TypeError, match="structure"):
+        wrong_tree(x)
+    with pytest.raises(ValueError, match=r"test_host_callbacks.py:\d+.*do not support differ"):
+        fusionjit.grad(lambda x: fusionjit.pure_callback(
+            np.sin, S(x.shape, x.dtype), x).sum())(x)
+    with pytest.raises(TypeError, match="result_shape_dtypes must be a pytree"):
+        fusionjit.jit(lambda x: fusionjit.pure_callback(np.sin, (3,), x))(x)
+
+
+def test_a_pure_callback_gets_its_derivative_from_custom_jvp():
+    @fusionjit.custom_jvp
+    def sin(x):
+        return fusionjit.pure_callback(np.sin, S(x.shape, x.dtype), x)
+
+    @sin.defjvp
+    def _(primals, tangents):
+        (x,), (t,) = primals, tangents
+        return sin(x), fnp.cos(x) * t
+
+    x = np.linspace(0, 1, 5, dtype=np.float32)
+    g = fusionjit.jit(fusionjit.grad(lambda x: sin(x).sum()))(x)
+    np.testing.assert_allclose(np.asarray(g), np.cos(x), rtol=1e-6)
+
+
+def test_io_callback_runs_every_call_in_order(capsys):
+    from fusionjit.experimental import io_callback
+
+    def f(x):
+        def body(i, c):
+            return c + io_callback(lambda v: (print("io", v), v * 10)[1], S((), np.int32), i)
+        return lax.fori_loop(0, 3, body, x)
+
+    assert int(fusionjit.jit(f)(np.int32(0))) == 30
+    assert lines(capsys) == ["io 0", "io 1", "io 2"]
+
+
+def test_pure_callback_matches_jax_under_vmap():
+    jax = pytest.importorskip("jax")
+
+    def program(L, x):
+        return L.vmap(lambda v: L.pure_callback(
+            lambda a: np.cumsum(a) * 2, L.ShapeDtypeStruct(v.shape, v.dtype), v,
+            vmap_method="sequential") + 1)(x)
+
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_array_equal(np.asarray(fusionjit.jit(lambda x: program(fusionjit, x))(x)),
+                                  np.asarray(jax.jit(lambda x: program(jax, x))(x)))
