@@ -432,6 +432,17 @@ def test_grad_of_pytrees_argnums_and_aux_eager_and_jitted():
         np.testing.assert_allclose(np.asarray(gx), 2.0 * 2 * y @ params["w"].T, rtol=1e-6)
 
 
+def test_aux_values_not_computed_from_the_inputs_come_back_as_they_were():
+    # (A Python int came back as a NumPy int32 array; JAX returns it as it was.)
+    table = np.arange(3.0)
+    g, aux = fusionjit.grad(lambda x: (x ** 2, {"step": 3, "lr": 0.5, "t": table, "y": x * 2}),
+                            has_aux=True)(1.5)
+    assert float(g) == 3.0 and aux["step"] == 3 and type(aux["step"]) is int
+    assert type(aux["lr"]) is float and aux["t"] is table and float(aux["y"]) == 3.0
+    (_, aux), _ = fusionjit.value_and_grad(lambda x: (x.sum(), 7), has_aux=True)(np.ones(2))
+    assert aux == 7 and type(aux) is int
+
+
 def test_vjp_pulls_back_a_cotangent_of_the_outputs_structure():
     x = np.array([1.0, 2.0, 3.0], np.float32)
     (a, b), pullback = fusionjit.vjp(lambda x: (fnp.sin(x), fnp.sum(x ** 2)), x)

@@ -860,3 +860,30 @@ def test_a_small_recurrent_gradient_computes_what_its_lanes_share_once_a_step(hi
     if hidden == 6:
         llvm = grad.lower(params, xs).as_text("llvm")
         assert "shared." in llvm
+
+
+def test_a_step_reads_its_array_constants_not_the_carry():
+    # x.at[1].set(v) in a loop lowers to a select with a padded mask that folds to an array
+    # constant inside the whole-loop kernel's step; the step's reader took it for carry 0
+    # (hunt 6: [F, F, F] for [F, T, F], the padded ones added as zeros, or LLVM refusing the
+    # IR). Each is checked against NumPy and the kernel must be a whole loop.
+    cases = [
+        (lambda: lax.fori_loop(0, 3, lambda i, c: c.at[1].set(True), fnp.zeros(3, bool)),
+         np.array([False, True, False])),
+        (lambda: lax.fori_loop(0, 4, lambda i, c: c + fnp.pad(fnp.ones(1), (0, 2)),
+                               fnp.zeros(3)), np.array([4.0, 0, 0])),
+        (lambda: lax.scan(lambda c, x: (x.at[1].set(c[0]),) * 2, fnp.zeros(3),
+                          fnp.arange(12.0).reshape(4, 3))[1],
+         np.array([[0, 0, 2], [3, 0, 5], [6, 3, 8], [9, 6, 11.0]])),
+        (lambda: lax.fori_loop(0, 4, lambda i, c: c.at[0].add(1.0) * 1.5, fnp.zeros((64, 3))),
+         np.zeros((64, 3))),
+    ]
+    want_last = np.zeros((64, 3))
+    for _ in range(4):
+        want_last[0] += 1
+        want_last *= 1.5
+    cases[-1] = (cases[-1][0], want_last)
+    for f, want in cases:
+        np.testing.assert_array_equal(np.asarray(fusionjit.jit(f)()), want)
+    text = fusionjit.jit(cases[0][0]).lower().as_text("optimized")
+    assert "kWholeLoop" in text and "constant(" in text

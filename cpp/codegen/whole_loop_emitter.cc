@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "analysis/cost_model.h"
+#include "codegen/buffer_access.h"
 #include "codegen/elemental.h"
 #include "codegen/kernel_emitter.h"
 #include "ir/computation.h"
@@ -113,9 +114,16 @@ llvm::Function* EmitWholeLoopBody(llvm::Module& module, const Instruction* fusio
     }
     b.restoreIP(ip);
   }
+  // (The emitter hands its reader the step's parameters and its array constants: a padded
+  // one-element constant, x.at[1].set(v)'s mask, read as carry 0 gave wrong answers.)
   auto reader = [&](const Instruction* p, const Index& index, int w) -> Val {
-    int number = static_cast<int>(p->parameter_number());
     LaneMath lanes(b, w);
+    if (p->opcode() == Opcode::kConstant) {
+      const std::vector<int64_t>& dims = p->shape().dims();
+      IndexDim linear = dims.empty() ? lanes.Constant(0) : LinearIndex(lanes, index, dims);
+      return LoadElements(b, ConstantGlobal(module, p), p->dtype(), linear, w);
+    }
+    int number = static_cast<int>(p->parameter_number());
     if (number < l.carries) return {current[number], lanes_width > 1};
     if (number == counter_param) return {counter, false};
     const std::vector<int64_t>& dims = p->shape().dims();

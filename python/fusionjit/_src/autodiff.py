@@ -254,8 +254,14 @@ def _vjp_traced(program: core.Program, leaves, in_tree, out_tree, *, name: str,
         if not isinstance(out, tuple) or len(out) != 2:
             _fail(f"vjp(..., has_aux=True): {name} must return a pair (out, aux)",
                         TypeError)
-        out, aux = out
+        out, _ = out
         outs = tree_util.tree_leaves(out)
+        # Aux values the function returned as they were (a Python number, a constant), not
+        # computed from the inputs, come back as they were, as JAX's do.
+        consts = {id(v): c for v, c in zip(program.constvars, program.consts)}
+        given = [v.value if isinstance(v, core.Literal) else consts.get(id(v), env.get(id(v)))
+                 for v in program.outvars]
+        aux = tree_util.tree_unflatten(out_tree, given)[1]
     out_avals = [core.get_aval(o) for o in outs]
 
     def vjp_fn(cotangent):
