@@ -276,3 +276,24 @@ def test_lax_map_in_vmapped_chunks(batch_size):
         np.testing.assert_allclose(got["y"], want[1], rtol=1e-6)
     with pytest.raises(ValueError, match="batch_size must be >= 1"):
         lax.map(f, xs, batch_size=0)
+
+
+def test_grad_of_a_vmapped_cond_takes_no_nan_from_the_branch_not_taken():
+    # With an index per example every branch runs on every example and a select keeps each
+    # example's own; the branch not taken gets its operands without a derivative, as in
+    # JAX, so a cond guarding a sqrt sends no NaN back (hunt 6: [0.25, nan, nan]).
+    f = lambda v: lax.cond(v > 0, fnp.sqrt, lambda u: u, v)  # noqa: E731
+    x = np.array([4.0, -1.0, 0.0], np.float32)
+    for wrap in (lambda g: g, fusionjit.jit):
+        g = wrap(fusionjit.grad(lambda x: fusionjit.vmap(f)(x).sum()))(x)
+        np.testing.assert_array_equal(np.asarray(g), [0.25, 1, 1])
+
+    def g(v, w):
+        k = (v > 0).astype(np.int32) + (v > 5).astype(np.int32)
+        return lax.switch(k, [lambda u, w: fnp.log(u) * w, lambda u, w: u * w,
+                              lambda u, w: u ** 2 * w], v, w)
+
+    gx, gw = fusionjit.grad(lambda x, w: fusionjit.vmap(g, in_axes=(0, None))(x, w).sum(),
+                            argnums=(0, 1))(np.array([1.0, 2.0, 6.0], np.float32), 3.0)
+    np.testing.assert_allclose(np.asarray(gx), [3, 3, 36])
+    assert float(gw) == 39.0  # (JAX's figures)

@@ -363,23 +363,27 @@ def _cond(size, vals, bats, *, branches, nconsts):
     kb, ob = bats[1:1 + total], bats[1 + total:]
     starts = [sum(nconsts[:k]) for k in range(len(branches))]
     mine = [slice(s, s + n) for s, n in zip(starts, nconsts)]
-    outs_b = [False] * len(branches[0].outvars)
-    for k, prog in enumerate(branches):
-        got = batched_outputs(prog, list(kb[mine[k]]) + list(ob))
-        outs_b = [a or b for a, b in zip(outs_b, got)]
-    if bats[0]:
-        outs_b = [True] * len(outs_b)
-    runs = [batch_function(prog, list(kb[mine[k]]) + list(ob), size, outs_b)
-            for k, prog in enumerate(branches)]
     if not bats[0]:
+        outs_b = [False] * len(branches[0].outvars)
+        for k, prog in enumerate(branches):
+            got = batched_outputs(prog, list(kb[mine[k]]) + list(ob))
+            outs_b = [a or b for a, b in zip(outs_b, got)]
+        runs = [batch_function(prog, list(kb[mine[k]]) + list(ob), size, outs_b)
+                for k, prog in enumerate(branches)]
         fns = [lambda c, o, k=k: runs[k](*c[mine[k]], *o) for k in range(len(branches))]
         return cf.switch(index, fns, list(consts), list(operands)), outs_b
     # An index per example: every branch runs, and each example takes its own branch's
     # results (the index clamped into range, as switch does).
-    results = [runs[k](*consts[mine[k]], *operands) for k in range(len(branches))]
     n = len(branches)
     index = ew.max(ew.min(index, red.full((size,), n - 1, core.get_aval(index).dtype)),
                    red.full((size,), 0, core.get_aval(index).dtype))
+    outs_b = [True] * len(branches[0].outvars)
+    results = []
+    for k, prog in enumerate(branches):
+        ins = [_guarded(x, b, index, k, size) for x, b in
+               zip(list(consts[mine[k]]) + list(operands), list(kb[mine[k]]) + list(ob))]
+        run = batch_function(prog, [b for _, b in ins], size, outs_b)
+        results.append(run(*[x for x, _ in ins]))
     outs = []
     for j in range(len(outs_b)):
         picked = results[n - 1][j]
@@ -389,6 +393,21 @@ def _cond(size, vals, bats, *, branches, nconsts):
             picked = ew.select(sh.broadcast_in_dim(is_k, shape, (0,)), results[k][j], picked)
         outs.append(picked)
     return outs, outs_b
+
+
+def _guarded(x, batched: bool, index, k: int, size: int):
+    """Operand ``x`` of branch ``k`` of a cond whose index is batched, and whether it is
+    batched: for the examples that take another branch, with no derivative (as JAX's rule
+    does), so that what branch k computes for them, which the select drops (a sqrt of a
+    negative number: NaN), sends no NaN back through the select's zero cotangent."""
+    if not dt.is_float(core.get_aval(x).dtype):
+        return x, batched
+    if not batched:
+        x = broadcast_batch(x, size)
+    shape = _shape(x)
+    is_k = sh.broadcast_in_dim(ew.eq(index, red.full((size,), k, core.get_aval(index).dtype)),
+                               shape, (0,))
+    return ew.select(is_k, x, ew.stop_gradient_p.bind(x)), True
 
 
 # --- custom gradients -----------------------------------------------------------------
