@@ -711,12 +711,15 @@ def with_jvp(impl: Callable, *partials) -> custom_jvp:
     derivative by that argument, as for an integer exponent): for functions computed with
     selects between approximations, clamps or bit operations, whose pieces differentiated
     one by one would give 0, NaN or half the slope at a piece's edge, the rule JAX gives the
-    function."""
+    function. The partials get ``ans`` as the function computes it, through this rule, so
+    that derivatives of the derivative follow the rules too (through ``impl``'s own
+    operations, bit operations gave cbrt'' = 0 and erfinv'' = NaN); they should use such
+    functions too, not raw helpers."""
     f = custom_jvp(impl)
 
     @f.defjvp
     def _jvp(primals, tangents):
-        ans = impl(*primals)
+        ans = f(*primals)
         out = None
         for partial, t in zip(partials, tangents):
             if partial is not None:

@@ -160,9 +160,10 @@ def _arctanh_derivative(x, ans):
     return lax.div(lax.reciprocal(lax.add(_c(1, x), x)), lax.sub(_c(1, x), x))
 
 
-sinh = _unary_float("sinh", with_jvp(_sinh, lambda x, ans: _cosh(x)),
+# (Each partial is the other function, rule and all: second derivatives follow the rules.)
+sinh = _unary_float("sinh", with_jvp(_sinh, lambda x, ans: cosh(x)),
                     "Hyperbolic sine, elementwise.")
-cosh = _unary_float("cosh", with_jvp(_cosh, lambda x, ans: _sinh(x)),
+cosh = _unary_float("cosh", with_jvp(_cosh, lambda x, ans: sinh(x)),
                     "Hyperbolic cosine, elementwise.")
 arcsinh = _unary_float("arcsinh", with_jvp(_arcsinh, lambda x, ans: lax.rsqrt(
     lax.add(lax.mul(x, x), _c(1, x)))), "Inverse hyperbolic sine, elementwise.")
