@@ -511,3 +511,19 @@ def test_python_ints_out_of_a_narrow_types_range_as_jax():
         import jax.numpy as jnp
         np.testing.assert_array_equal(fnp.asarray(i8) + 200, jnp.asarray(i8) + 200)
         np.testing.assert_array_equal(fnp.full(3, 300, fnp.int8), jnp.full(3, 300, jnp.int8))
+
+
+def test_scalar_types_convert_as_jax_and_stand_for_numpy_types():
+    # fnp.float32 was NumPy's type: calling it on a tracer failed, and scalars computed
+    # with NumPy's promotion (uint8(3) * 2.0 in float64). Hunt 6.
+    assert fnp.float32(3).dtype == np.float32 and isinstance(fnp.float32(3), fusionjit.Array)
+    assert (fnp.uint8(3) * 2.0).dtype == np.float32
+    assert (fnp.bfloat16(1.5) * 1.0).dtype == fnp.bfloat16
+    out = fusionjit.jit(lambda done, x: fnp.float32(done) * x + fnp.int32(x > 1))(True, 2.0)
+    assert float(out) == 3.0
+    # as dtypes: NumPy's
+    assert np.dtype(fnp.float32) == np.float32 and fnp.float32 == np.float32
+    assert {np.int8: "i8"}[fnp.int8] == "i8" and isinstance(np.float16(1), fnp.float16)
+    assert np.issubdtype(fnp.float32, np.floating) and fnp.issubdtype(fnp.uint16, fnp.integer)
+    assert fnp.zeros(2, fnp.bfloat16).dtype == fnp.bfloat16
+    assert np.zeros(2, fnp.int16).dtype == np.int16 and fnp.iinfo(fnp.int8).max == 127

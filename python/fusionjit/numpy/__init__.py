@@ -2,6 +2,8 @@
 
 import numpy as _np
 
+from fusionjit._src.numpy.scalar_types import scalar_type as _scalar_type
+
 from fusionjit._src.array import Array as ndarray  # noqa: F401
 from fusionjit._src.interop import from_dlpack  # noqa: F401
 from fusionjit.numpy import linalg  # noqa: F401
@@ -81,20 +83,21 @@ bitwise_right_shift = right_shift
 bitwise_invert = invert
 pow = power  # noqa: A001
 
-bool_ = _np.bool_
-int8 = _np.int8
-int16 = _np.int16
-int32 = _np.int32
-int64 = _np.int64
-uint8 = _np.uint8
-uint16 = _np.uint16
-uint32 = _np.uint32
-uint64 = _np.uint64
-float16 = _np.float16
-float32 = _np.float32
-float64 = _np.float64
+bool_ = _scalar_type(_np.bool_)
+int8 = _scalar_type(_np.int8)
+int16 = _scalar_type(_np.int16)
+int32 = _scalar_type(_np.int32)
+int64 = _scalar_type(_np.int64)
+uint8 = _scalar_type(_np.uint8)
+uint16 = _scalar_type(_np.uint16)
+uint32 = _scalar_type(_np.uint32)
+uint64 = _scalar_type(_np.uint64)
+float16 = _scalar_type(_np.float16)
+float32 = _scalar_type(_np.float32)
+float64 = _scalar_type(_np.float64)
 try:
-    from ml_dtypes import bfloat16  # noqa: F401  (the scalar type, as jax.numpy.bfloat16)
+    from ml_dtypes import bfloat16 as _bfloat16
+    bfloat16 = _scalar_type(_bfloat16)  # (as jax.numpy.bfloat16)
 except ImportError:  # pragma: no cover
     pass
 dtype = _np.dtype
