@@ -171,6 +171,17 @@ class PRNGKeyArray:
         return f"Array({self.shape}, dtype=key<fry>) overlaying:\n{self._data!r}"
 
 
+def map_key_data(fn, *operands):
+    """``fn`` applied to the operands with each typed key array replaced by its data (its
+    words in a trailing dimension of 2), as a typed key array: where, select, stack and
+    concatenate of keys (auto-resetting environments keep ``where(done, new_key, key)``)."""
+    return PRNGKeyArray(fn(*[x._data if isinstance(x, PRNGKeyArray) else x for x in operands]))
+
+
+def any_key(*xs) -> bool:
+    return any(isinstance(x, PRNGKeyArray) for x in xs)
+
+
 def _flatten_key(k):
     return [k._data], None
 
@@ -532,10 +543,11 @@ def randint(key, shape, minval, maxval, dtype=None):
         return lax.convert_element_type(wide, d)
     batch = aval(data).shape[:-1]
     out_shape = batch + shape
-    minval, maxval = to_array(minval), to_array(maxval)
-    for v in (minval, maxval):
-        if not dt.is_int(aval(v).dtype):
-            v = lax.convert_element_type(v, dt.default_int())
+    # Float bounds are truncated to the default integer type, as JAX's (a float maxval
+    # failed on NumPy's iinfo of a float dtype).
+    minval, maxval = (v if dt.is_int(aval(v).dtype) else
+                      lax.convert_element_type(v, dt.default_int())
+                      for v in (to_array(minval), to_array(maxval)))
     info = np.iinfo(d)
 
     def clip_to(v):

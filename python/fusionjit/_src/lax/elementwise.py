@@ -241,7 +241,17 @@ def _select_lower(ctx, avals_in, avals_out, pred, on_true, on_false):
 
 
 def select(pred, on_true, on_false):
-    """``on_true`` where ``pred`` else ``on_false``, elementwise (rank-0 operands broadcast)."""
+    """``on_true`` where ``pred`` else ``on_false``, elementwise (rank-0 operands broadcast);
+    typed key arrays too."""
+    from fusionjit._src import random as _random
+    if _random.any_key(on_true, on_false):
+        pred = asarray_operand(pred)
+        if core.get_aval(pred).shape:
+            from fusionjit._src.lax.shapes import expand_dims
+            pred = broadcast_in_dim(expand_dims(pred, (-1,)),
+                                    (*core.get_aval(pred).shape, 2), tuple(range(
+                                        core.get_aval(pred).ndim + 1)))
+        return _random.map_key_data(lambda a, b: select(pred, a, b), on_true, on_false)
     on_true, on_false = _binary_operands("select", on_true, on_false)
     pred = asarray_operand(pred)
     pa, va = core.get_aval(pred), core.get_aval(on_true)

@@ -325,6 +325,14 @@ def concatenate(arrays, axis=0, dtype=None):
         arrays = list(arrays)
     if not arrays:
         fail("need at least one array to concatenate", ValueError)
+    from fusionjit._src import random as _random
+    if _random.any_key(*arrays):
+        ndim = len(arrays[0].shape)
+        ax = None if axis is None else canonical_axis(axis, ndim)
+        if ax is None:
+            return _random.map_key_data(lambda *d: concatenate(
+                [lax.reshape(x, (-1, 2)) for x in d], 0), *arrays)
+        return _random.map_key_data(lambda *d: concatenate(list(d), ax), *arrays)
     check_arraylike("concatenate", *arrays)
     arrays = promote_dtypes(*[to_array(a) for a in arrays])
     if dtype is not None:
@@ -347,6 +355,10 @@ def stack(arrays, axis=0, out=None, dtype=None):
     no_out("stack", out)
     if not len(arrays):
         fail("need at least one array to stack", ValueError)
+    from fusionjit._src import random as _random
+    if _random.any_key(*arrays):
+        ax = canonical_axis(axis, len(arrays[0].shape) + 1)
+        return _random.map_key_data(lambda *d: stack(list(d), ax), *arrays)
     check_arraylike("stack", *arrays)
     arrays = [to_array(a) for a in arrays]
     shapes = {aval(a).shape for a in arrays}

@@ -344,6 +344,11 @@ def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
         fail("where() takes the condition alone, or the condition, x and y", ValueError)
     if size is not None or fill_value is not None:
         fail("where(): size and fill_value go with the condition alone", ValueError)
+    from fusionjit._src import random as _random
+    if _random.any_key(x, y):
+        return _random.map_key_data(
+            lambda a, b: where(lax.expand_dims(_truthy(condition), (-1,))
+                               if getattr(condition, "ndim", 0) else condition, a, b), x, y)
     check_arraylike("where", condition, x, y)
     x, y = promote_args("where", x, y)
     cond = _truthy(condition)
