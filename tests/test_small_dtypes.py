@@ -301,7 +301,8 @@ def test_finfo_and_iinfo_of_every_small_dtype():
     assert float(fnp.finfo(fnp.float16).max) == 65504.0
     assert fnp.iinfo(fnp.int8).min == -128 and fnp.iinfo(fnp.uint16).max == 65535
     assert fnp.isdtype(BF16, "real floating") and not fnp.isdtype(BF16, "integral")
-    assert fnp.bfloat16 is ml_dtypes.bfloat16
+    # (as jax.numpy's: a scalar type that converts, and stands for ml_dtypes' as a dtype)
+    assert fnp.bfloat16 == ml_dtypes.bfloat16 and np.dtype(fnp.bfloat16) == ml_dtypes.bfloat16
 
 
 # --- integers -----------------------------------------------------------------------------
@@ -449,3 +450,32 @@ def test_sign_bit_functions_of_16_bit_floats(dtype):
     towards = np.where((y.astype(f32) > x.astype(f32)) == (x.astype(f32) > 0), 1, -1)
     want = np.where(x.astype(f32) == 0, (y.view(np.uint16) & 0x8000) | 1, bits + towards)
     np.testing.assert_array_equal(after, want.astype(np.uint16))
+
+
+def test_preferred_element_type_sums_in_the_preferred_type():
+    # It was applied after the contraction: int8 products summed in int8 wrapped (an einsum
+    # of [[100, 100]] and [[2], [2]] gave -112 for 400), and matmul, dot, vdot, inner,
+    # lax.dot and lax.dot_general refused the keyword (hunt 6).
+    a = fnp.array([[100, 100]], fnp.int8)
+    b = fnp.array([[2], [2]], fnp.int8)
+    i32 = fnp.int32
+    for out in (fnp.einsum("ij,jk->ik", a, b, preferred_element_type=i32),
+                fnp.matmul(a, b, preferred_element_type=i32),
+                fnp.linalg.matmul(a, b, preferred_element_type=i32),
+                fnp.dot(a, b, preferred_element_type=i32),
+                fnp.tensordot(a, b, 1, preferred_element_type=i32),
+                fusionjit.lax.dot(a, b, preferred_element_type=i32),
+                fusionjit.lax.dot_general(a, b, (((1,), (0,)), ((), ())),
+                                          preferred_element_type=i32),
+                fusionjit.jit(lambda a, b: a @ b.astype(i32))(a, b)):
+        assert out.dtype == np.int32 and np.asarray(out).tolist() == [[400]]
+    assert int(fnp.vdot(a, a, preferred_element_type=i32)) == 20000
+    assert fnp.inner(a, a, preferred_element_type=i32).tolist() == [[20000]]
+    assert fnp.linalg.vecdot(a, a, preferred_element_type=i32).tolist() == [20000]
+    conv = fnp.convolve(fnp.array([100] * 3, fnp.int8), fnp.array([100] * 2, fnp.int8),
+                        preferred_element_type=i32)
+    assert conv.tolist() == [10000, 20000, 20000, 10000]
+    # a narrower preferred type: computed in the operands' and converted
+    f = fnp.matmul(np.ones((2, 3), np.float32), np.ones((3, 2), np.float32),
+                   preferred_element_type=fnp.bfloat16)
+    assert f.dtype == fnp.bfloat16 and np.asarray(f, np.float32).tolist() == [[3, 3], [3, 3]]

@@ -147,8 +147,25 @@ def _dot_general_lower(ctx, avals_in, avals_out, lhs, rhs, *, dimension_numbers)
                   lhs_batch=list(lb), rhs_batch=list(rb))
 
 
-def dot_general(lhs, rhs, dimension_numbers):
+def holds(src, d) -> bool:
+    """Whether dtype ``d`` holds every value of ``src`` (bfloat16 included)."""
+    if dt.is_float(d) and dt.is_float(src):
+        return d.itemsize >= src.itemsize and (d.itemsize > src.itemsize or d == src)
+    return not dt.is_bool(src) and np.can_cast(src, d, "safe")
+
+
+def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):
+    """``lax.dot_general``; with ``preferred_element_type`` the products are summed in that
+    type where it holds the operands' values (int8 in int32, bfloat16 in float32), as JAX's,
+    else computed in the operands' type and converted (``precision`` is accepted: sums are in
+    the operands' precision)."""
     lhs, rhs = asarray_operand(lhs), asarray_operand(rhs)
+    if preferred_element_type is not None:
+        d = dt.canonicalize(preferred_element_type)
+        lhs, rhs = (convert_element_type(x, d) if holds(core.get_aval(x).dtype, d) else x
+                    for x in (lhs, rhs))
+        out = dot_general(lhs, rhs, dimension_numbers)
+        return out if core.get_aval(out).dtype == d else convert_element_type(out, d)
     (lc, rc), (lb, rb) = dimension_numbers
     dn = ((tuple(lc), tuple(rc)), (tuple(lb), tuple(rb)))
     if dt.is_bool(core.get_aval(lhs).dtype) and dt.is_bool(core.get_aval(rhs).dtype):
@@ -160,13 +177,14 @@ def dot_general(lhs, rhs, dimension_numbers):
     return dot_general_p.bind(lhs, rhs, dimension_numbers=dn)
 
 
-def dot(lhs, rhs):
+def dot(lhs, rhs, precision=None, preferred_element_type=None):
     """Vector-vector, matrix-vector or matrix-matrix product (rank <= 2)."""
     lhs, rhs = asarray_operand(lhs), asarray_operand(rhs)
     la, ra = core.get_aval(lhs), core.get_aval(rhs)
     if la.ndim not in (1, 2) or ra.ndim not in (1, 2):
         _fail(f"lax.dot needs rank-1 or rank-2 operands, got {la.shape} and {ra.shape}")
-    return dot_general(lhs, rhs, (((la.ndim - 1,), (0,)), ((), ())))
+    return dot_general(lhs, rhs, (((la.ndim - 1,), (0,)), ((), ())),
+                       preferred_element_type=preferred_element_type)
 
 
 # --- integer powers -------------------------------------------------------------------

@@ -51,7 +51,8 @@ def tensordot(a, b, axes=2, *, precision=None, preferred_element_type=None):
         if sa[i] != sb[j]:
             fail(f"tensordot: shape mismatch, axis {i} of a has size {sa[i]} but axis {j} of "
                  f"b has size {sb[j]}", ValueError)
-    out = lax.dot_general(a, b, ((tuple(ca), tuple(cb)), ((), ())))
+    out = lax.dot_general(a, b, ((tuple(ca), tuple(cb)), ((), ())),
+                          preferred_element_type=preferred_element_type)
     return _preferred(out, preferred_element_type)
 
 
@@ -77,7 +78,8 @@ def vecdot(x1, x2, /, *, axis: int = -1, precision=None, preferred_element_type=
     x2 = broadcast_to_shape(x2, batch + (n,))
     nb = len(batch)
     dims = tuple(range(nb))
-    out = lax.dot_general(x1, x2, (((nb,), (nb,)), (dims, dims)))
+    out = lax.dot_general(x1, x2, (((nb,), (nb,)), (dims, dims)),
+                          preferred_element_type=preferred_element_type)
     return _preferred(out, preferred_element_type)
 
 
@@ -249,7 +251,7 @@ def einsum(subscripts, *operands, out=None, optimize="auto", precision=None,
         contract = [c for c in shared if c not in later]
         dn = ((tuple(lab.index(c) for c in contract), tuple(ylab.index(c) for c in contract)),
               (tuple(lab.index(c) for c in batch), tuple(ylab.index(c) for c in batch)))
-        x = lax.dot_general(x, y, dn)
+        x = lax.dot_general(x, y, dn, preferred_element_type=preferred_element_type)
         lab = batch + [c for c in lab if c not in shared] + [c for c in ylab if c not in shared]
     x, lab = _sum_unneeded(x, lab, out_labels, [])
     x = lax.transpose(x, [lab.index(c) for c in out_labels])

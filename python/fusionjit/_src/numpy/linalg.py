@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from fusionjit._src import dtypes as dt
 from fusionjit._src.lax import lax
 from fusionjit._src.numpy import contractions, manipulation, products, reductions
 from fusionjit._src.numpy.util import (aval, canonical_axes, check_arraylike, fail,
@@ -17,9 +16,7 @@ matrix_transpose = contractions.matrix_transpose
 
 def matmul(x1, x2, /, *, precision=None, preferred_element_type=None):
     """The matrix product (``@``)."""
-    out = products.matmul(x1, x2)
-    return out if preferred_element_type is None else lax.convert_element_type(
-        out, dt.canonicalize(preferred_element_type))
+    return products.matmul(x1, x2, preferred_element_type=preferred_element_type)
 
 
 def vecdot(x1, x2, /, *, axis: int = -1, precision=None, preferred_element_type=None):

@@ -29,7 +29,12 @@ def _conv(name, a, v, mode, preferred_element_type):
     if preferred_element_type is None:
         x, y = promote_dtypes_inexact(x, y)
     else:
+        # Computed in the preferred type where it holds the inputs' values (int8 in int32:
+        # in int8 the sums wrapped), as JAX's.
         x, y = promote_dtypes(x, y)
+        d = dt.canonicalize(preferred_element_type)
+        if lax.holds(aval(x).dtype, d):
+            x, y = lax.convert_element_type(x, d), lax.convert_element_type(y, d)
     if aval(x).shape[0] == 0 or aval(y).shape[0] == 0:
         fail(f"{name}: inputs cannot be empty, got shapes {aval(x).shape} and "
              f"{aval(y).shape}", ValueError)
