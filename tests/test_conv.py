@@ -105,6 +105,29 @@ def test_reduce_window_pools():
     np.testing.assert_array_equal(np.asarray(got), i[:1, :3] + i[:1, 1:] + i[2:, :3] + i[2:, 1:])
 
 
+def test_a_max_pools_slope_goes_to_the_first_maximum_of_each_window():
+    # As JAX's select_and_scatter: ties (common after a ReLU) do not split the slope.
+    f = lambda x: lax.reduce_window(x, -np.inf, lax.max, (2, 2), (1, 1), "VALID").sum()  # noqa
+    np.testing.assert_array_equal(np.asarray(fusionjit.grad(f)(np.ones((3, 3), np.float32))),
+                                  [[1, 1, 0], [1, 1, 0], [0, 0, 0]])
+    g = lambda x: lax.reduce_window(x, np.inf, lax.min, (2,), (1,), "VALID").sum()  # noqa
+    np.testing.assert_array_equal(np.asarray(fusionjit.jit(fusionjit.grad(g))(
+        np.array([1, 1, 2, 0], np.float32))), [1, 1, 0, 1])
+    # A ReLU then a 2x2 max pool, against the same routing written out in NumPy.
+    x = np.random.default_rng(0).normal(size=(2, 6, 6, 3)).astype(np.float32)
+    pool = lambda x: lax.reduce_window(fnp.maximum(x, 0), -np.inf, lax.max,  # noqa: E731
+                                       (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+    got = np.asarray(fusionjit.grad(lambda x: (pool(x) ** 2).sum())(x))
+    r = np.maximum(x, 0)
+    want = np.zeros_like(x)
+    for n, i, j, c in np.ndindex(2, 3, 3, 3):
+        w = r[n, 2 * i:2 * i + 2, 2 * j:2 * j + 2, c].reshape(-1)
+        k = int(np.argmax(w))  # the first maximum
+        if x[n, 2 * i + k // 2, 2 * j + k % 2, c] > 0:
+            want[n, 2 * i + k // 2, 2 * j + k % 2, c] = 2 * w[k]
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
 def test_a_dqn_policy_under_jit():
     rng = np.random.default_rng(3)
     obs = rng.uniform(size=(4, 36, 36, 4)).astype(np.float32)

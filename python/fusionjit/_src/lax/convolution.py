@@ -278,13 +278,43 @@ def reduce_window(operand, init_value, computation, window_dimensions: Sequence[
     # do not count; the init value joins each window once (JAX's result).
     identity = asarray_operand({ew.add: 0, ew.mul: 1, ew.max: dt.lowest(a.dtype),
                                 ew.min: dt.highest(a.dtype)}[combine], a.dtype)
-    x = sh.pad(x, identity, [(lo, hi, b - 1) for (lo, hi), b in zip(pads, base)])
-    taps, _ = _taps(x, window, strides, wdil, range(a.ndim))
-    # Pairwise, as a balanced tree; the init value joins once (XLA's identity for its ops).
-    while len(taps) > 1:
-        taps = [combine(taps[j], taps[j + 1]) for j in range(0, len(taps) - 1, 2)] + \
-            taps[len(taps) - len(taps) % 2:]
-    return combine(taps[0], sh.broadcast_in_dim(init, core.get_aval(taps[0]).shape, ()))
+
+    def windows(v, fill):
+        v = sh.pad(v, fill, [(lo, hi, b - 1) for (lo, hi), b in zip(pads, base)])
+        return _taps(v, window, strides, wdil, range(a.ndim))[0]
+
+    def reduced(v):
+        taps = windows(v, identity)
+        # Pairwise, as a balanced tree; the init value joins once (XLA's identity for its
+        # ops).
+        while len(taps) > 1:
+            taps = [combine(taps[j], taps[j + 1]) for j in range(0, len(taps) - 1, 2)] + \
+                taps[len(taps) - len(taps) % 2:]
+        return combine(taps[0], sh.broadcast_in_dim(init, core.get_aval(taps[0]).shape, ()))
+
+    if combine not in (ew.max, ew.min) or not dt.is_float(a.dtype):
+        return reduced(x)
+    # A max (min) pool's derivative, as JAX's: each window's slope goes to its first element
+    # (in row-major order) that equals the result, not split between ties (common after a
+    # ReLU), which differentiating the elementwise maxima would do.
+    from fusionjit._src.autodiff import custom_jvp
+    pool = custom_jvp(reduced)
+
+    @pool.defjvp
+    def _pool_jvp(primals, tangents):
+        (v,), (t,) = primals, tangents
+        out = pool(v)
+        zero = asarray_operand(0, a.dtype)
+        found, slope = None, None
+        for tap, dtap in zip(windows(v, identity), windows(t, zero)):
+            hit = ew.eq(tap, out)
+            first = hit if found is None else ew.bitwise_and(hit, ew.bitwise_not(found))
+            found = hit if found is None else ew.bitwise_or(found, hit)
+            term = ew.select(first, dtap, sh.broadcast_in_dim(zero, core.get_aval(dtap).shape,
+                                                              ()))
+            slope = term if slope is None else ew.add(slope, term)
+        return out, slope
+    return pool(x)
 
 
 def _window_op(fn, init_of):
