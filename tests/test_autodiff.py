@@ -586,8 +586,8 @@ def test_grad_errors_name_the_users_line():
         fusionjit.grad(lambda x: fnp.sum(lax.while_loop(lambda c: c[0] < 3,
                                                         lambda c: (c[0] + 1, c[1] * 2),
                                                         (0, x))[1]))(x)
-    with pytest.raises(NotImplementedError, match="test_autodiff.py.*trigamma"):
-        fusionjit.grad(lambda x: fnp.sum(fusionjit.scipy.special.digamma(x)))(x)
+    with pytest.raises(NotImplementedError, match="test_autodiff.py.*zeta by its first"):
+        fusionjit.grad(lambda s: fnp.sum(fusionjit.scipy.special.zeta(s, 2.0)))(x * 3)
     with pytest.raises(TypeError, match="tuple of 1 cotangents"):
         bad = fusionjit.custom_vjp(lambda x: x * 2)
         bad.defvjp(lambda x: (x * 2, None), lambda r, g: g)

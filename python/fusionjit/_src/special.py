@@ -25,8 +25,8 @@ import math
 import numpy as np
 
 from fusionjit._src import dtypes as dt
-from fusionjit._src import errors, special_coeffs
-from fusionjit._src.autodiff import transform_name, with_jvp
+from fusionjit._src import special_coeffs
+from fusionjit._src.autodiff import with_jvp
 from fusionjit._src.lax import lax
 from fusionjit._src.numpy import shapes, ufuncs
 from fusionjit._src.numpy.util import aval, fail, to_array
@@ -305,16 +305,14 @@ def _lgamma_terms(x):
 
 @in_working_precision
 def digamma(x):
-    """d/dx log Gamma(x); nan at the poles (0, -1, -2, ...), as JAX. (No gradient yet: it
-    would be the trigamma function.)"""
+    """d/dx log Gamma(x); nan at the poles (0, -1, -2, ...), as JAX. Its derivative is the
+    trigamma function (special_zeta.py)."""
     return _digamma(x)
 
 
-def _no_trigamma(x, y):
-    raise NotImplementedError(errors.located(
-        f"{transform_name()} of digamma (the trigamma function) is not "
-        f"implemented yet",
-        errors.user_location()))
+def _trigamma(x, y):
+    from fusionjit._src.special_zeta import polygamma
+    return polygamma(1, x)
 
 
 def _digamma_value(x):
@@ -357,7 +355,7 @@ _erfcx = with_jvp(_erfcx_value, lambda x, y: ufuncs.subtract(
 _lgamma = with_jvp(_lgamma_terms, lambda x, y: digamma(x))
 _ndtri = with_jvp(_ndtri_value, lambda p, x: ufuncs.multiply(
     math.sqrt(2 * math.pi), ufuncs.exp(ufuncs.multiply(ufuncs.multiply(x, x), 0.5))))
-_digamma = with_jvp(_digamma_value, _no_trigamma)
+_digamma = with_jvp(_digamma_value, _trigamma)
 
 lax_lgamma = _lax("lgamma", lgamma)
 lax_digamma = _lax("digamma", digamma)

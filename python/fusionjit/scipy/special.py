@@ -4,3 +4,4 @@ from fusionjit._src.scipy import (  # noqa: F401
     betaln, digamma, entr, erf, erfc, erfcx, erfinv, expit, gamma, gammaln, kl_div,
     log_ndtr, log_softmax, logit, logsumexp, ndtr, ndtri, psi, rel_entr, softmax, xlog1py,
     xlogy)
+from fusionjit._src.special_zeta import polygamma, zeta  # noqa: F401
