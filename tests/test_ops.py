@@ -869,3 +869,31 @@ def test_stack_dtype_and_square_of_booleans_as_jax():
     np.testing.assert_array_equal(np.asarray(sq), [1, 0])
     with pytest.raises(NotImplementedError, match="out="):
         fnp.stack([np.ones(2)], out=np.ones((1, 2)))
+
+
+@pytest.mark.cpu_only
+@pytest.mark.parametrize("widths", [(128, 128), (17, 6), (40, 3, 33), (16, 16, 16, 16), (5, 64)])
+def test_concatenates_along_the_last_axis_read_one_operand_per_vector(widths):
+    # A vector within one operand reads that operand alone, contiguously;
+    # those at a boundary read each at clamped positions and select, where the operands a
+    # vector is past read one element (load.splat) instead of gathering. The gradient of a
+    # split (a sum of zero pads) is such a concatenate.
+    rng = np.random.default_rng(len(widths))
+    parts = [rng.normal(size=(37, w)).astype(np.float32) for w in widths]
+    f = fusionjit.jit(lambda *p: fnp.concatenate([fnp.tanh(q) * (k + 1) for k, q in
+                                                  enumerate(p)], axis=-1))
+    want = np.concatenate([np.tanh(q) * (k + 1) for k, q in enumerate(parts)], axis=-1)
+    np.testing.assert_allclose(np.asarray(f(*parts)), want, rtol=2e-6)
+    if all(w % 16 == 0 for w in widths):  # no vector at a boundary: no gather at all
+        assert "masked.gather" not in f.lower(*parts).as_text("llvm")
+    z = np.concatenate(parts, axis=-1)
+    cuts = list(np.cumsum(widths)[:-1])
+
+    def loss(z):
+        pieces = fnp.split(z, cuts, axis=-1)
+        return sum(fnp.sum(fnp.sin(p) * (k + 1)) for k, p in enumerate(pieces))
+
+    g = fusionjit.jit(fusionjit.grad(loss))
+    want_g = np.concatenate([np.cos(p) * (k + 1) for k, p in enumerate(parts)], axis=-1)
+    np.testing.assert_allclose(np.asarray(g(z)), want_g, rtol=2e-6, atol=1e-7)
+    assert "concatenate" in g.lower(z).as_text("optimized")  # not a sum of pads

@@ -35,19 +35,29 @@ Val LoadElements(Builder& b, llvm::Value* base, DType t, const IndexDim& linear,
         b.CreateAndReduce(b.CreateICmpEQ(linear.vec, lanes.Materialize(lanes.LaneRamp(first))));
     llvm::Function* fn = b.GetInsertBlock()->getParent();
     llvm::BasicBlock* run = llvm::BasicBlock::Create(b.getContext(), "load.run", fn);
+    llvm::BasicBlock* other = llvm::BasicBlock::Create(b.getContext(), "load.other", fn);
+    llvm::BasicBlock* splat = llvm::BasicBlock::Create(b.getContext(), "load.splat", fn);
     llvm::BasicBlock* gather = llvm::BasicBlock::Create(b.getContext(), "load.gather", fn);
     llvm::BasicBlock* merge = llvm::BasicBlock::Create(b.getContext(), "load.merge", fn);
-    b.CreateCondBr(consecutive, run, gather);
+    b.CreateCondBr(consecutive, run, other);
     b.SetInsertPoint(run);
     llvm::Value* loaded = b.CreateAlignedLoad(vt, b.CreateGEP(storage, base, first), llvm::Align(DTypeBytes(t)));
+    b.CreateBr(merge);
+    // Lanes all at one place (clamped into an operand they are past: a concatenate's or a
+    // pad's other pieces): one element, broadcast.
+    b.SetInsertPoint(other);
+    b.CreateCondBr(b.CreateAndReduce(b.CreateICmpEQ(linear.vec, b.CreateVectorSplat(width, first))), splat, gather);
+    b.SetInsertPoint(splat);
+    llvm::Value* one = b.CreateVectorSplat(width, b.CreateLoad(storage, b.CreateGEP(storage, base, first)));
     b.CreateBr(merge);
     b.SetInsertPoint(gather);
     llvm::Value* gathered =
         b.CreateMaskedGather(vt, b.CreateGEP(storage, base, linear.vec), llvm::Align(DTypeBytes(t)));
     b.CreateBr(merge);
     b.SetInsertPoint(merge);
-    llvm::PHINode* phi = b.CreatePHI(vt, 2);
+    llvm::PHINode* phi = b.CreatePHI(vt, 3);
     phi->addIncoming(loaded, run);
+    phi->addIncoming(one, splat);
     phi->addIncoming(gathered, gather);
     v = phi;
   }

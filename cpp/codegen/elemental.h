@@ -219,6 +219,7 @@ class ElementalEmitter {
   int reduction_width_;
   bool native_half_ = false;
   std::vector<std::unordered_map<const Instruction*, std::vector<CacheEntry>>> scopes_;
+  bool in_concat_branch_ = false;  // inside EmitConcatenate's per-operand branches
   std::unordered_map<const Instruction*, RowValue> row_values_;
   std::unordered_map<const Instruction*, LaneRowRead> lane_rows_;
   std::unordered_map<const Instruction*, int> lazy_selects_;  // LazySelectOperand, by select

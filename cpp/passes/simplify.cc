@@ -177,6 +177,63 @@ Instruction* PushTransposeInto(Builder& b, Instruction* x, const std::vector<int
 }
 
 // Returns the value `instr` can be replaced with, or null. May add new instructions.
+// A sum of zero-padded pieces of one array that cover disjoint runs of one dimension (the
+// gradient of a split, or of slices: each slice's transpose is a pad) as the concatenate of
+// the pieces, zeros in the gaps. Summed, every element of the output computed every
+// piece: an LSTM's gate gradients 3 times over, and 1.5-3.6x JAX's time. At the root of the
+// sum only (an add whose user is another add is part of its user's sum).
+Instruction* ConcatenateOfPads(Instruction* add, Builder& b) {
+  if (add->users().size() == 1 && add->users()[0]->opcode() == Opcode::kAdd) return nullptr;
+  std::vector<Instruction*> pads;
+  std::vector<Instruction*> work = {add};
+  while (!work.empty()) {
+    Instruction* x = work.back();
+    work.pop_back();
+    if (x->opcode() == Opcode::kAdd && (x == add || x->users().size() == 1)) {
+      work.push_back(x->operand(0));
+      work.push_back(x->operand(1));
+    } else if (x->opcode() == Opcode::kPad && IsConstantValue(x->operand(1), 0)) {
+      pads.push_back(x);
+    } else {
+      return nullptr;
+    }
+  }
+  if (pads.size() < 2 || pads.size() > 64) return nullptr;
+  int dim = -1;
+  for (const Instruction* p : pads) {
+    const std::vector<PadDim>& pd = p->attrs().padding;
+    for (int k = 0; k < static_cast<int>(pd.size()); ++k) {
+      if (pd[k].interior != 0 || pd[k].low < 0 || pd[k].high < 0) return nullptr;
+      if (pd[k].low == 0 && pd[k].high == 0) continue;
+      if (dim >= 0 && dim != k) return nullptr;
+      dim = k;
+    }
+  }
+  if (dim < 0) return nullptr;
+  std::sort(pads.begin(), pads.end(), [dim](const Instruction* a, const Instruction* c) {
+    return a->attrs().padding[dim].low < c->attrs().padding[dim].low;
+  });
+  const Shape& shape = add->shape();
+  std::vector<Instruction*> pieces;
+  int64_t at = 0;
+  auto zeros = [&](int64_t n) {
+    std::vector<int64_t> dims = shape.dims();
+    dims[dim] = n;
+    return b.Broadcast(b.ScalarConstant(shape.dtype(), 0), dims, {});
+  };
+  for (Instruction* p : pads) {
+    int64_t low = p->attrs().padding[dim].low;
+    if (low < at) return nullptr;  // (overlapping pieces add up)
+    if (low > at) pieces.push_back(zeros(low - at));
+    pieces.push_back(p->operand(0));
+    at = low + p->operand(0)->shape().dim(dim);
+  }
+  if (at < shape.dim(dim)) pieces.push_back(zeros(shape.dim(dim) - at));
+  InstructionAttrs attrs;
+  attrs.dimensions = {dim};
+  return b.Add(Opcode::kConcatenate, pieces, attrs);
+}
+
 Instruction* Simplify(Instruction* instr) {
   Computation* c = instr->parent();
   Builder b(c);
@@ -188,7 +245,7 @@ Instruction* Simplify(Instruction* instr) {
     case Opcode::kAdd:
       if (IsConstantValue(y, 0)) return same_shape(x);
       if (IsConstantValue(x, 0)) return same_shape(y);
-      return nullptr;
+      return ConcatenateOfPads(instr, b);
     case Opcode::kSubtract:
       return IsConstantValue(y, 0) ? same_shape(x) : nullptr;
     case Opcode::kMultiply:

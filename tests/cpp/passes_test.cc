@@ -106,6 +106,32 @@ ENTRY %main (x: f32[4]) -> (f32[4]) {
   EXPECT_NE(cse.find("%loop2"), std::string::npos);
 }
 
+// The gradient of a split: the pads of the pieces' cotangents, summed, are their
+// concatenate (zeros in the gaps); overlapping or two-dimensional pads are left alone.
+TEST(Simplify, ASumOfDisjointZeroPadsIsAConcatenate) {
+  std::string out = RunPass<SimplifyPass>(R"(
+module m
+
+ENTRY %main (a: f32[4,2], b: f32[4,3], c: f32[4,1]) -> (f32[4,8], f32[4,8]) {
+  %a = f32[4,2] parameter(0)
+  %b = f32[4,3] parameter(1)
+  %c = f32[4,1] parameter(2)
+  %zero = f32[] constant(0)
+  %pa = f32[4,8] pad(%a, %zero), padding=0_0_0x0_6_0
+  %pb = f32[4,8] pad(%b, %zero), padding=0_0_0x4_1_0
+  %pc = f32[4,8] pad(%c, %zero), padding=0_0_0x7_0_0
+  %ab = f32[4,8] add(%pa, %pb)
+  %abc = f32[4,8] add(%ab, %pc)
+  %pb2 = f32[4,8] pad(%b, %zero), padding=0_0_0x1_4_0
+  %overlap = f32[4,8] add(%pa, %pb2)
+  ROOT %t = (f32[4,8], f32[4,8]) tuple(%abc, %overlap)
+}
+)");
+  EXPECT_NE(out.find("concatenate(%a, %broadcast"), std::string::npos) << out;
+  EXPECT_NE(out.find(", %b, %c), dimensions={1}"), std::string::npos) << out;
+  EXPECT_NE(out.find("%overlap = f32[4,8] add(%pa, %pb2)"), std::string::npos) << out;
+}
+
 TEST(Cse, MergesIdenticalInstructionsAndConstants) {
   std::string out = RunPass<CsePass>(R"(
 module m
