@@ -809,10 +809,16 @@ bool RunsInParallel(const KernelCost& c, const Target& target) {
 }
 
 double CostModel::TimeUs(const KernelCost& c) const {
-  // The bytes up to the cache's size move at its bandwidth, the rest at memory's.
+  // Up to the cache's size the bytes move at its bandwidth, from twice it on all at
+  // memory's (streaming evicts what was cached), between the two times interpolated.
   double bytes = c.bytes();
-  double cached = std::min(bytes, target.cache_bytes);
-  double memory_us = cached / target.bytes_per_us + (bytes - cached) / target.dram_bytes_per_us;
+  const double cache = target.cache_bytes;
+  double memory_us = bytes / target.bytes_per_us;
+  if (cache > 0 && bytes > cache) {
+    const double at_cache = cache / target.bytes_per_us, at_twice = 2 * cache / target.dram_bytes_per_us;
+    memory_us = bytes >= 2 * cache ? bytes / target.dram_bytes_per_us
+                                   : at_cache + (at_twice - at_cache) * (bytes - cache) / cache;
+  }
   auto [vector, scalar] = VectorAndScalarOps(c, target);
   bool whole_loop = c.kernel && c.kernel->opcode() == Opcode::kFusion && c.kernel->fusion_kind() == FusionKind::kWholeLoop;
   double rate = whole_loop ? target.whole_loop_flops_per_us : target.flops_per_us;

@@ -2,6 +2,9 @@
 #include "support/target.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <string>
 
 #include "support/error.h"
 
@@ -23,10 +26,34 @@ Backend ParseBackend(const std::string& name) {
   ThrowInvalidArgument("unknown backend '", name, "': the backends are 'cpu', 'gpu' and 'gpu_emulated'");
 }
 
+namespace {
+
+// The last-level cache's size in bytes, from Linux's sysfs (0 where it says nothing).
+double LastLevelCacheBytes() {
+  static const double bytes = [] {
+    double best = 0;
+    for (int index = 0; index < 8; ++index) {
+      std::ifstream in("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/size");
+      std::string text;
+      if (!(in >> text) || text.empty()) continue;
+      double v = std::atof(text.c_str());
+      char unit = text.back();
+      v *= unit == 'K' ? 1024.0 : unit == 'M' ? 1024.0 * 1024 : 1.0;
+      best = std::max(best, v);
+    }
+    return best;
+  }();
+  return bytes;
+}
+
+}  // namespace
+
 Target Target::For(Backend backend, int cpu_lanes, int cpu_unit_lanes) {
   Target t;
   t.backend = backend;
   if (backend == Backend::kCpu) {
+    // A kernel's bytes read and written share the cache: half of it holds each.
+    if (double llc = LastLevelCacheBytes(); llc >= 1024.0 * 1024) t.cache_bytes = llc / 2;
     t.vector_lanes = cpu_lanes;
     t.flops_per_us = t.scalar_ops_per_us * cpu_lanes;
     // Vectors twice as wide as their units run each instruction in two halves, and still

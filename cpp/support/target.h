@@ -39,8 +39,12 @@ struct Target {
   int64_t max_kept_row_bytes = 64 * 1024;
   TreeReductionLimits tree;
   // Cost model figures for a kernel that runs on all of the machine's threads: memory
-  // bandwidth while the bytes a kernel moves fit in the last-level cache (`cache_bytes`),
-  // and beyond it; lane-ops (see ElementCost) per microsecond; the cost of one kernel launch
+  // bandwidth while the bytes a kernel moves fit in the last-level cache (`cache_bytes`,
+  // the bytes read and written: half the cache, Target::For), and from twice that on, where
+  // streaming evicts what was cached and every byte moves at memory's bandwidth (between
+  // the two the time interpolates). Measured on a Zen 4 VM (x + 1, benchmarks/cost_model.py):
+  // 110-180 GB/s up to 16 MB moved, 28-47 GB/s from 32 MB on (the earlier model, the first
+  // 32 MB at cache speed and the rest at 45 GB/s, was 2-5x optimistic there); lane-ops (see ElementCost) per microsecond; the cost of one kernel launch
   // from the program. A kernel with less work than `parallel_min_work` element steps and
   // fewer than `parallel_min_lane_ops` lane-ops runs on the calling thread alone,
   // `serial_slowdown` times slower (RunsInParallel, analysis/cost_model.h). The CPU's are measured on
@@ -49,8 +53,8 @@ struct Target {
   // units: Target::For). They do not follow the thread count, so that fusion decisions
   // (and the results' bits) do not depend on it.
   double bytes_per_us = 170e3;
-  double dram_bytes_per_us = 45e3;
-  double cache_bytes = 32.0 * 1024 * 1024;
+  double dram_bytes_per_us = 35e3;
+  double cache_bytes = 16.0 * 1024 * 1024;
   double flops_per_us = 7.8e3 * 8;
   // Lane-ops per microsecond in a whole-loop kernel, whose state stays in registers from
   // step to step: no loads or stores between its ops, which run `whole_loop_register_gain`

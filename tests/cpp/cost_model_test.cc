@@ -250,8 +250,12 @@ TEST(CostModel, BytesPastTheCacheAndSmallKernelsCostMore) {
   };
   EXPECT_NEAR(per_byte(t.cache_bytes / 2), 1.0 / t.bytes_per_us, 1e-12);
   EXPECT_GT(per_byte(t.cache_bytes * 4), 2.0 * per_byte(t.cache_bytes / 2));
-  // Continuous at the cache's size.
+  // Continuous at the cache's size and at twice it, from where every byte moves at memory's
+  // bandwidth (streaming evicts what was cached: x + 1 over 16 MB took 3-5x the old
+  // estimate, which priced its first 32 MB at the cache's speed).
   EXPECT_NEAR(per_byte(t.cache_bytes * 1.0001), per_byte(t.cache_bytes), 1e-3 * per_byte(t.cache_bytes));
+  EXPECT_NEAR(per_byte(t.cache_bytes * 1.9999), per_byte(t.cache_bytes * 2), 1e-3 * per_byte(t.cache_bytes * 2));
+  EXPECT_NEAR(per_byte(t.cache_bytes * 4), 1.0 / t.dram_bytes_per_us, 1e-12);
 
   // A kernel with little work and little arithmetic runs on the calling thread alone...
   KernelCost serial, parallel;
