@@ -1015,3 +1015,20 @@ def test_jax_arrays_are_taken_as_numpy_arrays():
             return x
     with pytest.raises(TypeError, match="not a valid fusionjit type"):
         f(ArrayLike(), {"a": x})
+
+
+def test_array_round_devices_repr_and_isscalar_as_jax():
+    # Hunt 6: round() and .devices() were missing, an empty array's repr hid its shape,
+    # isscalar of a 0-d array was False, xlogy(0, nan) was 0.
+    assert round(fnp.asarray(2.6)) == 3 and round(fnp.asarray(2.5)) == 2
+    assert type(round(fnp.asarray(2.6))) is int
+    assert float(round(fnp.asarray(2.567), 2)) == pytest.approx(2.57)
+    assert fnp.arange(3.0).devices() == {fnp.arange(3.0).device}
+    assert repr(fnp.zeros((0, 3))) == "Array([], shape=(0, 3), dtype=float32)"
+    assert fnp.isscalar(fnp.array(1.0)) and fnp.isscalar(np.float32(1)) and fnp.isscalar(2)
+    assert not fnp.isscalar(fnp.arange(3.0))
+    assert fusionjit.jit(lambda x: fnp.full((), fnp.isscalar(x)))(1.0)
+    assert np.isnan(float(fusionjit.scipy.special.xlogy(0.0, np.nan)))
+    assert float(fusionjit.scipy.special.xlogy(0.0, 2.0)) == 0.0
+    with pytest.raises(TypeError, match="size 1"):
+        round(fnp.arange(3.0))

@@ -38,7 +38,17 @@ def _repr(self) -> str:
     value = np.asarray(self)
     body = np.array2string(value, separator=", ", prefix="Array(")
     weak = ", weak_type=True" if self.weak_type else ""
-    return f"Array({body}, dtype={value.dtype}{weak})"
+    shape = f", shape={value.shape}" if value.size == 0 else ""  # ([] says nothing of it)
+    return f"Array({body}{shape}, dtype={value.dtype}{weak})"
+
+
+def _round(self, ndigits=None):
+    """round(x), as JAX's: the nearest integer (half to even) as a Python int for an array
+    of one element; with ``ndigits``, fusionjit.numpy.round(x, ndigits)."""
+    if ndigits is None:
+        return int(np.round(_scalar_value(self, float, "a Python int")))
+    from fusionjit._src.numpy.ufuncs import round as round_
+    return round_(self, ndigits)
 
 
 def _str(self) -> str:
@@ -93,6 +103,8 @@ def _install_python_methods() -> None:
     # Where the elements are: "cpu", or the GPU's description (they stay there until NumPy
     # reads them).
     Array.device = property(lambda self: self._device)
+    Array.devices = lambda self: {self._device}
+    Array.__round__ = _round
     Array.item = lambda self, *args: np.asarray(self).item(*args)
     Array.tolist = lambda self: np.asarray(self).tolist()
     Array.copy = lambda self: from_numpy(np.array(self), weak_type=self.weak_type)

@@ -82,8 +82,8 @@ def betaln(a, b):
     """log|B(a, b)| = lgamma(a) + lgamma(b) - lgamma(a + b). With the larger argument b of
     8 or more, lgamma(b) - lgamma(a + b) is formed from Stirling's series, where the two
     large terms cancel exactly: (b - 1/2) log(b / (a + b)) - a log(a + b) + a and the
-    series' remainders (subtracting the lgammas lost 0.6 at betaln(1e6, 2), as JAX's and
-    SciPy's forms do not)."""
+    series' remainders (subtracting the lgammas lost 0.6 at betaln(1e6, 2); JAX's and
+    SciPy's forms keep it too)."""
     a, b = promote_args_inexact("betaln", a, b)
     a, b = ufuncs.minimum(a, b), ufuncs.maximum(a, b)
     small = ufuncs.subtract(ufuncs.add(special.lgamma(a), special.lgamma(b)),
@@ -100,7 +100,8 @@ def betaln(a, b):
 
 def _x_log(name: str, log_fn, dlog):
     def value(x, y):
-        ok = ufuncs.not_equal(x, 0.0)
+        # (0 where x is 0, but NaN where y is: xlogy(0, nan) is NaN, as SciPy's and JAX's)
+        ok = ufuncs.logical_or(ufuncs.not_equal(x, 0.0), ufuncs.isnan(y))
         safe_x = ufuncs.where(ok, x, 1.0)
         safe_y = ufuncs.where(ok, y, 1.0)
         return ufuncs.where(ok, ufuncs.multiply(safe_x, log_fn(safe_y)), 0.0)

@@ -376,7 +376,10 @@ def clip(a, a_min=None, a_max=None, /, *, min=None, max=None):  # noqa: A002
 
 
 def isscalar(x) -> bool:
-    return isinstance(x, (bool, int, float, np.generic))
+    """Python and NumPy scalars, and 0-d arrays (traced ones too), as JAX's."""
+    if isinstance(x, (bool, int, float, complex, np.generic)):
+        return True
+    return (isinstance(x, np.ndarray) or _is_value(x)) and len(x.shape) == 0
 
 
 def _is_value(x) -> bool:
