@@ -457,6 +457,14 @@ def test_second_derivatives_of_functions_with_their_own_rules_follow_the_rules()
                                atol=1e-7)
 
 
+def test_the_gradient_of_a_python_float_is_weakly_typed_as_jax():
+    # It was float32 outright, so adding it to a float16 array gave float32 (hunt 6).
+    for g in (fusionjit.grad(lambda x: x ** 2), fusionjit.jit(fusionjit.grad(lambda x: x ** 2))):
+        out = g(1.0)
+        assert out.weak_type and (out + fnp.ones(2, fnp.float16)).dtype == np.float16
+    assert not fusionjit.grad(lambda x: (x ** 2).sum())(np.ones(2, np.float32)).weak_type
+
+
 def test_aux_values_not_computed_from_the_inputs_come_back_as_they_were():
     # (A Python int came back as a NumPy int32 array; JAX returns it as it was.)
     table = np.arange(3.0)

@@ -277,10 +277,19 @@ def _vjp_traced(program: core.Program, leaves, in_tree, out_tree, *, name: str,
         full = list(ct_leaves) + [None] * (len(program.outvars) - len(ct_leaves))
         with _calling("vjp"):
             cts = _backward(program, env, full)
-        cts = [c if c is not None else _zeros(core.get_aval(x)) for c, x in zip(cts, leaves)]
+        cts = [_weak_as(c if c is not None else _zeros(core.get_aval(x)), x)
+               for c, x in zip(cts, leaves)]
         return tuple(tree_util.tree_unflatten(in_tree, cts))
 
     return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
+
+
+def _weak_as(ct, primal):
+    """``ct`` weakly typed where ``primal`` is (a Python float's gradient), as JAX's: it then
+    takes the type of the arrays it meets (a float16 one's)."""
+    if core.get_aval(primal).weak_type and not core.get_aval(ct).weak_type:
+        return ew.convert_element_type(ct, core.get_aval(ct).dtype, weak_type=True)
+    return ct
 
 
 def _int_leaves(trees) -> tuple[list, list]:
