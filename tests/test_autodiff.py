@@ -781,3 +781,20 @@ def test_stop_gradient_leaves_a_while_loop_out_of_differentiation():
     np.testing.assert_array_equal(np.asarray(g), np.asarray(fusionjit.random.gamma(key, x, (2,))))
     with pytest.raises(NotImplementedError, match="while_loop"):  # without it: the error
         fusionjit.grad(lambda a: (a * inner(a)).sum())(x)
+
+
+def test_an_out_of_bounds_index_sends_no_derivative_back_as_jax():
+    # x[idx] clamps an index past the end (JAX's promise_in_bounds), but JAX's gradient
+    # drops it where fusionjit's went to the clamped row: an out-of-range "null" token
+    # trained the last embedding (hunt 6). .at[].get(mode="clip") keeps it, as JAX's.
+    e = fnp.arange(4.0)
+    idx = fnp.array([0, 5, -6])
+    np.testing.assert_array_equal(np.asarray(e[idx]), [0, 3, 0])
+    for f in (lambda e: e[idx].sum(), lambda e: e.at[idx].get().sum()):
+        np.testing.assert_array_equal(np.asarray(fusionjit.grad(f)(e)), [1, 0, 0, 0])
+        np.testing.assert_array_equal(np.asarray(fusionjit.jit(fusionjit.grad(f))(e)),
+                                      [1, 0, 0, 0])
+    clip = fusionjit.grad(lambda e: e.at[idx].get(mode="clip").sum())(e)
+    np.testing.assert_array_equal(np.asarray(clip), [2, 0, 0, 1])
+    g = fusionjit.grad(lambda t: t[fnp.array([[0, 5]]), fnp.array([1])].sum())(fnp.ones((4, 2)))
+    np.testing.assert_array_equal(np.asarray(g), [[0, 1], [0, 0], [0, 0], [0, 0]])

@@ -326,7 +326,9 @@ def _integers_as_arrays(x_shape, entries: list) -> tuple[list, bool]:
 
 def advanced_getitem(x, index, mode: str = "clip", fill_value=None):
     """``x[index]`` for an index with array entries, NumPy's rules for where the indexed
-    dimensions go; out-of-bounds indices follow ``mode`` (JAX: clamp)."""
+    dimensions go; out-of-bounds indices follow ``mode``. 'promise_in_bounds' (``x[idx]``'s,
+    as JAX's) clamps them as 'clip' does, but sends no derivative back through them (JAX's
+    scatter-add drops them; 'clip' sends it to the clamped element)."""
     from fusionjit._src.numpy.indexing import getitem
     x = to_array(x)
     entries, basic = _integers_as_arrays(aval(x).shape, normalize_index(aval(x).shape, index))
@@ -349,6 +351,11 @@ def advanced_getitem(x, index, mode: str = "clip", fill_value=None):
     else:
         flat, inside = _static_flat_index(arrays, sizes, b_shape, mode)
     out = _take_axis(folded, flat, 0, "clip", None)
+    if mode == "promise_in_bounds" and dt.is_float(aval(out).dtype) and (
+            traced or not np.all(inside)):
+        keep = lax.broadcast_in_dim(to_array(inside) if not traced else inside, aval(out).shape,
+                                    tuple(range(len(b_shape))))
+        out = lax.select(keep, out, lax.stop_gradient(out))
     if mode in ("fill", "drop"):
         d = aval(out).dtype
         fv = default_fill(d) if fill_value is None else fill_value

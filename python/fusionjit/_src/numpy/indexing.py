@@ -31,7 +31,7 @@ def getitem(x, index):
         index = (index,)
     from fusionjit._src.numpy import gather
     if any(gather.is_advanced(i) for i in index):
-        return gather.advanced_getitem(x, index)
+        return gather.advanced_getitem(x, index, mode="promise_in_bounds")
     for i in index:
         if not (i is None or i is Ellipsis or isinstance(i, slice) or _is_int_like(i)):
             if isinstance(i, core.Tracer) or core.is_concrete_array(i):  # a 0-d float, say

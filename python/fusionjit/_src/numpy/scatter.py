@@ -265,7 +265,7 @@ class _IndexUpdateRef:
             fill_value=None):
         """``x[index]``; out-of-bounds indices clamp (default) or, with mode='fill', give
         ``fill_value``."""
-        mode = "clip" if mode is None else mode
+        mode = "promise_in_bounds" if mode is None else mode
         gather._check_mode(".at[].get", mode)
         return gather.advanced_getitem(self.array, self.index, mode=mode, fill_value=fill_value)
 
