@@ -25,6 +25,7 @@ from fusionjit._src.autodiff import transform_name, with_jvp
 from fusionjit._src.lax import lax
 from fusionjit._src.numpy import ufuncs
 from fusionjit._src.numpy.util import aval, fail, promote_args_inexact, to_array
+from fusionjit._src.special import in_working_precision
 
 _TERMS = 12
 _BERNOULLI = (1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6, -3617 / 510)
@@ -141,14 +142,5 @@ _polygamma = with_jvp(_polygamma_value, _no_dn,
                       lambda n, x, out: polygamma(ufuncs.add(n, 1.0), x))
 
 
-def _working(fn):
-    def wrapped(x):
-        d = aval(x).dtype
-        if dt.is_low_precision(d):
-            return lax.convert_element_type(fn(lax.convert_element_type(x, dt.float32)), d)
-        return fn(x)
-    return wrapped
-
-
-_polygamma_one = _working(with_jvp(_trigamma, lambda x, out: polygamma(
+_polygamma_one = in_working_precision(with_jvp(_trigamma, lambda x, out: polygamma(
     to_array(2.0, aval(x).dtype, False), x)))
