@@ -1,7 +1,9 @@
 """Array functions users call between their fused kernels: sort and argsort, cumsum along
-either axis, searchsorted, a transpose at a power-of-two size, top_k, an argmax written as
-a max and a min over few long rows, fusionjit vs NumPy and
-jax.jit (when installed) in one run, with fusionjit's first call (trace and compile) apart.
+either axis, searchsorted, transposes (a power-of-two square, and tall narrow ones), top_k,
+an argmax written as a max and a min over few long rows, and data movement along the last
+axis (a concatenate of gate blocks, the gradient of a split, strided slices, a flip),
+fusionjit vs NumPy and jax.jit (when installed) in one run, with fusionjit's first call
+(trace and compile) apart.
 
     python benchmarks/array_ops.py [--only top_k]
 """
@@ -32,6 +34,26 @@ def _first_argmax(xp):
                               a.shape[1]).min(1)
 
 
+def _split_gradient(xp):
+    """The gradient of sum(tanh(z0) z1 + z2 w) by z, for z split in three along its last
+    axis (the cotangents' pads summed, or their concatenate)."""
+    def loss(z, w):
+        z0, z1, z2 = xp.split(z, 3, axis=-1)
+        return xp.sum(xp.tanh(z0) * z1 + z2 * w)
+    if xp is np:
+        def grad(z, w):
+            z0, z1, _ = np.split(z, 3, axis=-1)
+            t = np.tanh(z0)
+            return np.concatenate([(1 - t * t) * z1, t, w], axis=-1)
+        return grad
+    return (fusionjit.grad if xp is fnp else __import__("jax").grad)(loss)
+
+
+def _gates(xp):
+    return lambda a, b, c, d: xp.concatenate([1 / (1 + xp.exp(-a)), xp.tanh(b), c * 2, d],
+                                             axis=-1)
+
+
 def cases(rng):
     x1 = rng.standard_normal(65536).astype(np.float32)
     x2 = rng.standard_normal((1024, 1024)).astype(np.float32)
@@ -58,6 +80,22 @@ def cases(rng):
           for r, n, k in ((8, 32000, 1), (8, 32000, 4), (8, 32000, 16), (8, 32000, 50),
                           (64, 32768, 64), (8, 128000, 4), (256, 1000, 10))],
         ("first argmax by max and min, 8 x 50,000", _first_argmax, (few_long,)),
+        # Data movement (perf hunt of the twenty-seventh session: tiles of 16 rows split
+        # between threads by gathers, every operand of a concatenate read for every vector,
+        # strided lanes gathered).
+        *[(f"transpose of {r} x {c} float32",
+           lambda xp: lambda a: xp.ascontiguousarray(a.T) if xp is np else a.T,
+           (rng.standard_normal((r, c)).astype(np.float32),))
+          for r, c in ((65536, 16), (16384, 64), (4096, 64))],
+        ("concatenate of 4 gate blocks of 1024 x 128 along the last axis", _gates,
+         tuple(rng.standard_normal((1024, 128)).astype(np.float32) for _ in range(4))),
+        ("gradient of a split in 3 along the last axis, 2048 x 384", _split_gradient,
+         (rng.standard_normal((2048, 384)).astype(np.float32),
+          rng.standard_normal((2048, 128)).astype(np.float32))),
+        ("x[:, ::2] * x[:, 1::2] of 4096 x 512", lambda xp: lambda a: a[:, ::2] * a[:, 1::2],
+         (rng.standard_normal((4096, 512)).astype(np.float32),)),
+        ("flip of 4096 x 256 along the last axis", lambda xp: lambda a: xp.flip(a, -1),
+         (rng.standard_normal((4096, 256)).astype(np.float32),)),
     ]
 
 
