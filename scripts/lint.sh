@@ -10,3 +10,5 @@ echo "lint: layering (includes and imports)"
 $PY scripts/check_layering.py
 echo "lint: file length"
 $PY scripts/check_file_length.py
+echo "lint: fork safety (function-local statics)"
+$PY scripts/check_fork_safety.py

@@ -13,9 +13,11 @@
 #include "compiler/code_cache.h"
 #include "runtime/buffer.h"
 #include "runtime/custom_calls.h"
+#include "runtime/host_callback.h"
 #include "runtime/thread_pool.h"
 #include "support/error.h"
 #include "support/flags.h"
+#include "support/target.h"
 
 namespace py = pybind11;
 
@@ -70,6 +72,8 @@ PYBIND11_MODULE(_core, m) {
   fj::Buffer::InitializeCache();
   fj::ThreadPool::InstallForkHandlers();
   fj::py_bindings::InitializeDTypeTable();
+  fj::HostLastLevelCacheBytes();  // the cost model's cache (hung a child forked mid-compile)
+  fj::InitializeHostCallbacks();
   m.def("_raise_llvm_fatal_error_for_testing", &fj::cpu::RaiseLlvmFatalErrorForTesting);
   m.def("host_cpu", &fj::cpu::HostCpuDescription);
   m.def("host_vector_lanes", &fj::cpu::HostVectorLanes);

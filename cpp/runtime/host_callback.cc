@@ -1,6 +1,8 @@
 // The host-callback registry (see host_callback.h).
 #include "runtime/host_callback.h"
 
+#include <pthread.h>
+
 #include <cstdlib>
 #include <mutex>
 #include <unordered_map>
@@ -19,11 +21,20 @@ struct Registry {
 };
 
 Registry& GetRegistry() {
-  static Registry* registry = new Registry;  // never destroyed: callbacks may outlive exit
+  // Never destroyed: callbacks may outlive exit. A fork waits until no thread is in the
+  // registry, so the child's copy is unlocked.
+  static Registry* registry = [] {
+    auto* r = new Registry;
+    pthread_atfork([] { GetRegistry().mu.lock(); }, [] { GetRegistry().mu.unlock(); },
+                   [] { GetRegistry().mu.unlock(); });
+    return r;
+  }();
   return *registry;
 }
 
 }  // namespace
+
+void InitializeHostCallbacks() { GetRegistry(); }
 
 std::shared_ptr<const HostCallback> RegisterHostCallback(HostCallback callback, int64_t* id) {
   Registry& r = GetRegistry();

@@ -28,6 +28,8 @@ struct HostCallback {
   int num_results = 0;
 };
 
+// Makes the registry now (the extension does at import: see bindings/module.cc).
+void InitializeHostCallbacks();
 // Registers `callback`; `*id` is its id, never reused in the process.
 std::shared_ptr<const HostCallback> RegisterHostCallback(HostCallback callback, int64_t* id);
 // The callback registered as `id`, or null once its last holder let it go.

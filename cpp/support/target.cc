@@ -26,10 +26,7 @@ Backend ParseBackend(const std::string& name) {
   ThrowInvalidArgument("unknown backend '", name, "': the backends are 'cpu', 'gpu' and 'gpu_emulated'");
 }
 
-namespace {
-
-// The last-level cache's size in bytes, from Linux's sysfs (0 where it says nothing).
-double LastLevelCacheBytes() {
+double HostLastLevelCacheBytes() {
   static const double bytes = [] {
     double best = 0;
     for (int index = 0; index < 8; ++index) {
@@ -46,14 +43,12 @@ double LastLevelCacheBytes() {
   return bytes;
 }
 
-}  // namespace
-
 Target Target::For(Backend backend, int cpu_lanes, int cpu_unit_lanes) {
   Target t;
   t.backend = backend;
   if (backend == Backend::kCpu) {
     // A kernel's bytes read and written share the cache: half of it holds each.
-    if (double llc = LastLevelCacheBytes(); llc >= 1024.0 * 1024) t.cache_bytes = llc / 2;
+    if (double llc = HostLastLevelCacheBytes(); llc >= 1024.0 * 1024) t.cache_bytes = llc / 2;
     t.vector_lanes = cpu_lanes;
     t.flops_per_us = t.scalar_ops_per_us * cpu_lanes;
     // Vectors twice as wide as their units run each instruction in two halves, and still

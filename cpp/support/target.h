@@ -90,6 +90,10 @@ struct Target {
   std::string Key() const;
 };
 
+// This machine's last-level cache in bytes, from Linux's sysfs (0 where it says nothing);
+// read once (the extension does at import: see bindings/module.cc).
+double HostLastLevelCacheBytes();
+
 // Threads of a GPU warp; lanes of a warp cooperate in reductions (shuffles).
 constexpr int kWarpSize = 32;
 
