@@ -1,7 +1,8 @@
 """Sums over float32 arrays of 16M elements in the shapes that stress a reduction's
 parallelism: to one value, over rows, over columns, over a tall array's few columns and a
-few long rows. fusionjit vs NumPy and jax.jit (when installed), in one run, with achieved
-GB/s (the input's bytes over the time).
+few long rows; and in the shapes that stress its layout (a group norm's statistics).
+fusionjit vs NumPy and jax.jit (when installed), in one run, with achieved GB/s (the
+input's bytes over the time).
 
     python benchmarks/reductions.py [--scale 1.0]
 """
@@ -23,6 +24,10 @@ CASES = [
     ("columns", (4096, 4096), 0),
     ("tall, 64 columns", (1 << 18, 64), 0),
     ("4 long rows", (4, 1 << 22), 1),
+    # A group norm's statistics over NHWC with 8 groups of 8 channels: H, W and each group's
+    # channels; and the column sums of its first half, to [.., 8, 8].
+    ("group norm statistics", (64, 64, 64, 8, 8), (1, 2, 4)),
+    ("columns to [64, 8, 8]", (64, 4096, 8, 8), 1),
 ]
 
 

@@ -457,6 +457,35 @@ def test_reductions_with_few_outputs_are_split_and_exact(shape, axis):
 
 
 @pytest.mark.cpu_only
+@pytest.mark.parametrize("shape,axis", [
+    ((4, 16, 16, 8, 8), (1, 2, 4)),  # a group norm's statistics: NHW(GC) over H, W, C
+    ((3, 50, 4, 2, 1, 16), (1, 3, 5)),  # a 1 between, runs of 2 and 16
+    ((64, 8, 8), 0)])                # a column reduction to [8, 8]: rows of 64
+def test_reductions_with_short_minor_runs_read_their_operand_in_vectors(shape, axis):
+    """A reduction over a short minor run and over dimensions further out with kept ones
+    between (a group norm's statistics) put outputs a whole image apart in one vector, and a
+    column reduction to [.., 8, 8] stepped 8 lanes one output row at a time: 19x the time of
+    the same sums as a column reduction of rows of 64 (ReductionLayoutPass), which every
+    combiner gives exactly."""
+    rng = np.random.default_rng(2)
+    x = rng.uniform(-1, 1, shape).astype(np.float32)
+    i = rng.integers(-1000, 1000, shape).astype(np.int32)
+    got = fusionjit.jit(lambda x, i: (fnp.sum(x * 2.0, axis=axis), fnp.max(x, axis=axis),
+                                      fnp.min(x, axis=axis), fnp.sum(i, axis=axis),
+                                      fnp.any(x > 0.999, axis=axis)))(x, i)
+    reduced = np.prod([shape[a] for a in np.atleast_1d(axis)])
+    want = ((x.astype(np.float64) * 2).sum(axis=axis), x.max(axis=axis), x.min(axis=axis),
+            i.sum(axis=axis, dtype=np.int32), (x > 0.999).any(axis=axis))
+    for g, w, tol in zip(got, want, [2e-6 * reduced, 0, 0, 0, 0]):
+        assert np.asarray(g).shape == w.shape
+        np.testing.assert_allclose(np.asarray(g), w, rtol=0, atol=tol)
+    # The kernel that reads the operand walks it in vectors.
+    kernels = fusionjit.jit(lambda x: fnp.sum(x, axis=axis)).lower(x).compile().kernels
+    first = max(kernels, key=lambda k: k["bytes_read"])
+    assert first["bytes_read"] == x.nbytes and first["width"] > 1, kernels
+
+
+@pytest.mark.cpu_only
 @pytest.mark.parametrize("columns", [3, 6, 12])
 def test_a_column_reduction_to_fewer_outputs_than_a_vector_sums_them_side_by_side(columns):
     """A bias gradient over a policy's few logits, [4096, 6] summed over the batch: each

@@ -14,6 +14,7 @@
 #include "passes/cse.h"
 #include "passes/dce.h"
 #include "passes/dot_layout.h"
+#include "passes/reduction_layout.h"
 #include "passes/simplify.h"
 #include "passes/tree_reduction.h"
 #include "passes/while_loop.h"
@@ -51,8 +52,10 @@ void AddFusionPasses(Pipeline& pipeline, const FusionProfile& profile, FusionLog
   // the elementwise work an output fusion takes into the dot's kernel.
   pipeline.AddPass<SimplifyPass>();
   pipeline.AddPass<DcePass>();
-  // The target's work split for reductions with few outputs (block counts depend only on
+  // Reductions in the shape the target's kernels walk fast, then the target's work split
+  // for reductions with few outputs (block counts depend only on
   // shapes); not inside whole-loop kernels, which reduce per block of lanes themselves.
+  pipeline.AddPass<ReductionLayoutPass>(target.vector_lanes);
   pipeline.AddPass<TreeReductionPass>(target.tree);
   if (profile.enabled) {
     // Repeated until nothing changes, as XLA's HloPassFix around its fusion passes.
