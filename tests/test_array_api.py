@@ -463,6 +463,43 @@ def test_einsum(spec, shapes):
            atol=1e-5)
 
 
+SUBLISTS = [((2, 3), [0, 1], (3, 4), [1, 2], [0, 2]), ((2, 3), [0, 1], (3, 4), [1, 2]),
+            ((2, 3), [30, 0]), ((5, 2, 3), [Ellipsis, 1], [1, Ellipsis]),
+            ((5, 2, 3), [Ellipsis, 0, 1], (3, 4), (1, 2), [Ellipsis, 2]),
+            ((4, 4), [7, 7], [7]), ((3,), [0], (4,), [1])]
+
+
+@pytest.mark.parametrize("case", SUBLISTS, ids=[str(c[1::2]) for c in SUBLISTS])
+def test_einsum_operand_list_form(case):
+    # einsum(op, labels, op, labels, ..., [out]); an implicit output is sorted by label.
+    n = len(case) - len(case) % 2  # the operand entries (an output list aside)
+    args = [RNG.randn(*a).astype(np.float32) if i < n and i % 2 == 0 else a
+            for i, a in enumerate(case)]
+    _check(lambda *ops: fnp.einsum(*_interleave(ops, args)),
+           lambda *ops: np.einsum(*_interleave(ops, args)), *args[0:n:2], rtol=1e-4,
+           atol=1e-5)
+    if jnp is not None:
+        np.testing.assert_allclose(fnp.einsum(*args), jnp.einsum(*args), rtol=1e-5, atol=1e-5)
+
+
+def _interleave(ops, args):
+    """``args`` with its operands (every other entry, the output list aside) replaced."""
+    out = list(args)
+    for k, o in enumerate(ops):
+        out[2 * k] = o
+    return out
+
+
+def test_einsum_operand_list_form_errors():
+    a = np.ones((2, 3), np.float32)
+    with pytest.raises(TypeError, match="list of labels"):
+        fnp.einsum(a, "ij")
+    with pytest.raises(TypeError, match="compare"):
+        fnp.einsum(a, [0, "x"])
+    with pytest.raises(ValueError, match="labels for an operand of rank 2"):
+        fnp.einsum(a, [0, 1, 2])
+
+
 def test_tensordot_vecdot_kron_cross_transpose():
     a = RNG.randn(2, 3, 4).astype(np.float32)
     b = RNG.randn(4, 3, 5).astype(np.float32)
