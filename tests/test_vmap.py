@@ -385,6 +385,24 @@ def test_collectives_against_numpy():
     np.testing.assert_allclose(g, np.zeros(3), atol=1e-6)
 
 
+def test_collectives_in_a_custom_vjp_under_a_named_vmap():
+    # The custom_vjp's batching rule vmaps its forward and backward passes over the same
+    # named axis, so that their collectives find it.
+    @fusionjit.custom_vjp
+    def total(v):
+        return lax.psum(v, "i")
+    total.defvjp(lambda v: (lax.psum(v, "i"), None), lambda r, g: (lax.psum(g, "i"),))
+
+    np.testing.assert_allclose(fusionjit.vmap(total, axis_name="i")(C), np.full(3, C.sum()))
+    want = fusionjit.vmap(fusionjit.grad(lambda v: lax.psum(v * v, "i") * v),
+                          axis_name="i")(C)
+    got = fusionjit.vmap(fusionjit.grad(lambda v: total(v * v) * v), axis_name="i")(C)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    got = fusionjit.grad(lambda x: fusionjit.vmap(lambda v: total(v * v) * v,
+                                                  axis_name="i")(x).sum())(C)
+    np.testing.assert_allclose(got, [26.0, 50.0, 38.0], rtol=1e-6)
+
+
 def test_collective_errors():
     with pytest.raises(NameError, match="unbound axis name: 'i'") as info:
         lax.psum(C, "i")
