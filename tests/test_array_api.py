@@ -386,6 +386,44 @@ def test_unique_against_jax():
         fusionjit.jit(fnp.unique)(x)
 
 
+@needs_jax
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_unique_along_an_axis_against_jax(axis):
+    kw = dict(return_index=True, return_inverse=True, return_counts=True)
+    ints = np.array([[3, 1, 3], [2, 1, 5], [3, 1, 3], [0, 9, 9]], np.int32)
+    cube = (np.arange(24).reshape(2, 3, 4) % 3).astype(np.int32)
+    rand = np.random.RandomState(0).randint(0, 2, (50, 3)).astype(np.float32)
+    floats = np.array([[np.nan, 0.0], [np.nan, 0.0], [-0.0, 1.0], [0.0, 1.0]], np.float32)
+    cases = [(ints, {}), (cube, {}), (rand, {}), (floats, {}), (floats, dict(equal_nan=False)),
+             (np.array([[True, False], [True, False], [False, False]]), {}),
+             (np.zeros((0, 3), np.float32), {}), (np.zeros((3, 0), np.float32), {})]
+    for x, extra in cases:
+        got = fnp.unique(x, axis=axis, **kw, **extra)
+        want = jnp.unique(x, axis=axis, **kw, **extra)
+        for g, w in zip(got, want):
+            assert np.asarray(g).dtype == w.dtype
+            np.testing.assert_array_equal(g, w, err_msg=f"{x.shape} {extra}")
+        np.testing.assert_array_equal(fnp.unique(x, axis=axis), jnp.unique(x, axis=axis))
+    # Under jit with size= (cut or padded: fill_value, else the first row).
+    for size in (1, 3, 5):
+        for fill in (None, -1):
+            got = fusionjit.jit(lambda a: fnp.unique(a, axis=axis, size=size, fill_value=fill,
+                                                     **kw))(ints)
+            want = jnp.unique(ints, axis=axis, size=size, fill_value=fill, **kw)
+            for g, w in zip(got, want):
+                np.testing.assert_array_equal(g, w, err_msg=f"size={size} fill={fill}")
+
+
+def test_unique_along_an_axis_errors():
+    x = np.ones((2, 3), np.int32)
+    with pytest.raises(ValueError, match="axis 2 is out of bounds"):
+        fnp.unique(x, axis=2)
+    with pytest.raises(ValueError, match="dimension 0"):
+        fnp.unique(np.float32(1), axis=0)
+    with pytest.raises(fusionjit.ConcretizationTypeError, match="size="):
+        fusionjit.jit(lambda a: fnp.unique(a, axis=0))(x)
+
+
 def test_nonzero_argwhere():
     x = np.array([[0, 3, 0], [1, 0, 2]], np.int32)
     for g, w in zip(fnp.nonzero(x), np.nonzero(x)):
@@ -461,6 +499,43 @@ def test_einsum(spec, shapes):
     ops = [RNG.randn(*s).astype(np.float32) for s in shapes]
     _check(lambda *a: fnp.einsum(spec, *a), lambda *a: np.einsum(spec, *a), *ops, rtol=1e-4,
            atol=1e-5)
+
+
+SUBLISTS = [((2, 3), [0, 1], (3, 4), [1, 2], [0, 2]), ((2, 3), [0, 1], (3, 4), [1, 2]),
+            ((2, 3), [30, 0]), ((5, 2, 3), [Ellipsis, 1], [1, Ellipsis]),
+            ((5, 2, 3), [Ellipsis, 0, 1], (3, 4), (1, 2), [Ellipsis, 2]),
+            ((4, 4), [7, 7], [7]), ((3,), [0], (4,), [1])]
+
+
+@pytest.mark.parametrize("case", SUBLISTS, ids=[str(c[1::2]) for c in SUBLISTS])
+def test_einsum_operand_list_form(case):
+    # einsum(op, labels, op, labels, ..., [out]); an implicit output is sorted by label.
+    n = len(case) - len(case) % 2  # the operand entries (an output list aside)
+    args = [RNG.randn(*a).astype(np.float32) if i < n and i % 2 == 0 else a
+            for i, a in enumerate(case)]
+    _check(lambda *ops: fnp.einsum(*_interleave(ops, args)),
+           lambda *ops: np.einsum(*_interleave(ops, args)), *args[0:n:2], rtol=1e-4,
+           atol=1e-5)
+    if jnp is not None:
+        np.testing.assert_allclose(fnp.einsum(*args), jnp.einsum(*args), rtol=1e-5, atol=1e-5)
+
+
+def _interleave(ops, args):
+    """``args`` with its operands (every other entry, the output list aside) replaced."""
+    out = list(args)
+    for k, o in enumerate(ops):
+        out[2 * k] = o
+    return out
+
+
+def test_einsum_operand_list_form_errors():
+    a = np.ones((2, 3), np.float32)
+    with pytest.raises(TypeError, match="list of labels"):
+        fnp.einsum(a, "ij")
+    with pytest.raises(TypeError, match="compare"):
+        fnp.einsum(a, [0, "x"])
+    with pytest.raises(ValueError, match="labels for an operand of rank 2"):
+        fnp.einsum(a, [0, 1, 2])
 
 
 def test_tensordot_vecdot_kron_cross_transpose():

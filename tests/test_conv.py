@@ -283,3 +283,53 @@ def test_review_fixes_accumulation_padding_and_empty_results():
                                                "VALID")).shape == (1, 1, 0, 0)
     assert np.asarray(lax.reduce_window(np.zeros((0, 4, 4, 1), np.float32), -np.inf, lax.max,
                                         (1, 2, 2, 1), (1, 2, 2, 1), "VALID")).shape == (0, 2, 2, 1)
+
+
+# --- conv_transpose ---------------------------------------------------------------------------
+
+@requires_jax
+@pytest.mark.parametrize("nsp", [1, 2, 3])
+def test_conv_transpose_agrees_with_jax(nsp):
+    import jax
+    rng = np.random.RandomState(nsp)
+    sizes, ksizes = [5, 4, 3][:nsp], [3, 2, 4][:nsp]
+    cases = itertools.product([(1,) * nsp, (2,) * nsp, tuple([3, 1, 2][:nsp])],
+                              ["SAME", "VALID", [(1, 2)] * nsp, [(-1, 2)] * nsp])
+    for k, (strides, pad) in enumerate(cases):
+        transpose_kernel, rhs_dil = k % 2 == 1, (None if k % 3 else (2,) * nsp)
+        x = rng.randn(2, *sizes, 3).astype(np.float32)
+        w = rng.randn(*ksizes, *((4, 3) if transpose_kernel else (3, 4))).astype(np.float32)
+        kw = dict(rhs_dilation=rhs_dil, transpose_kernel=transpose_kernel)
+        got = lax.conv_transpose(x, w, strides, pad, **kw)
+        want = jax.lax.conv_transpose(x, w, strides, pad, **kw)
+        assert got.shape == want.shape, (strides, pad, kw)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5,
+                                   err_msg=f"{strides} {pad} {kw}")
+    # Channels first, under jit, and the gradients.
+    dn = ("NCHW", "OIHW", "NCHW")
+    x = rng.randn(2, 4, 5, 4).astype(np.float32)
+    w = rng.randn(4, 3, 3, 2).astype(np.float32)  # O and I swapped by transpose_kernel
+
+    def loss(lib):
+        return lambda a, b: (lib.lax.conv_transpose(a, b, (2, 1), "SAME", dimension_numbers=dn,
+                                                    transpose_kernel=True) ** 2).sum()
+    np.testing.assert_allclose(fusionjit.jit(loss(fusionjit))(x, w), loss(jax)(x, w), rtol=1e-5)
+    for g, want in zip(fusionjit.grad(loss(fusionjit), (0, 1))(x, w),
+                       jax.grad(loss(jax), (0, 1))(x, w)):
+        np.testing.assert_allclose(g, want, rtol=1e-4, atol=1e-4)
+
+
+def test_conv_transpose_shapes_and_errors():
+    x = np.ones((1, 4, 3), np.float32)  # NHC
+    w = np.ones((2, 3, 5), np.float32)  # HIO
+    assert lax.conv_transpose(x, w, (2,), "SAME").shape == (1, 8, 5)
+    assert lax.conv_transpose(x, w, (3,), "VALID").shape == (1, 12, 5)
+    assert lax.conv_transpose(x, w, (1,), "VALID").shape == (1, 5, 5)
+    with pytest.raises(ValueError, match="strides must be 1 positive ints"):
+        lax.conv_transpose(x, w, (2, 2), "SAME")
+    with pytest.raises(ValueError, match="padding must be 'SAME', 'VALID' or 1"):
+        lax.conv_transpose(x, w, (2,), "FULL")
+    with pytest.raises(ValueError, match="padding must be"):
+        lax.conv_transpose(x, w, (2,), [(1, 1), (1, 1)])
+    with pytest.raises(ValueError, match="same rank"):
+        lax.conv_transpose(x, w[0], (2,), "SAME")

@@ -248,7 +248,7 @@ def test_matches_jax_vmap():
     (lambda: fusionjit.vmap(lambda a: a, out_axes=None)(V), "out_axes=None"),
     (lambda: fusionjit.vmap(lambda a: a, in_axes=None)(V), "axis_size"),
     (lambda: fusionjit.vmap(lambda a: a, in_axes=({"x": 0},))(V), "tree prefix"),
-    (lambda: fusionjit.vmap(lambda a: a, axis_name="i")(V), "named axes"),
+    (lambda: fusionjit.vmap(lambda a: a, spmd_axis_name="i")(V), "spmd_axis_name"),
     (lambda: fusionjit.vmap(lambda a: a[a > 0])(V), "not known inside vmap"),
 ])
 def test_errors(call, message):
@@ -297,3 +297,126 @@ def test_grad_of_a_vmapped_cond_takes_no_nan_from_the_branch_not_taken():
                             argnums=(0, 1))(np.array([1.0, 2.0, 6.0], np.float32), 3.0)
     np.testing.assert_allclose(np.asarray(gx), [3, 3, 36])
     assert float(gw) == 39.0  # (JAX's figures)
+
+
+# --- collectives over named axes ----------------------------------------------------------
+
+Y = _r.uniform(-1, 1, (2, 3)).astype(np.float32)
+C = np.array([1.0, 3.0, 2.0], np.float32)
+
+# make(lib, lax) -> a function of the arguments, written once for fusionjit and for JAX.
+COLLECTIVES = {
+    "psum": (lambda m, lx: m.vmap(lambda v: lx.psum(v * v, "i") * v, axis_name="i"), (C,)),
+    "pmean": (lambda m, lx: m.vmap(lambda v: lx.pmean(v * v, "i") * v, axis_name="i"), (C,)),
+    "pmax": (lambda m, lx: m.vmap(lambda v: lx.pmax(v, "i") - v, axis_name="i"), (X,)),
+    "pmin": (lambda m, lx: m.vmap(lambda v: lx.pmin(v, "i") - v, axis_name="i"), (X,)),
+    "pytree": (lambda m, lx: m.vmap(lambda v: lx.psum({"a": v, "b": 2 * v}, "i"),
+                                   axis_name="i"), (C,)),
+    "int_pmean": (lambda m, lx: m.vmap(lambda v: lx.pmean(v, "i"), axis_name="i"),
+                  (np.array([1, 2], np.int32),)),
+    "bool_psum": (lambda m, lx: m.vmap(lambda v: lx.psum(v, "i"), axis_name="i"),
+                  (np.array([True, False, True]),)),
+    "axis_size": (lambda m, lx: m.vmap(lambda v: lx.psum(1, "i") + 0 * v, axis_name="i"), (C,)),
+    "axis_index": (lambda m, lx: m.vmap(lambda v: lx.axis_index("i") * v, axis_name="i"), (C,)),
+    "all_gather": (lambda m, lx: m.vmap(lambda v: lx.all_gather(v, "i", axis=1),
+                                       axis_name="i"), (X,)),
+    "all_gather_tiled": (lambda m, lx: m.vmap(lambda v: lx.all_gather(v, "i", axis=-1,
+                                                                    tiled=True),
+                                             axis_name="i"), (X,)),
+    "in_axes_1": (lambda m, lx: m.vmap(lambda v: v / lx.psum(v, "i"), in_axes=1, out_axes=1,
+                                      axis_name="i"), (Y,)),
+    "nested_both": (lambda m, lx: m.vmap(m.vmap(lambda v: lx.psum(v, ("i", "j")),
+                                               axis_name="j"), axis_name="i"), (Y,)),
+    "nested_outer": (lambda m, lx: m.vmap(m.vmap(lambda v: lx.pmax(v, "j") - lx.psum(v, "i"),
+                                                axis_name="j"), axis_name="i"), (Y,)),
+    "nested_gather": (lambda m, lx: m.vmap(m.vmap(lambda v: lx.all_gather(v, "i"),
+                                                 axis_name="j"), axis_name="i"), (Y,)),
+    "nested_index": (lambda m, lx: m.vmap(m.vmap(lambda v: lx.axis_index(("i", "j")),
+                                                axis_name="j"), axis_name="i"), (Y,)),
+    "in_loop": (lambda m, lx: m.vmap(lambda v: lx.fori_loop(0, 3, lambda k, c: c + lx.psum(
+        c, "i"), v), axis_name="i"), (C,)),
+    "index_in_loop": (lambda m, lx: m.vmap(lambda v: lx.fori_loop(
+        0, 3, lambda k, c: c + lx.axis_index("i"), 0), axis_name="i"), (C,)),
+    "in_cond": (lambda m, lx: m.vmap(lambda v: lx.cond(v > 1.5, lambda: lx.pmax(v, "i"),
+                                                     lambda: v), axis_name="i"), (C,)),
+    "grad_inside": (lambda m, lx: m.vmap(m.grad(lambda v: lx.psum(v * v, "i") * v),
+                                        axis_name="i"), (C,)),
+    "grad_inside_pmean": (lambda m, lx: m.vmap(m.grad(lambda v: lx.pmean(v * v, "i") * v),
+                                              axis_name="i"), (C,)),
+    "grad_inside_gather": (lambda m, lx: m.vmap(m.grad(lambda v: (lx.all_gather(
+        v * v, "i") * np.arange(3, dtype=np.float32)).sum() * v), axis_name="i"), (C,)),
+    "grad_outside": (lambda m, lx: m.grad(lambda x: m.vmap(lambda v: lx.psum(v * v, "i") * v,
+                                                          axis_name="i")(x).sum()), (C,)),
+    "grad_outside_gather": (lambda m, lx: m.grad(lambda x: m.vmap(
+        lambda v: lx.all_gather(v * v, "i")[0] * v, axis_name="i")(x).sum()), (C,)),
+    "hessian_inside": (lambda m, lx: m.vmap(m.hessian(lambda v: lx.psum(v ** 3, "i")),
+                                           axis_name="i"), (C,)),
+    "jvp": (lambda m, lx: lambda x: m.jvp(m.vmap(lambda v: lx.pmean(v * v, "i") * v,
+                                                axis_name="i"), (x,), (np.ones(3, np.float32),)),
+            (C,)),
+}
+
+
+@requires_jax
+@pytest.mark.parametrize("name", sorted(COLLECTIVES))
+def test_collectives_under_a_named_vmap_match_jax(name):
+    import jax
+    make, args = COLLECTIVES[name]
+    want = jax.tree_util.tree_leaves(make(jax, jax.lax)(*args))
+    for f in (make(fusionjit, lax), fusionjit.jit(make(fusionjit, lax))):
+        got = fusionjit.tree_util.tree_leaves(f(*args))
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape and g.dtype == w.dtype, (g, w)
+            np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+
+
+def test_collectives_against_numpy():
+    f = fusionjit.vmap(lambda v: (lax.psum(v, "i"), lax.pmax(v, "i"), lax.axis_index("i"),
+                                  lax.all_gather(v, "i")), axis_name="i")
+    s, mx, idx, gathered = f(V)
+    np.testing.assert_allclose(s, np.broadcast_to(V.sum(0), V.shape), rtol=1e-6)
+    np.testing.assert_array_equal(mx, np.broadcast_to(V.max(0), V.shape))
+    np.testing.assert_array_equal(idx, np.arange(B))
+    np.testing.assert_array_equal(gathered, np.broadcast_to(V, (B,) + V.shape))
+    # The gradient of a psum is the psum of the cotangents: the values normalised by their
+    # sum across the batch add up to 1 whatever they are, so this derivative is 0.
+    g = fusionjit.vmap(fusionjit.grad(lambda v: v / lax.psum(v, "i")), axis_name="i")(C)
+    np.testing.assert_allclose(g, np.zeros(3), atol=1e-6)
+
+
+def test_collectives_in_a_custom_vjp_under_a_named_vmap():
+    # The custom_vjp's batching rule vmaps its forward and backward passes over the same
+    # named axis, so that their collectives find it.
+    @fusionjit.custom_vjp
+    def total(v):
+        return lax.psum(v, "i")
+    total.defvjp(lambda v: (lax.psum(v, "i"), None), lambda r, g: (lax.psum(g, "i"),))
+
+    np.testing.assert_allclose(fusionjit.vmap(total, axis_name="i")(C), np.full(3, C.sum()))
+    want = fusionjit.vmap(fusionjit.grad(lambda v: lax.psum(v * v, "i") * v),
+                          axis_name="i")(C)
+    got = fusionjit.vmap(fusionjit.grad(lambda v: total(v * v) * v), axis_name="i")(C)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    got = fusionjit.grad(lambda x: fusionjit.vmap(lambda v: total(v * v) * v,
+                                                  axis_name="i")(x).sum())(C)
+    np.testing.assert_allclose(got, [26.0, 50.0, 38.0], rtol=1e-6)
+
+
+def test_collective_errors():
+    with pytest.raises(NameError, match="unbound axis name: 'i'") as info:
+        lax.psum(C, "i")
+    assert "test_vmap.py" in str(info.value)
+    with pytest.raises(NameError, match=r"unbound axis name: 'j'.*bound here are \['i'\]"):
+        fusionjit.vmap(lambda v: lax.psum(v, "j"), axis_name="i")(C)
+    with pytest.raises(NameError, match="unbound axis name"):
+        fusionjit.vmap(lambda v: lax.axis_index("i"))(C)
+    with pytest.raises(NotImplementedError, match="'pmax' not implemented"):
+        fusionjit.vmap(fusionjit.grad(lambda v: lax.pmax(v * v, "i")), axis_name="i")(C)
+    with pytest.raises(NotImplementedError, match="axis_index_groups"):
+        fusionjit.vmap(lambda v: lax.psum(v, "i", axis_index_groups=[[0, 1]]),
+                       axis_name="i")(C)
+    with pytest.raises(ValueError, match="out of bounds"):
+        fusionjit.vmap(lambda v: lax.all_gather(v, "i", axis=2), axis_name="i")(C)
+    with pytest.raises(TypeError, match="hashable"):
+        fusionjit.vmap(lambda v: v, axis_name=["i"])(C)

@@ -8,8 +8,10 @@ or records into an enclosing ``jit`` trace, where it fuses like any other code; 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import operator
+import threading
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -38,6 +40,72 @@ def _fail(message: str, exc_type=ValueError):
     raise exc_type(errors.located(message, errors.user_location()))
 
 
+# --- named axes -----------------------------------------------------------------------
+# A vmap with ``axis_name`` binds that name (with its size) while its function is traced and
+# its program batched; collectives (collectives.py) name the axes they reduce over. While a
+# program is batched, the name of the axis being batched is "current": an equation naming it
+# goes to its rule even when no operand is batched (axis_index has none, psum of a constant
+# multiplies it by the size); one naming only other (enclosing) axes is bound again.
+
+class _Axes(threading.local):
+    def __init__(self):
+        self.bound: list = []  # (name, size) of the enclosing named vmaps, outermost first
+        self.current: list = []  # the name of the axis each running batch_program batches
+
+
+_AXES = _Axes()
+# primitive -> params -> the axis names the equation uses (collectives.py registers them);
+# INTRODUCE: those whose result differs between examples with no operand batched.
+NAMED: dict[core.Primitive, Callable[[dict], tuple]] = {}
+INTRODUCE: set = set()
+
+
+def bound_axes() -> list:
+    """(name, size) of the named axes bound here, outermost first."""
+    return list(_AXES.bound)
+
+
+def current_axis():
+    """The name of the axis being batched now (None outside batching, or for an unnamed
+    vmap)."""
+    return _AXES.current[-1] if _AXES.current else None
+
+
+@contextlib.contextmanager
+def _named_axis(name, size: int):
+    if name is not None:
+        _AXES.bound.append((name, size))
+    try:
+        yield
+    finally:
+        if name is not None:
+            _AXES.bound.pop()
+
+
+@contextlib.contextmanager
+def _batching_axis(name):
+    _AXES.current.append(name)
+    try:
+        yield
+    finally:
+        _AXES.current.pop()
+
+
+def _sub_programs(eqn: core.Eqn):
+    for value in eqn.params.values():
+        for p in value if isinstance(value, (tuple, list)) else (value,):
+            if isinstance(p, core.Program):
+                yield p
+
+
+def _names(eqn: core.Eqn, name, prims) -> bool:
+    """Whether ``eqn`` (or an equation of a program in its params: a loop's body) is one of
+    ``prims`` using the axis ``name``."""
+    if eqn.prim in prims and name in NAMED[eqn.prim](eqn.params):
+        return True
+    return any(_names(e, name, prims) for p in _sub_programs(eqn) for e in p.eqns)
+
+
 # --- the transformation ---------------------------------------------------------------
 
 def broadcast_batch(x, size: int):
@@ -56,6 +124,7 @@ def batch_program(program: core.Program, args: Sequence, batched: Sequence[bool]
     """``program`` (traced for one example) applied to a batch of ``size``: ``args`` are its
     inputs, those marked ``batched`` with the batch axis first. Returns (outputs, batched)."""
     env: dict = {}
+    name = current_axis()
     for var, val in zip(program.constvars, program.consts):
         env[id(var)] = (val, False)
     for var, val, b in zip(program.invars, args, batched):
@@ -63,7 +132,7 @@ def batch_program(program: core.Program, args: Sequence, batched: Sequence[bool]
     for eqn in program.eqns:
         ins = [_read(env, v) for v in eqn.invars]
         vals, bats = [x for x, _ in ins], [b for _, b in ins]
-        if not any(bats):
+        if not any(bats) and (name is None or not _names(eqn, name, NAMED)):
             outs = eqn.prim.bind(*vals, **eqn.params)
             outs = outs if eqn.prim.multiple_results else [outs]
             out_bats = [False] * len(outs)
@@ -85,8 +154,10 @@ def batched_outputs(program: core.Program, batched: Sequence[bool]) -> list[bool
     """Which outputs of ``program`` depend on its ``batched`` inputs (an upper bound of what
     ``batch_program`` batches: every rule batches only what depends on a batched operand)."""
     deps = {id(v): bool(b) for v, b in zip(program.invars, batched)}
+    name = current_axis()
     for eqn in program.eqns:
         b = any(deps.get(id(v), False) for v in eqn.invars if isinstance(v, core.Var))
+        b = b or (name is not None and _names(eqn, name, INTRODUCE))
         for v in eqn.outvars:
             deps[id(v)] = b
     return [isinstance(v, core.Var) and deps.get(id(v), False) for v in program.outvars]
@@ -160,13 +231,18 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name=None,
     axis (None: not mapped, the same for every example); keyword arguments are mapped over
     their leading axis. ``out_axes`` places the batch axis in the outputs (None: an output
     that does not depend on the mapped arguments, returned once). ``axis_size`` gives the
-    batch size when no argument is mapped. Collectives over a named axis (``axis_name``,
-    ``spmd_axis_name``) are not supported."""
+    batch size when no argument is mapped. ``axis_name`` names the mapped axis for the
+    collectives of ``fusionjit.lax`` (psum, pmean, pmax, pmin, all_gather, axis_index)
+    called in ``fun``; ``spmd_axis_name`` is not supported."""
     if not callable(fun):
         raise TypeError(f"vmap: fun must be callable, got {type(fun).__name__}")
-    if axis_name is not None or spmd_axis_name is not None:
-        raise NotImplementedError("vmap: named axes (axis_name, spmd_axis_name) and their "
-                                  "collectives are not supported in this version")
+    if spmd_axis_name is not None:
+        raise NotImplementedError("vmap: spmd_axis_name (sharding) is not supported")
+    if axis_name is not None:
+        try:
+            hash(axis_name)
+        except TypeError:
+            _fail(f"vmap: axis_name must be hashable, got {axis_name!r}", TypeError)
     if isinstance(in_axes, list):
         in_axes = tuple(in_axes)
     if axis_size is not None:
@@ -223,9 +299,11 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name=None,
             return out_leaves
 
         name = f"vmap({getattr(fun, '__name__', 'fun')})"
-        program = tracing.trace_to_program(flat, avals, name)
-        outs, out_bats = batch_program(program, list(mapped.values()), [True] * len(mapped),
-                                       size)
+        with _named_axis(axis_name, size):
+            program = tracing.trace_to_program(flat, avals, name)
+            with _batching_axis(axis_name):
+                outs, out_bats = batch_program(program, list(mapped.values()),
+                                               [True] * len(mapped), size)
         out = tree_util.tree_unflatten(out_tree[0], outs)
         axes = _axes_for(out_axes, out, "out_axes")
         placed = []

@@ -16,7 +16,7 @@ from fusionjit._src import dtypes as dt
 from fusionjit._src.autodiff import (checkpoint_p, closed_program, custom_vjp,
                                      custom_vjp_call_p)
 from fusionjit._src.batching import (batch_function, batch_program, batched_outputs,
-                                     broadcast_batch, defbatch, move_axis, vmap)
+                                     broadcast_batch, current_axis, defbatch, move_axis, vmap)
 from fusionjit._src.lax import control_flow as cf
 from fusionjit._src.lax import elementwise as ew
 from fusionjit._src.lax import reductions as red
@@ -434,8 +434,9 @@ def _custom_vjp_call(size, vals, bats, *, program, custom, nconsts):
         # pass, written for the unbatched value, cannot follow).
         return batch_program(program, vals, bats, size)
     # A custom_vjp of the batched function, whose forward and backward passes are the
-    # user's, batched; an unmapped argument's cotangent is summed over the batch.
-    f = custom.f
+    # user's, batched (over the same named axis, for their collectives); an unmapped
+    # argument's cotangent is summed over the batch.
+    f, name = custom.f, current_axis()
     axes = tuple(0 if b else None for b in bats[nconsts:])
     diff = tree_util.tree_unflatten(custom.in_tree, list(range(len(axes))))
     counts = [len(tree_util.tree_leaves(a)) for a in diff]
@@ -447,7 +448,7 @@ def _custom_vjp_call(size, vals, bats, *, program, custom, nconsts):
         def run(*leaves):
             return fn(*custom.with_static(list(tree_util.tree_unflatten(custom.in_tree,
                                                                         list(leaves)))))
-        return vmap(run, in_axes=axes)
+        return vmap(run, in_axes=axes, axis_name=name)
 
     def bwd_leaves(residuals, g):
         cts = f.bwd(*static, residuals, g)
@@ -461,7 +462,7 @@ def _custom_vjp_call(size, vals, bats, *, program, custom, nconsts):
         return out
 
     def bwd(residuals, g):
-        cts = vmap(bwd_leaves)(residuals, g)
+        cts = vmap(bwd_leaves, axis_name=name)(residuals, g)
         return tuple(c if c is None or a is not None else red.reduce_sum(c, (0,))
                      for c, a in zip(cts, axes))
 

@@ -240,7 +240,22 @@ def _gamma(name: str, key, a, shape, dtype, log_space: bool):
     a = shapes.broadcast_to(_param(a, d), shape)
     if int(np.prod(shape, dtype=np.int64)) == 0:
         return a
-    return _jitted(_gamma_draws, "log_space")(key, a, log_space=log_space)
+    return _GAMMA_DRAWS[log_space](key, a)
+
+
+def _gamma_grad(a, sample, log_space: bool):
+    """d sample / d a (of log sample with ``log_space``), by implicit reparameterisation."""
+    from fusionjit._src import special_gamma_grad as sgg
+    return (sgg.random_loggamma_grad if log_space else sgg.random_gamma_grad)(a, sample)
+
+
+def _draws_with_grad(log_space: bool):
+    """The jitted draws as a function of (key, a) whose derivative by ``a`` is JAX's
+    (``random_gamma_grad`` at the sample): the rejection loop itself has none."""
+    from fusionjit._src.autodiff import with_jvp
+    draws, grad = _jitted(_gamma_draws, "log_space"), _jitted(_gamma_grad, "log_space")
+    return with_jvp(lambda key, a: draws(key, a, log_space=log_space), None,
+                    lambda key, a, sample: grad(a, sample, log_space=log_space))
 
 
 def _gamma_draws(key, a, log_space: bool):
@@ -261,9 +276,13 @@ def _jitted(fn, *static_argnames):
     return jit(fn, static_argnames=static_argnames)
 
 
+_GAMMA_DRAWS = {False: _draws_with_grad(False), True: _draws_with_grad(True)}
+
+
 def gamma(key, a, shape=None, dtype=None):
     """Gamma(a, 1) floats by Marsaglia and Tsang's method, each element with its own key
-    split from ``key``: JAX's draws (to the ulps of normal, log and pow between)."""
+    split from ``key``: JAX's draws (to the ulps of normal, log and pow between). Their
+    gradient by ``a`` is JAX's implicit one (``lax.random_gamma_grad``)."""
     return _gamma("gamma", key, a, shape, dtype, False)
 
 

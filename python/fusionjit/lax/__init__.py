@@ -24,6 +24,10 @@ from fusionjit._src.nn import sigmoid as logistic  # noqa: F401
 from fusionjit._src.lax.convolution import (  # noqa: F401
     ConvDimensionNumbers, conv, conv_dimension_numbers, conv_general_dilated,
     conv_with_general_padding, padtype_to_pads, reduce_window)
+from fusionjit._src.lax.conv_transpose import conv_transpose  # noqa: F401
+from fusionjit._src.special_gamma_grad import random_gamma_grad  # noqa: F401
+from fusionjit._src.collectives import (  # noqa: F401
+    all_gather, axis_index, axis_size, pmax, pmean, pmin, psum)
 
 
 def _strict_float(name: str, fn):

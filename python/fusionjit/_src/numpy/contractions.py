@@ -211,15 +211,52 @@ def _diagonal_labels(x, lab):
     return x, lab
 
 
+def _from_sublists(args):
+    """NumPy's interleaved form ``einsum(op0, sublist0, op1, sublist1, ..., [out])`` as a
+    subscripts string and the operands. The labels (ints, or other hashable objects that
+    compare with each other) become letters in their sorted order, so the implicit output
+    comes out sorted by label, as NumPy's and JAX's; Ellipsis is '...'."""
+    args = list(args)
+    out = args.pop() if len(args) % 2 else None
+    ops, subs = args[0::2], args[1::2]
+    if not ops:
+        fail("einsum needs at least one operand", ValueError)
+    lists = subs + ([out] if out is not None else [])
+    for sub in lists:
+        if isinstance(sub, str) or not isinstance(sub, (list, tuple)):
+            fail(f"einsum: in the operand-list form each operand is followed by a list of "
+                 f"labels (ints or Ellipsis), got {sub!r}", TypeError)
+    labels = {x for sub in lists for x in sub if x is not Ellipsis}
+    try:
+        order = sorted(labels)
+    except TypeError:
+        fail(f"einsum: the labels of the operand-list form must be ints (or other objects "
+             f"that compare with each other), got {sorted(map(repr, labels))}", TypeError)
+    letters = string.ascii_uppercase + string.ascii_lowercase  # in sorted order
+    if len(order) > len(letters):
+        fail(f"einsum: {len(order)} distinct labels; at most {len(letters)} are supported",
+             ValueError)
+    symbol = {x: letters[k] for k, x in enumerate(order)}
+
+    def spec(sub):
+        return "".join("..." if x is Ellipsis else symbol[x] for x in sub)
+
+    subscripts = ",".join(spec(sub) for sub in subs)
+    if out is not None:
+        subscripts += "->" + spec(out)
+    return subscripts, tuple(ops)
+
+
 def einsum(subscripts, *operands, out=None, optimize="auto", precision=None,
            preferred_element_type=None, _use_xeinsum=False):
     """Einstein summation over the labelled axes of ``operands`` (NumPy's subscripts, with
-    '...' and implicit outputs), contracted pairwise from left to right with dot_general."""
+    '...' and implicit outputs, or the operand-list form ``einsum(a, [0, 1], b, [1, 2],
+    [0, 2])``), contracted pairwise from left to right with dot_general."""
     if out is not None:
         fail("einsum(out=...) is not supported: fusionjit arrays are immutable",
              NotImplementedError)
     if not isinstance(subscripts, str):
-        fail("einsum: only the subscripts-string form is supported", NotImplementedError)
+        subscripts, operands = _from_sublists((subscripts,) + operands)
     if not operands:
         fail("einsum needs at least one operand", ValueError)
     check_arraylike("einsum", *operands)

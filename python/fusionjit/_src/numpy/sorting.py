@@ -251,13 +251,32 @@ def _unique_count(x, equal_nan: bool):
 
 def _unique_flat(x, size: int, equal_nan: bool, fill_value):
     """(values, first indices, inverse indices, counts) of the flat ``x``, ``size`` long."""
-    n = aval(x).shape[0]
     xs, perm, first = _runs(x, equal_nan)
+    (values,), index, inverse, counts, valid = _from_runs(first, perm, size, [xs])
+    if size:
+        if fill_value is None:
+            fill = lax.broadcast_in_dim(lax.slice(values, (0,), (1,)), (size,), (0,))
+        else:
+            fill = lax.broadcast_in_dim(lax.convert_element_type(to_array(fill_value),
+                                                                 aval(values).dtype), (size,), ())
+        values = lax.select(valid, values, fill)
+    return values, index, inverse, counts
+
+
+def _from_runs(first, perm, size: int, sorted_values):
+    """From the runs of a stable sort (``perm``, and ``first``: whether each sorted element
+    starts a run): the ``sorted_values`` at the first ``size`` runs' starts, each run's
+    first index (the first run's past the count), the run number of each element in the
+    original order, each run's count (0 past the count), and which slots hold a run."""
+    n = aval(first).shape[0]
     idx_t = dt.default_int()
     starts_src = lax.iota(idx_t, n)
     # One more start than ``size``: where the last kept run ends.
-    values, index, starts = _compact(first, [xs, perm, starts_src], size + 1, [0, 0, n])
-    values, index = lax.slice(values, (0,), (size,)), lax.slice(index, (0,), (size,))
+    fills = [0] * len(sorted_values) + [0, n]
+    *values, index, starts = _compact(first, [*sorted_values, perm, starts_src], size + 1,
+                                      fills)
+    values = [lax.slice(v, (0,), (size,)) for v in values]
+    index = lax.slice(index, (0,), (size,))
     count = _count_true(first)
     k = lax.iota(dt.int32, size)
     valid = lax.lt(k, lax.broadcast_in_dim(count, (size,), ()))
@@ -267,12 +286,6 @@ def _unique_flat(x, size: int, equal_nan: bool, fill_value):
         last = lax.eq(lax.add(k, to_array(np.int32(1))), lax.broadcast_in_dim(count, (size,), ()))
         nxt = lax.select(last, lax.full((size,), n, idx_t), nxt)
         counts = lax.select(valid, lax.sub(nxt, starts), lax.full((size,), 0, idx_t))
-        if fill_value is None:
-            fill = lax.broadcast_in_dim(lax.slice(values, (0,), (1,)), (size,), (0,))
-        else:
-            fill = lax.broadcast_in_dim(lax.convert_element_type(to_array(fill_value),
-                                                                 aval(values).dtype), (size,), ())
-        values = lax.select(valid, values, fill)
         index = lax.select(valid, index, lax.broadcast_in_dim(lax.slice(index, (0,), (1,)),
                                                               (size,), (0,)))
     else:
@@ -282,7 +295,72 @@ def _unique_flat(x, size: int, equal_nan: bool, fill_value):
     rank = (lax.sub(scans.cumsum(lax.convert_element_type(first, idx_t)), to_array(1, idx_t))
             if n else lax.full((0,), 0, idx_t))
     inverse = lax_sorting.sort_along((perm, rank), 0, 1)[1] if n else rank
-    return values, index, inverse, counts
+    return values, index, inverse, counts, valid
+
+
+def _row_runs(rows, equal_nan: bool):
+    """Sorts the rows of the 2-D ``rows`` lexicographically (stably, -0.0 equal to 0.0 and,
+    with ``equal_nan``, NaN to NaN); returns the permutation and whether each sorted row
+    starts a run of equal rows."""
+    n, m = aval(rows).shape
+    perm = lax.iota(dt.default_int(), n)
+    if n == 0:
+        return perm, lax.full((0,), True, dt.bool_)
+    cols = [lax.reshape(lax.slice(rows, (0, j), (n, j + 1)), (n,)) for j in range(m)]
+    keys = [lax_sorting.sort_key(c) for c in cols]
+    if m:
+        *keys, perm = lax_sorting.sort_along((*keys, perm), 0, m)
+    differs = lax.full((n - 1,), False, dt.bool_)
+    for key in keys:
+        differs = lax.bitwise_or(differs, lax.ne(lax.slice(key, (1,), (n,)),
+                                                 lax.slice(key, (0,), (n - 1,))))
+    if not equal_nan and dt.is_float(aval(rows).dtype):
+        for c in cols:  # a row holding a NaN equals no other
+            c = _take_rows(c, perm)
+            later = lax.slice(c, (1,), (n,))
+            differs = lax.bitwise_or(differs, lax.ne(later, later))
+    return perm, lax.concatenate([lax.full((1,), True, dt.bool_), differs], 0)
+
+
+def _take_rows(x, index):
+    from fusionjit._src.numpy.gather import take
+    return take(x, index, axis=0, mode="clip")
+
+
+def _unique_axis(x, axis, size, fill_value, equal_nan: bool):
+    """unique(x, axis=axis): (values, first indices, inverse indices, counts) of the
+    sub-arrays along ``axis``, compared whole."""
+    x = to_array(x)
+    shape = aval(x).shape
+    if not shape:
+        fail(f"unique: axis {axis} is out of bounds for an array of dimension 0", ValueError)
+    ax = canonical_axis(axis, len(shape))
+    n, rest = shape[ax], shape[:ax] + shape[ax + 1:]
+    moved = lax.transpose(x, [ax] + [d for d in range(len(shape)) if d != ax])
+    rows = lax.reshape(moved, (n, int(np.prod(rest, dtype=np.int64))))
+    size = _size_arg("unique", size, lambda r: _count_true(_row_runs(r, equal_nan)[1]), rows)
+    perm, first = _row_runs(rows, equal_nan)
+    _, index, inverse, counts, valid = _from_runs(first, perm, size, [])
+    m = aval(rows).shape[1]
+    d = aval(x).dtype
+    if n == 0:
+        fill = 0 if fill_value is None else fill_value
+        values = lax.full((size, m), 0, d) if size == 0 else lax.broadcast_in_dim(
+            lax.convert_element_type(to_array(fill), d), (size, m), ())
+    else:
+        values = _take_rows(rows, index)
+        if size:
+            if fill_value is None:
+                fill = lax.broadcast_in_dim(lax.slice(values, (0, 0), (1, m)), (size, m),
+                                            (0, 1))
+            else:
+                fill = shapes.broadcast_to(lax.convert_element_type(
+                    to_array(fill_value), d), rest)
+                fill = lax.broadcast_in_dim(lax.reshape(fill, (m,)), (size, m), (1,))
+            values = lax.select(lax.broadcast_in_dim(valid, (size, m), (0,)), values, fill)
+    values = lax.reshape(values, (size,) + rest)
+    back = list(range(1, ax + 1)) + [0] + list(range(ax + 1, len(shape)))
+    return lax.transpose(values, back), index, inverse, counts
 
 
 def _unique_impl(name, x, size, fill_value, equal_nan: bool = False):
@@ -299,14 +377,18 @@ def unique(ar, return_index: bool = False, return_inverse: bool = False,
            return_counts: bool = False, axis=None, *, equal_nan: bool = True, size=None,
            fill_value=None, sorted: bool = True):  # noqa: A002
     """The sorted unique elements of ``ar`` (flattened), optionally with the index of each
-    one's first occurrence, the inverse indices (``ar``'s shape) and the counts. Under jit
+    one's first occurrence, the inverse indices (``ar``'s shape) and the counts; with
+    ``axis``, the unique sub-arrays along that axis (sorted lexicographically; the inverse
+    indices are then 1-D, as JAX's). Under jit
     pass ``size``: the result is cut or padded, values with ``fill_value`` (default: the
     smallest unique value), indices with the first index, counts with 0 (as JAX)."""
-    if axis is not None:
-        fail("unique(axis=...) is not supported yet; unique of the flattened array only",
-             NotImplementedError)
-    values, index, inverse, counts = _unique_impl("unique", ar, size, fill_value,
-                                                  bool(equal_nan))
+    if axis is None:
+        values, index, inverse, counts = _unique_impl("unique", ar, size, fill_value,
+                                                      bool(equal_nan))
+    else:
+        check_arraylike("unique", ar)
+        values, index, inverse, counts = _unique_axis(ar, axis, size, fill_value,
+                                                      bool(equal_nan))
     out = [values]
     if return_index:
         out.append(index)
