@@ -3,6 +3,7 @@ NumPy evaluation of their definitions, against JAX where installed, in every lay
 padding, strides, dilations and feature groups; a Nature-DQN CNN policy under jit; errors."""
 
 import itertools
+import re
 
 import numpy as np
 import pytest
@@ -283,3 +284,24 @@ def test_review_fixes_accumulation_padding_and_empty_results():
                                                "VALID")).shape == (1, 1, 0, 0)
     assert np.asarray(lax.reduce_window(np.zeros((0, 4, 4, 1), np.float32), -np.inf, lax.max,
                                         (1, 2, 2, 1), (1, 2, 2, 1), "VALID")).shape == (0, 2, 2, 1)
+
+
+@pytest.mark.cpu_only
+def test_padding_and_dilation_cost_no_extra_passes():
+    # SAME padding is a mask on the patch gather (no padded copy read through a pad);
+    # an lhs-dilated (transposed) convolution gathers only the taps that meet input
+    # elements, not the dilation's zeros.
+    dn = ("NHWC", "HWIO", "NHWC")
+    x = np.ones((4, 16, 16, 8), np.float32)
+    w = np.ones((3, 3, 8, 8), np.float32)
+
+    def conv(**kw):
+        return lambda x, w: lax.conv_general_dilated(x, w, dimension_numbers=dn, **kw)
+    same = fusionjit.jit(conv(window_strides=(1, 1), padding="SAME")).lower(x, w).compile()
+    assert not re.search(r"\bpad\(", same.as_text("optimized"))
+    up = fusionjit.jit(conv(window_strides=(1, 1), padding=((1, 2), (1, 2)),
+                            lhs_dilation=(2, 2))).lower(x, w).compile()
+    # The dilated input's patches: 4 * 32 * 32 outputs of 9 taps x 8 features; the live
+    # taps are a quarter of them, plus the output's interleaving.
+    dense = 4 * 32 * 32 * 9 * 8 * 4
+    assert sum(k["bytes_written"] for k in up.kernels) < dense / 2
