@@ -1,6 +1,7 @@
 """The channels-last convolutions behind ``conv_general_dilated`` (lax/convolution.py): im2col
 patches gathered straight from the unpadded input and one GEMM; transposed (lhs-dilated)
-convolutions split by output phase into such convolutions.
+convolutions split by output phase into such convolutions; and the gradient of each as
+convolutions and a GEMM, as XLA computes it, rather than as the patch gather's scatter-add.
 
 Layouts here: input [N, spatial..., C], kernel [spatial..., I, O] with C = groups * I, output
 [N, out..., O]; padding as explicit (low, high) pairs, possibly negative.
@@ -13,6 +14,7 @@ import math
 import numpy as np
 
 from fusionjit._src import core
+from fusionjit._src import dtypes as dt
 from fusionjit._src.lax import elementwise as ew
 from fusionjit._src.lax import reductions as red
 from fusionjit._src.lax import shapes as sh
@@ -43,15 +45,36 @@ def conv(x, w, strides, pads, lhs_dil, rhs_dil, groups):
         return red.full(shape, 0, xa.dtype)
     if any(d != 1 for d in lhs_dil):
         return _by_phase(x, w, strides, pads, lhs_dil, rhs_dil, groups, out_sp)
-    return _forward(x, w, tuple(strides), tuple(tuple(p) for p in pads), tuple(rhs_dil),
-                    int(groups))
+    return _dense(x, w, tuple(strides), tuple(tuple(p) for p in pads), tuple(rhs_dil),
+                  int(groups))
 
 
 # --- without lhs dilation: im2col and a GEMM ------------------------------------------------
 
+def _dense(x, w, strides, pads, rhs_dil, groups):
+    """``conv`` without lhs dilation and with a non-empty output, differentiated as XLA
+    does: the input's cotangent a convolution of the output's with the flipped kernel, the
+    kernel's the patches contracted with it (the patch gather's own derivative, a
+    scatter-add of a K-times larger patch cotangent, was 2x slower than JAX's)."""
+    if not dt.is_float(core.get_aval(x).dtype):
+        return _forward(x, w, strides, pads, rhs_dil, groups)
+    from fusionjit._src.autodiff import custom_vjp
+    f = custom_vjp(lambda x, w: _forward(x, w, strides, pads, rhs_dil, groups))
+
+    def fwd(x, w):
+        # The output goes unused (the call's own program computes it).
+        return None, (x, w)
+
+    def bwd(residuals, ct):
+        x, w = residuals
+        return (_input_cotangent(ct, w, core.get_aval(x).shape, strides, pads, rhs_dil, groups),
+                _kernel_cotangent(x, ct, core.get_aval(w).shape, strides, pads, rhs_dil, groups))
+    f.defvjp(fwd, bwd)
+    return f(x, w)
+
+
 def _forward(x, w, strides, pads, rhs_dil, groups):
-    """``conv`` without lhs dilation and with a non-empty output: the patches times the
-    kernel (per group, a sum of products)."""
+    """``_dense``'s value: the patches times the kernel (per group, a sum of products)."""
     xa, wa = core.get_aval(x), core.get_aval(w)
     nsp = xa.ndim - 2
     n, c = xa.shape[0], xa.shape[-1]
@@ -147,6 +170,49 @@ def _patches(x, out_sp, k_sp, strides, dilation, pads, by_column=False):
     if inside is not None:
         out = ew.select(inside, out, red.full(full, 0, core.get_aval(x).dtype))
     return sh.reshape(out, (cols, rows) if by_column else (rows, cols))
+
+
+def _input_cotangent(ct, w, x_shape, strides, pads, rhs_dil, groups):
+    """The cotangent of the input: ``ct`` (dilated by the strides) convolved with the
+    kernel flipped in space and with its input and output features swapped, per group."""
+    nsp = len(x_shape) - 2
+    k_sp = core.get_aval(w).shape[:nsp]
+    i, o = core.get_aval(w).shape[nsp:]
+    out_sp = core.get_aval(ct).shape[1:1 + nsp]
+    g = groups
+    wt = sh.rev(w, tuple(range(nsp)))
+    wt = sh.reshape(wt, tuple(k_sp) + (i, g, o // g))
+    wt = sh.transpose(wt, tuple(range(nsp)) + (nsp + 2, nsp + 1, nsp))
+    wt = sh.reshape(wt, tuple(k_sp) + (o // g, g * i))
+    # Input position p gets output o through tap t where o * s + t * r - lo = p: with the
+    # taps reversed, a window over ct dilated by s and padded by (k - 1) * r - lo below.
+    new_pads = [((k - 1) * r - lo, size + lo - (n - 1) * s - 1)
+                for k, r, (lo, _), size, n, s in zip(k_sp, rhs_dil, pads, x_shape[1:-1], out_sp,
+                                                     strides)]
+    return conv(ct, wt, (1,) * nsp, new_pads, strides, rhs_dil, g)
+
+
+def _kernel_cotangent(x, ct, w_shape, strides, pads, rhs_dil, groups):
+    """The cotangent of the kernel: the patches contracted with ``ct`` over the rows (the
+    batch and the output positions), per group."""
+    nsp = len(w_shape) - 2
+    k_sp, (i, o) = w_shape[:nsp], w_shape[nsp:]
+    out_sp = core.get_aval(ct).shape[1:1 + nsp]
+    rows, k, g = math.prod(core.get_aval(ct).shape[:-1]), math.prod(k_sp), groups
+    dy = sh.reshape(ct, (rows, o))
+    if g == 1:
+        by_column = _lanes_along_outputs(x, k_sp, groups)
+        patches = _patches(x, out_sp, k_sp, strides, rhs_dil, pads, by_column)
+        dw = red.dot_general(patches, dy, (((int(by_column),), (0,)), ((), ())))
+        return sh.reshape(dw, w_shape)
+    # Per group, as the forward pass: products summed over the rows (a dot batched over
+    # the groups took 13x as long as the forward pass, depthwise).
+    patches = _patches(x, out_sp, k_sp, strides, rhs_dil, pads)
+    full = (rows, k, g, i, o // g)
+    p = sh.broadcast_in_dim(sh.reshape(patches, (rows, k, g, i)), full, (0, 1, 2, 3))
+    d = sh.broadcast_in_dim(sh.reshape(dy, (rows, g, o // g)), full, (0, 2, 4))
+    dw = red.reduce_sum(ew.mul(p, d), (0,))  # [k, g, i, o/g]
+    return sh.reshape(sh.transpose(dw, (0, 2, 1, 3)), w_shape)
 
 
 # --- lhs dilation by output phase -----------------------------------------------------------
