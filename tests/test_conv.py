@@ -3,6 +3,7 @@ NumPy evaluation of their definitions, against JAX where installed, in every lay
 padding, strides, dilations and feature groups; a Nature-DQN CNN policy under jit; errors."""
 
 import itertools
+import re
 
 import numpy as np
 import pytest
@@ -333,3 +334,183 @@ def test_conv_transpose_shapes_and_errors():
         lax.conv_transpose(x, w, (2,), [(1, 1), (1, 1)])
     with pytest.raises(ValueError, match="same rank"):
         lax.conv_transpose(x, w[0], (2,), "SAME")
+
+
+# --- derivatives (lax/im2col.py: the input's cotangent a convolution, the kernel's a GEMM) -
+
+DERIVATIVE_CASES = [  # x shape (NHWC), w shape (HWIO), keyword arguments
+    ((2, 9, 8, 6), (3, 3, 6, 4), dict(window_strides=(1, 1), padding="SAME")),
+    ((2, 9, 8, 6), (3, 2, 6, 4), dict(window_strides=(2, 3), padding="SAME_LOWER")),
+    ((2, 9, 8, 6), (3, 3, 6, 4), dict(window_strides=(2, 2), padding="VALID")),
+    ((2, 9, 8, 6), (3, 3, 6, 4), dict(window_strides=(1, 2), padding=((2, -1), (-1, 3)))),
+    ((2, 9, 8, 6), (3, 3, 6, 4), dict(window_strides=(1, 1), padding=((1, 2), (1, 2)),
+                                      lhs_dilation=(2, 2))),
+    ((2, 7, 8, 6), (3, 4, 6, 4), dict(window_strides=(2, 1), padding=((0, 1), (2, -1)),
+                                      lhs_dilation=(3, 2), rhs_dilation=(2, 1))),
+    ((2, 9, 8, 6), (3, 3, 1, 12), dict(window_strides=(2, 1), padding=((1, 1), (0, 2)),
+                                       rhs_dilation=(1, 2), feature_group_count=6)),
+    ((2, 9, 8, 6), (3, 3, 3, 4), dict(window_strides=(1, 2), padding=((1, 2), (2, 0)),
+                                      lhs_dilation=(2, 3), feature_group_count=2)),
+    ((1, 14, 14, 1), (5, 5, 1, 8), dict(window_strides=(2, 1), padding="SAME")),
+    ((2, 11, 3), (3, 3, 5), dict(window_strides=(2,), padding=((2, 1),), lhs_dilation=(3,),
+                                 rhs_dilation=(2,))),
+    ((1, 5, 6, 7, 2), (2, 3, 2, 2, 4), dict(window_strides=(2, 1, 2),
+                                            padding=((0, 1), (1, 1), (-1, 2)),
+                                            lhs_dilation=(2, 1, 2))),
+]
+LAYOUTS = {1: [("NWC", "WIO", "NWC"), ("NCW", "OIW", "NCW")],
+           2: [("NHWC", "HWIO", "NHWC"), ("NCHW", "OIHW", "NCHW"), ("NHWC", "OIHW", "NCHW")],
+           3: [("NDHWC", "DHWIO", "NDHWC"), ("NCDHW", "OIDHW", "NCDHW")]}
+
+
+def _in_layout(x, w, dn):
+    """x and w (given channels last, kernel last) in the layouts ``dn`` names."""
+    nsp = x.ndim - 2
+    spatial = dn[1].replace("O", "").replace("I", "")
+    x_at = {c: i for i, c in enumerate("N" + spatial + "C")}
+    w_at = {c: i for i, c in enumerate(spatial + "IO")}
+    assert len(spatial) == nsp
+    return (x.transpose([x_at[c] for c in dn[0]]), w.transpose([w_at[c] for c in dn[1]]))
+
+
+@requires_jax
+@pytest.mark.parametrize("xs,ws,kw,dn", [
+    case + (LAYOUTS[len(case[0]) - 2][k % len(LAYOUTS[len(case[0]) - 2])],)
+    for k, case in enumerate(DERIVATIVE_CASES)])
+def test_derivatives_agree_with_jax(xs, ws, kw, dn):
+    import jax
+    rng = np.random.default_rng(5)
+    x, w = _in_layout(rng.normal(size=xs).astype(np.float32),
+                      rng.normal(size=ws).astype(np.float32), dn)
+
+    def conv(lax_):
+        return lambda x, w: lax_.conv_general_dilated(x, w, dimension_numbers=dn, **kw)
+    want = conv(jax.lax)(x, w)
+    np.testing.assert_allclose(np.asarray(fusionjit.jit(conv(lax))(x, w)), want, rtol=1e-5,
+                               atol=1e-5)
+    ct = rng.normal(size=want.shape).astype(np.float32)
+    grads = [g(lambda x, w, c=c: (c(x, w) * ct).sum(), (0, 1))
+             for g, c in ((fusionjit.grad, conv(lax)), (jax.grad, conv(jax.lax)))]
+    for got, want in zip(fusionjit.jit(grads[0])(x, w), grads[1](x, w)):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-4, atol=1e-4)
+    tx, tw = rng.normal(size=x.shape).astype(np.float32), rng.normal(size=w.shape).astype(
+        np.float32)
+    got = fusionjit.jit(lambda x, w: fusionjit.jvp(conv(lax), (x, w), (tx, tw)))(x, w)
+    for g, w_ in zip(got, jax.jvp(conv(jax.lax), (x, w), (tx, tw))):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w_), rtol=1e-4, atol=1e-4)
+
+
+def _jacobian(f, shape):
+    """The Jacobian of the linear ``f`` (NumPy in, NumPy out) at ``shape``, column by column."""
+    basis = np.eye(int(np.prod(shape))).reshape((-1,) + shape)
+    return np.stack([f(e).reshape(-1) for e in basis], axis=1)
+
+
+@pytest.mark.parametrize("case", [1, 3, 4])
+def test_float64_cotangents_are_the_transposed_jacobians(x64, case):
+    # The convolution is linear in each operand: its cotangents are the transposed
+    # Jacobians of the definition (NumPy, no JAX needed), to float64 rounding.
+    xs, ws, strides, pads, lhs_dil, rhs_dil, groups = CASES[case]
+    xs, ws = (1,) + xs[1:3] + tuple(min(s, 5) for s in xs[3:]), ws  # small enough to enumerate
+    rng = np.random.default_rng(6)
+    x, w = rng.normal(size=xs), rng.normal(size=ws)
+    nsp = len(xs) - 2
+    ld, rd = lhs_dil or (1,) * nsp, rhs_dil or (1,) * nsp
+
+    def f(x, w):
+        return lax.conv_general_dilated(x, w, strides, pads, lhs_dil, rhs_dil,
+                                        feature_group_count=groups)
+    y = conv_reference(x, w, strides, pads, ld, rd, groups)
+    np.testing.assert_allclose(np.asarray(f(x, w)), y, rtol=1e-12, atol=1e-12)
+    ct = rng.normal(size=y.shape)
+    out, pullback = fusionjit.vjp(f, x, w)
+    gx, gw = pullback(ct)
+    assert np.asarray(gx).dtype == np.float64 and np.asarray(gw).dtype == np.float64
+    jx = _jacobian(lambda e: conv_reference(e, w, strides, pads, ld, rd, groups), x.shape)
+    jw = _jacobian(lambda e: conv_reference(x, e, strides, pads, ld, rd, groups), w.shape)
+    np.testing.assert_allclose(np.asarray(gx).reshape(-1), jx.T @ ct.reshape(-1), rtol=1e-12,
+                               atol=1e-12)
+    np.testing.assert_allclose(np.asarray(gw).reshape(-1), jw.T @ ct.reshape(-1), rtol=1e-12,
+                               atol=1e-12)
+    tx, tw = rng.normal(size=x.shape), rng.normal(size=w.shape)
+    _, tangent = fusionjit.jvp(f, (x, w), (tx, tw))
+    np.testing.assert_allclose(np.asarray(tangent).reshape(-1),
+                               jx @ tx.reshape(-1) + jw @ tw.reshape(-1), rtol=1e-12, atol=1e-12)
+
+
+def test_vmap_of_a_convolution_and_of_its_gradient():
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(3, 2, 3, 7, 6)).astype(np.float32)  # 3 examples of NCHW
+    w = rng.normal(size=(3, 4, 3, 3, 2)).astype(np.float32)
+    kw = dict(window_strides=(2, 1), padding=((1, 1), (0, 1)), lhs_dilation=(1, 2))
+
+    def conv(x, w):
+        return lax.conv_general_dilated(x, w, **kw)
+    want = np.stack([conv_reference(x[k], w[k], (2, 1), [(1, 1), (0, 1)], (1, 2), (1, 1), 1)
+                     for k in range(3)])
+    np.testing.assert_allclose(np.asarray(fusionjit.jit(fusionjit.vmap(conv))(x, w)), want,
+                               rtol=1e-5, atol=1e-5)
+    shared = np.stack([conv_reference(x[k], w[0], (2, 1), [(1, 1), (0, 1)], (1, 2), (1, 1), 1)
+                       for k in range(3)])
+    np.testing.assert_allclose(np.asarray(fusionjit.vmap(conv, (0, None))(x, w[0])), shared,
+                               rtol=1e-5, atol=1e-5)
+    # Per example, the gradient of the loss alone (a vmapped backward pass).
+    loss = fusionjit.grad(lambda x, w: (conv(x, w) ** 2).sum(), (0, 1))
+    got = fusionjit.jit(fusionjit.vmap(loss, (0, None)))(x, w[0])
+    for k in range(3):
+        for g, e in zip(got, loss(x[k], w[0])):
+            np.testing.assert_allclose(np.asarray(g)[k], np.asarray(e), rtol=1e-4, atol=1e-4)
+
+
+@requires_jax
+def test_second_derivatives_agree_with_jax():
+    import jax
+    rng = np.random.default_rng(8)
+    x = rng.normal(size=(2, 6, 5, 3)).astype(np.float32)
+    dn = ("NHWC", "HWIO", "NHWC")
+    for k, (ws, kw) in enumerate([((3, 3, 3, 2), dict(window_strides=(2, 1), padding="SAME")),
+            ((3, 2, 3, 2), dict(window_strides=(1, 1), padding=((1, 2), (0, 1)),
+                                lhs_dilation=(2, 1))),
+            ((3, 3, 1, 6), dict(window_strides=(1, 1), padding="SAME", feature_group_count=3))]):
+        w = rng.normal(size=ws).astype(np.float32)
+
+        def loss(lax_):
+            return lambda x, w: (lax_.conv_general_dilated(x, w, dimension_numbers=dn,
+                                                           **kw) ** 3).sum()
+
+        def outer(grad, lax_):
+            return grad(lambda x, w: (grad(loss(lax_))(x, w) ** 2).sum(), (0, 1))
+        for got, want in zip(fusionjit.jit(outer(fusionjit.grad, lax))(x, w),
+                             outer(jax.grad, jax.lax)(x, w)):
+            np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=2e-4, atol=2e-3)
+        if k:
+            continue  # one Hessian (a forward pass over each of the kernel's elements)
+        np.testing.assert_allclose(
+            np.asarray(fusionjit.hessian(lambda w: loss(lax)(x, w))(w)),
+            np.asarray(jax.hessian(lambda w: loss(jax.lax)(x, w))(w)), rtol=2e-4, atol=2e-3)
+
+
+@pytest.mark.cpu_only
+def test_padding_dilation_and_gradients_cost_no_extra_passes():
+    # SAME padding is a mask on the patch gather (no padded copy read through a pad);
+    # an lhs-dilated (transposed) convolution gathers only the taps that meet input
+    # elements, not the dilation's zeros; the input's gradient is a convolution, not a
+    # scatter-add of the patch matrix's cotangent.
+    dn = ("NHWC", "HWIO", "NHWC")
+    x = np.ones((4, 16, 16, 8), np.float32)
+    w = np.ones((3, 3, 8, 8), np.float32)
+
+    def conv(**kw):
+        return lambda x, w: lax.conv_general_dilated(x, w, dimension_numbers=dn, **kw)
+    same = fusionjit.jit(conv(window_strides=(1, 1), padding="SAME")).lower(x, w).compile()
+    assert not re.search(r"\bpad\(", same.as_text("optimized"))
+    up = fusionjit.jit(conv(window_strides=(1, 1), padding=((1, 2), (1, 2)),
+                            lhs_dilation=(2, 2))).lower(x, w).compile()
+    # The dilated input's patches: 4 * 32 * 32 outputs of 9 taps x 8 features; the live
+    # taps are a quarter of them, plus the output's interleaving.
+    dense = 4 * 32 * 32 * 9 * 8 * 4
+    assert sum(k["bytes_written"] for k in up.kernels) < dense / 2
+    grad = fusionjit.jit(fusionjit.grad(lambda x, w: (conv(
+        window_strides=(2, 2), padding="SAME")(x, w) ** 2).sum(), (0, 1))).lower(x, w).compile()
+    assert all(k["kind"] != "kScatter" for k in grad.kernels)
+    assert "scatter" not in grad.as_text("optimized")

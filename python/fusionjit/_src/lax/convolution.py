@@ -1,19 +1,19 @@
 """Convolutions and windowed reductions, as ``jax.lax``: ``conv_general_dilated`` (and
 ``conv``, ``conv_with_general_padding``), ``reduce_window`` and its max/min/sum forms.
 
-Both are written with existing primitives rather than new IR ops: the input is padded
-(``lhs_dilation`` as interior padding), each kernel tap is a strided slice of it, and the
-taps are stacked into patches (im2col) that one ``dot_general`` contracts with the kernel,
-per feature group; a windowed reduction combines its taps' slices elementwise. The slices
-fuse into the kernels that read them. XLA's semantics: dimension numbers as in JAX,
-``"SAME"``/``"SAME_LOWER"``/``"VALID"`` or explicit (possibly negative) padding,
+Both are written with existing primitives rather than new IR ops. A convolution is checked
+and normalised here (dimension numbers, padding) and computed channels-last by im2col.py:
+patches (im2col) gathered from the input, contracted with the kernel by one ``dot_general``
+per feature group, its gradient as convolutions. A windowed reduction pads its input and
+combines its taps' strided slices elementwise; the slices fuse into the kernels that read
+them. XLA's semantics: dimension numbers as in JAX, ``"SAME"``/``"SAME_LOWER"``/``"VALID"``
+or explicit (possibly negative) padding, ``lhs_dilation`` (transposed convolutions),
 ``rhs_dilation`` (atrous), ``feature_group_count`` (grouped and depthwise). Sums over the
 taps go in the patches' order, so float results may differ from XLA's in the last bits.
 """
 
 from __future__ import annotations
 
-import math
 import operator
 from typing import NamedTuple, Sequence
 
@@ -22,7 +22,7 @@ import numpy as np
 from fusionjit._src import core
 from fusionjit._src import dtypes as dt
 from fusionjit._src.lax import elementwise as ew
-from fusionjit._src.lax import reductions as red
+from fusionjit._src.lax import im2col
 from fusionjit._src.lax import shapes as sh
 from fusionjit._src.lax.common import asarray_operand
 from fusionjit._src.numpy.util import fail
@@ -103,17 +103,11 @@ def _ints(name, what, values, n, default=1) -> tuple:
     return values
 
 
-def _out_sizes(sizes, window, strides, dilation) -> tuple:
-    """Output sizes of a window sliding over padded ``sizes``: 0 where it does not fit."""
-    return tuple(max(0, (n - (w - 1) * r - 1) // s + 1)
-                 for n, w, s, r in zip(sizes, window, strides, dilation))
-
-
 def _taps(x, window, strides, dilation, dims):
     """For every offset of a window over dimensions ``dims`` of ``x`` (already padded): the
     strided slice of ``x`` that offset reads, all of the output's shape."""
     shape = core.get_aval(x).shape
-    out = _out_sizes([shape[d] for d in dims], window, strides, dilation)
+    out = im2col.out_sizes([shape[d] for d in dims], window, strides, dilation)
     taps = []
     for offset in np.ndindex(*window):
         starts, limits, steps = [0] * len(shape), list(shape), [1] * len(shape)
@@ -161,63 +155,16 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
              "Please either exactly specify the required padding or use conv_transpose.",
              ValueError)
     pads = _pads(name, padding, in_sp, dilated_k, strides)
-    zero = asarray_operand(0, la.dtype)
-    lhs = sh.pad(lhs, zero, [(0, 0, 0)] * 2 + [(lo, hi, d - 1) for (lo, hi), d in
-                                               zip(pads, lhs_dil)])
-    # Channels last; the patches [N * out..., K * C] (taps outer, features inner) read by
-    # one gather whose indices are computed in its kernel from iotas, so that they land in
-    # memory as the matrix one row-major GEMM reads (slices and a concatenation would write
-    # them through a select among the K taps per element).
+    # Channels last: the patches' features are then the inner part of each tap's run.
     lhs = sh.transpose(lhs, (0,) + tuple(range(2, 2 + nsp)) + (1,))
-    padded = core.get_aval(lhs).shape[1:1 + nsp]
-    out_sp = _out_sizes(padded, k_sp, strides, rhs_dil)
-    k = math.prod(k_sp)
-    rows = n * math.prod(out_sp)
-    patches = _patches(lhs, out_sp, k_sp, strides, rhs_dil)
-    kernel = sh.reshape(sh.transpose(rhs, tuple(range(2, 2 + nsp)) + (1, 0)), (k, i, o))
-    if g == 1:
-        out = red.dot_general(patches, sh.reshape(kernel, (k * i, o)), (((1,), (0,)), ((), ())))
-    else:  # each group: its features of every tap against its kernel, as a reduction
-        p = sh.reshape(patches, (rows, k, g, c // g, 1))
-        w = sh.transpose(sh.reshape(kernel, (k, i, g, o // g)), (0, 2, 1, 3))
-        w = sh.broadcast_in_dim(w, (rows, k, g, i, o // g), (1, 2, 3, 4))
-        prod = ew.mul(sh.broadcast_in_dim(p, (rows, k, g, i, o // g), (0, 1, 2, 3, 4)), w)
-        out = red.reduce_sum(prod, (1, 3))
-    out = sh.reshape(out, (n,) + out_sp + (o,))
+    rhs = sh.transpose(rhs, tuple(range(2, 2 + nsp)) + (1, 0))
+    out = im2col.conv(lhs, rhs, strides, pads, lhs_dil, rhs_dil, g)
     # [N, out..., O] to the output's layout (out_spec lists N, O, spatial... positions).
     canonical_of = [0, 1 + nsp] + list(range(1, 1 + nsp))
     perm = [0] * (nsp + 2)
     for k_, dim in enumerate(dn.out_spec):
         perm[dim] = canonical_of[k_]
     return sh.transpose(out, tuple(perm))
-
-
-def _patches(x, out_sp, k_sp, strides, dilation):
-    """[N * out..., K * C] windows of the channels-last ``x`` [N, spatial..., C]: row (n,
-    o...), column (tap..., c) holds x[n, o * stride + tap * dilation..., c]."""
-    from fusionjit._src.numpy import gather as gather_mod
-    shape = core.get_aval(x).shape
-    n, sp, c = shape[0], shape[1:-1], shape[-1]
-    rows, cols = n * math.prod(out_sp), math.prod(k_sp) * c
-    if math.prod(shape) >= 2**31:
-        fail(f"conv_general_dilated: inputs of 2**31 elements or more are not supported "
-             f"(padded input shape {shape})", NotImplementedError)
-    i32 = np.dtype(np.int32)
-    # The index as a sum of one broadcast iota per dimension of the [N, out..., tap..., C]
-    # window array (no division), then that array seen as the [rows, cols] matrix.
-    full = (n,) + tuple(out_sp) + tuple(k_sp) + (c,)
-    nsp = len(sp)
-    const = lambda v: asarray_operand(int(v), i32)  # noqa: E731
-
-    def iota(dim, scale):
-        return ew.mul(sh.broadcasted_iota(i32, full, dim), const(scale))
-    strides_of = [int(np.prod(shape[d + 1:])) for d in range(len(shape))]  # of x, row-major
-    flat = ew.add(iota(0, strides_of[0]), iota(len(full) - 1, 1))
-    for d in range(nsp):
-        flat = ew.add(flat, iota(1 + d, strides[d] * strides_of[1 + d]))
-        flat = ew.add(flat, iota(1 + nsp + d, dilation[d] * strides_of[1 + d]))
-    source = sh.reshape(x, (math.prod(shape),))
-    return sh.reshape(gather_mod.take(source, flat, mode="promise_in_bounds"), (rows, cols))
 
 
 def conv(lhs, rhs, window_strides, padding, precision=None, preferred_element_type=None):
