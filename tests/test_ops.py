@@ -943,3 +943,36 @@ def test_strided_and_reversed_reads_are_loads_not_gathers(dtype):
         np.testing.assert_array_equal(np.asarray(g(x)), f(x))
         if dtype in (np.float32, np.int8):
             assert "masked.gather" not in g.lower(x).as_text("llvm")
+
+
+@pytest.mark.cpu_only
+@pytest.mark.parametrize("dtype", [np.float32, np.int16, np.float64])
+def test_reads_at_constant_lane_patterns_are_loads_not_gathers(dtype):
+    # A vector of a row split by a reshape (a group's statistic over its channels, a head's
+    # scale over its features, rotary pairs) reads at lanes (0 x 8, 1 x 8) or (0, 0, 1, 1,
+    # ...): gathers, 2-6x the time of loading the few elements they span and shuffling them
+    # (LaneMath keeps the quotients and remainders of a ramp from a multiple of the width
+    # as constant patterns).
+    rng = np.random.default_rng(0)
+    x = rng.integers(-50, 50, (64, 4, 4, 64)).astype(dtype)
+    m = rng.integers(-50, 50, (64, 1, 1, 8, 1)).astype(dtype)
+    s = rng.integers(-50, 50, (64, 32)).astype(dtype)
+    h = rng.integers(-50, 50, (64, 4)).astype(dtype)
+
+    def rotary(x):
+        pairs = x.reshape(64, 512, 2)
+        a, b = pairs[..., 0], pairs[..., 1]
+        return fnp.stack([a * 3 - b, a + b * 2], -1).reshape(x.shape)
+    cases = [
+        ((lambda x, m: (x.reshape(64, 4, 4, 8, 8) - m).reshape(64, 4, 4, 64)), (x, m),
+         lambda x, m: (x.reshape(64, 4, 4, 8, 8) - m).reshape(64, 4, 4, 64)),
+        ((lambda s: fnp.repeat(s, 2, axis=-1)), (s,), lambda s: np.repeat(s, 2, axis=-1)),
+        ((lambda s, h: (s.reshape(64, 4, 8) * h[:, :, None]).reshape(64, 32)), (s, h),
+         lambda s, h: (s.reshape(64, 4, 8) * h[:, :, None]).reshape(64, 32)),
+        (rotary, (x.reshape(64, 1024),),
+         lambda x: np.stack([x[:, ::2] * 3 - x[:, 1::2], x[:, ::2] + x[:, 1::2] * 2],
+                            -1).reshape(64, 1024))]
+    for f, args, want in cases:
+        g = fusionjit.jit(f)
+        np.testing.assert_array_equal(np.asarray(g(*args)), want(*args).astype(dtype))
+        assert "masked.gather" not in g.lower(*args).as_text("llvm")

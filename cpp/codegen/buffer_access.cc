@@ -1,7 +1,18 @@
 // Buffer access (see buffer_access.h).
 #include "codegen/buffer_access.h"
 
+#include <algorithm>
+
 namespace fj::codegen {
+namespace {
+
+// The elements a constant pattern's lanes span, from the lowest to the highest.
+int64_t PatternSpan(const std::vector<int64_t>& offsets) {
+  auto [lo, hi] = std::minmax_element(offsets.begin(), offsets.end());
+  return *hi - *lo + 1;
+}
+
+}  // namespace
 
 llvm::Value* StoreValue(Builder& b, DType t, llvm::Value* v) {
   return t == DType::kPred ? b.CreateZExt(v, v->getType()->isVectorTy()
@@ -41,6 +52,26 @@ Val LoadElements(Builder& b, llvm::Value* base, DType t, const IndexDim& linear,
     std::vector<int> picked(width);
     for (int l = 0; l < width; ++l) picked[l] = s * l;
     v = b.CreateShuffleVector(run, picked);
+  } else if (linear.pattern && PatternSpan(*linear.pattern) <= 4 * width) {
+    // Constant offsets spanning few elements (a group's statistic repeated over its
+    // channels, rows of 4 in lanes): the elements they span, loaded once (all inside the
+    // buffer: between two lanes' elements), then each lane's picked out.
+    const std::vector<int64_t>& offsets = *linear.pattern;
+    const int64_t lo = *std::min_element(offsets.begin(), offsets.end());
+    const int64_t span = PatternSpan(offsets);
+    llvm::Value* first = b.CreateGEP(storage, base, b.CreateAdd(linear.base, b.getInt64(lo)));
+    std::vector<int> picked(width);
+    for (int l = 0; l < width; ++l) picked[l] = static_cast<int>(offsets[l] - lo);
+    if (span == 1) {
+      v = b.CreateVectorSplat(width, b.CreateLoad(storage, first));
+    } else {
+      const int n = static_cast<int>(llvm::PowerOf2Ceil(static_cast<uint64_t>(span)));
+      std::vector<llvm::Constant*> mask(n);
+      for (int k = 0; k < n; ++k) mask[k] = b.getInt1(k < span);
+      llvm::Value* run = b.CreateMaskedLoad(WithWidth(storage, n), first, llvm::Align(DTypeBytes(t)),
+                                            llvm::ConstantVector::get(mask));
+      v = b.CreateShuffleVector(run, picked);
+    }
   } else if (!linear.vec) {
     llvm::Value* addrs = b.CreateGEP(storage, base, lanes.Materialize(linear));
     v = b.CreateMaskedGather(WithWidth(storage, width), addrs, llvm::Align(DTypeBytes(t)));
@@ -90,7 +121,7 @@ void StoreElements(Builder& b, llvm::Value* base, DType t, const IndexDim& linea
   llvm::Type* storage = StorageType(b.getContext(), t);
   if (width == 1) {
     b.CreateStore(StoreValue(b, t, v.v), b.CreateGEP(storage, base, linear.base));
-  } else if (linear.vec || linear.stride != 1) {
+  } else if (linear.vec || linear.pattern || linear.stride != 1) {
     LaneMath lanes(b, width);
     llvm::Value* addrs = b.CreateGEP(storage, base, lanes.Materialize(linear));
     b.CreateMaskedScatter(StoreValue(b, t, lanes.Widen(v)), addrs, llvm::Align(DTypeBytes(t)));

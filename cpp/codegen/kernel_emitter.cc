@@ -2,6 +2,7 @@
 #include "codegen/kernel_emitter.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "analysis/buffer_assignment.h"
 #include "analysis/cost_model.h"
@@ -455,7 +456,8 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
   } else if (plan.mode == KernelPlan::Mode::kFlat) {
     vector_loop(begin, end, [&](llvm::Value* i, LaneMath& lanes) {
       Index index;
-      index.linear = lanes.LaneRamp(i);
+      // Whole vectors from a multiple of the width (the pool's chunks: whole_vector_chunks).
+      index.linear = lanes.LaneRamp(i, whole_vectors ? lanes.width() : 1);
       return std::make_pair(index, *index.linear);
     }, whole_vectors);
   } else if (plan.mode == KernelPlan::Mode::kLinear1D) {
@@ -480,7 +482,7 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
     }
     vector_loop(lanes_end, end, [&](llvm::Value* i, LaneMath& lanes) {
       Index index;
-      index.dims.push_back(lanes.LaneRamp(i));
+      index.dims.push_back(lanes.LaneRamp(i, whole_vectors && plan.row_lanes <= 1 ? lanes.width() : 1));
       return std::make_pair(index, index.dims[0]);
     }, whole_vectors && plan.row_lanes <= 1);
   } else {
@@ -538,8 +540,11 @@ llvm::Function* EmitKernelBody(llvm::Module& module, const Instruction* fusion, 
       }
       vector_loop(first, last ? last : b.getInt64(plan.row_length), [&](llvm::Value* j, LaneMath& lanes) {
         Index index = outer_index(outer, lanes);
-        index.dims.push_back(lanes.LaneRamp(j));
-        IndexDim linear = lanes.LaneRamp(b.CreateAdd(row_start, j));
+        // From a constant multiple of the width, the vectors start at multiples of it.
+        auto* from = llvm::dyn_cast<llvm::ConstantInt>(first);
+        const int64_t align = from && from->getSExtValue() % lanes.width() == 0 ? lanes.width() : 1;
+        index.dims.push_back(lanes.LaneRamp(j, align));
+        IndexDim linear = lanes.LaneRamp(b.CreateAdd(row_start, j), std::gcd(align, plan.row_length));
         return std::make_pair(index, linear);
       });
       emitter.ForgetRowValues();

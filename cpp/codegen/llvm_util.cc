@@ -1,7 +1,9 @@
 // LLVM helpers (see llvm_util.h).
 #include "codegen/llvm_util.h"
 
+#include <algorithm>
 #include <map>
+#include <numeric>
 #include <vector>
 
 #include "support/error.h"
@@ -52,31 +54,96 @@ void LaneMath::Unify(Val& a, Val& b) {
   if (!b.varying) b = {Splat(b.v), true};
 }
 
+namespace {
+
+// The alignment of a base known to be 0: a multiple of every divisor met. Alignments are
+// capped there, so that their products do not overflow: past it, the power of two they hold.
+constexpr int64_t kAnyAlign = int64_t{1} << 40;
+
+int64_t Capped(__int128 a) {
+  if (a <= kAnyAlign) return static_cast<int64_t>(a);
+  int twos = 0;
+  while (twos < 40 && a % 2 == 0) {
+    a /= 2;
+    ++twos;
+  }
+  return int64_t{1} << twos;
+}
+
+// The alignment a constant has (its magnitude; 0 is a multiple of anything).
+int64_t AlignOf(int64_t c) { return c == 0 ? kAnyAlign : Capped(c < 0 ? -static_cast<__int128>(c) : c); }
+// The alignment of a sum. (Indices are below 2^40, so kAnyAlign means a base of 0, and the
+// sum has the other's alignment.)
+int64_t Gcd(int64_t a, int64_t b) { return a == kAnyAlign ? b : b == kAnyAlign ? a : std::gcd(a, b); }
+int64_t FloorDiv(int64_t a, int64_t c) { return a / c - (a % c != 0 && a < 0 ? 1 : 0); }
+
+}  // namespace
+
+IndexDim LaneMath::Constant(int64_t v) { return {I64(v), 0, nullptr, nullptr, AlignOf(v)}; }
+
+std::vector<int64_t> LaneMath::Offsets(const IndexDim& a) const {
+  if (a.pattern) return *a.pattern;
+  std::vector<int64_t> off(static_cast<size_t>(width_));
+  for (int l = 0; l < width_; ++l) off[l] = l * a.stride;
+  return off;
+}
+
+IndexDim LaneMath::WithOffsets(llvm::Value* base, std::vector<int64_t> offsets, int64_t align) {
+  const int64_t first = offsets[0];
+  if (first != 0) {
+    base = b_.CreateAdd(base, I64(first));
+    align = Gcd(align, AlignOf(first));
+    for (int64_t& o : offsets) o -= first;
+  }
+  const int64_t step = offsets.size() > 1 ? offsets[1] : 0;
+  bool progression = true;
+  for (size_t l = 0; l < offsets.size() && progression; ++l) progression = offsets[l] == static_cast<int64_t>(l) * step;
+  if (progression) return {base, step, nullptr, nullptr, align};
+  return {base, 0, nullptr, std::make_shared<const std::vector<int64_t>>(std::move(offsets)), align};
+}
+
 llvm::Value* LaneMath::Materialize(const IndexDim& a) {
   if (a.vec) return a.vec;
   if (width_ == 1) return a.base;
   llvm::Value* base = Splat(a.base);
-  if (a.stride == 0) return base;
+  if (a.uniform()) return base;
   std::vector<llvm::Constant*> lanes;
-  for (int l = 0; l < width_; ++l) lanes.push_back(b_.getInt64(l * a.stride));
+  for (int64_t o : Offsets(a)) lanes.push_back(b_.getInt64(o));
   return b_.CreateAdd(base, llvm::ConstantVector::get(lanes));
 }
 
 IndexDim LaneMath::Add(const IndexDim& a, const IndexDim& b) {
-  if (!a.vec && !b.vec) return {b_.CreateAdd(a.base, b.base), a.stride + b.stride, nullptr};
+  if (!a.vec && !b.vec) {
+    const int64_t align = Gcd(a.align, b.align);
+    if (!a.pattern && !b.pattern) return {b_.CreateAdd(a.base, b.base), a.stride + b.stride, nullptr, nullptr, align};
+    std::vector<int64_t> off = Offsets(a), other = Offsets(b);
+    for (size_t l = 0; l < off.size(); ++l) off[l] += other[l];
+    return WithOffsets(b_.CreateAdd(a.base, b.base), std::move(off), align);
+  }
   llvm::Value* v = b_.CreateAdd(Materialize(a), Materialize(b));
   return {nullptr, 0, v};
 }
 
 IndexDim LaneMath::AddConst(const IndexDim& a, int64_t c) {
   if (c == 0) return a;
-  if (!a.vec) return {b_.CreateAdd(a.base, I64(c)), a.stride, nullptr};
+  if (!a.vec) {
+    IndexDim r = a;
+    r.base = b_.CreateAdd(a.base, I64(c));
+    r.align = Gcd(a.align, AlignOf(c));
+    return r;
+  }
   return {nullptr, 0, b_.CreateAdd(a.vec, Splat(I64(c)))};
 }
 
 IndexDim LaneMath::MulConst(const IndexDim& a, int64_t c) {
   if (c == 1) return a;
-  if (!a.vec) return {b_.CreateMul(a.base, I64(c)), a.stride * c, nullptr};
+  if (!a.vec) {
+    const int64_t align = c == 0 ? kAnyAlign : Capped(static_cast<__int128>(a.align) * AlignOf(c));
+    if (!a.pattern) return {b_.CreateMul(a.base, I64(c)), a.stride * c, nullptr, nullptr, align};
+    std::vector<int64_t> off = *a.pattern;
+    for (int64_t& o : off) o *= c;
+    return WithOffsets(b_.CreateMul(a.base, I64(c)), std::move(off), align);
+  }
   return {nullptr, 0, b_.CreateMul(a.vec, Splat(I64(c)))};
 }
 
@@ -93,18 +160,41 @@ llvm::Value* LaneMath::DivideLanes(const IndexDim& a, int64_t c, int64_t bound, 
 
 IndexDim LaneMath::DivConst(const IndexDim& a, int64_t c, int64_t bound) {
   if (c == 1) return a;
-  if (a.uniform()) return {b_.CreateUDiv(a.base, I64(c)), 0, nullptr};
-  if (!a.vec && a.stride % c == 0) {
-    // (base + l*s) / c == base / c + l*(s/c) only when base % c + l*s... holds for s % c == 0.
-    return {b_.CreateUDiv(a.base, I64(c)), a.stride / c, nullptr};
+  if (a.vec) return {nullptr, 0, DivideLanes(a, c, bound, false)};
+  const int64_t quotient_align = a.align % c == 0 ? a.align / c : 1;
+  if (a.uniform()) return {b_.CreateUDiv(a.base, I64(c)), 0, nullptr, nullptr, quotient_align};
+  std::vector<int64_t> off = Offsets(a);
+  const auto [lo, hi] = std::minmax_element(off.begin(), off.end());
+  const bool multiples = std::all_of(off.begin(), off.end(), [c](int64_t o) { return o % c == 0; });
+  if (multiples || a.align % c == 0) {
+    // (base + o) / c == base / c + o / c where c divides o, or base (floor division).
+    for (int64_t& o : off) o = FloorDiv(o, c);
+    return WithOffsets(b_.CreateUDiv(a.base, I64(c)), std::move(off), quotient_align);
   }
+  // Offsets below the base's alignment (and c's) never carry it past a multiple of c: every
+  // lane has the base's quotient.
+  if (*lo >= 0 && *hi < Gcd(a.align, c)) return {b_.CreateUDiv(a.base, I64(c)), 0, nullptr};
   return {nullptr, 0, DivideLanes(a, c, bound, false)};
 }
 
 IndexDim LaneMath::RemConst(const IndexDim& a, int64_t c, int64_t bound) {
   if (c == 1) return Constant(0);
+  if (a.vec) return {nullptr, 0, DivideLanes(a, c, bound, true)};
+  if (a.align % c == 0) {
+    // base % c == 0: the offsets' remainders, constants.
+    std::vector<int64_t> off = Offsets(a);
+    for (int64_t& o : off) o -= FloorDiv(o, c) * c;
+    return WithOffsets(I64(0), std::move(off), kAnyAlign);
+  }
   if (a.uniform()) return {b_.CreateURem(a.base, I64(c)), 0, nullptr};
-  if (!a.vec && a.stride % c == 0) return {b_.CreateURem(a.base, I64(c)), 0, nullptr};
+  std::vector<int64_t> off = Offsets(a);
+  const auto [lo, hi] = std::minmax_element(off.begin(), off.end());
+  if (std::all_of(off.begin(), off.end(), [c](int64_t o) { return o % c == 0; })) {
+    return {b_.CreateURem(a.base, I64(c)), 0, nullptr};
+  }
+  // As in DivConst: no lane passes a multiple of c, so base % c + its offset.
+  const int64_t g = Gcd(a.align, c);
+  if (*lo >= 0 && *hi < g) return WithOffsets(b_.CreateURem(a.base, I64(c)), std::move(off), g);
   return {nullptr, 0, DivideLanes(a, c, bound, true)};
 }
 

@@ -4,12 +4,17 @@
 // A kernel processes `width` consecutive output elements at once (CPU: a SIMD vector;
 // GPU: width 1, one thread per element). A Val is either uniform (one scalar for all
 // lanes) or varying (a <width x T> vector). An IndexDim is an i64 index per lane, kept
-// symbolic as base + lane * stride where possible so that loads become vector loads
-// (stride 1), scalar loads (stride 0) or gathers (anything else).
+// symbolic as base + lane * stride, or base + a constant offset per lane, where possible
+// so that loads become vector loads (stride 1), scalar loads (stride 0), a load of the
+// few elements the lanes span and a shuffle (a constant pattern: a group norm's statistics
+// repeated over each group's channels), or gathers (anything else).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <vector>
 
 #include "ir/dtype.h"
 #include "ir/literal.h"
@@ -30,12 +35,19 @@ struct Val {
 };
 
 struct IndexDim {
-  llvm::Value* base = nullptr;  // i64, the value of lane 0
-  int64_t stride = 0;           // lane l holds base + l * stride (when vec is null)
+  llvm::Value* base = nullptr;  // i64, the value of lane 0 (of lane offsets: see pattern)
+  int64_t stride = 0;           // lane l holds base + l * stride (when vec and pattern are null)
   llvm::Value* vec = nullptr;   // otherwise explicit <width x i64> lanes
-  bool uniform() const { return vec == nullptr && stride == 0; }
+  // Or lane l holds base + (*pattern)[l] (stride 0, vec null): constant offsets that are no
+  // progression, from the quotients and remainders of aligned ramps (LaneMath::DivConst).
+  std::shared_ptr<const std::vector<int64_t>> pattern;
+  // base is a multiple of `align` (when vec is null): a ramp a vector loop starts at
+  // multiples of its width, and what index arithmetic keeps of that.
+  int64_t align = 1;
+  bool uniform() const { return vec == nullptr && stride == 0 && !pattern; }
   bool operator==(const IndexDim& o) const {
-    return base == o.base && stride == o.stride && vec == o.vec;
+    return base == o.base && stride == o.stride && vec == o.vec &&
+           (pattern == o.pattern || (pattern && o.pattern && *pattern == *o.pattern));
   }
 };
 
@@ -46,9 +58,16 @@ class LaneMath {
   Builder& builder() { return b_; }
 
   llvm::Value* I64(int64_t v) { return b_.getInt64(v); }
-  IndexDim Constant(int64_t v) { return {I64(v), 0, nullptr}; }
+  IndexDim Constant(int64_t v);
   IndexDim Uniform(llvm::Value* v) { return {v, 0, nullptr}; }
-  IndexDim LaneRamp(llvm::Value* base) { return {base, width_ > 1 ? 1 : 0, nullptr}; }
+  // Lanes base, base + 1, ...; `align`: base is known to be a multiple of it (a vector
+  // loop's position from a multiple of its width), which lets quotients and remainders of
+  // the lanes stay constant patterns (DivConst, RemConst).
+  IndexDim LaneRamp(llvm::Value* base, int64_t align = 1) {
+    return {base, width_ > 1 ? 1 : 0, nullptr, nullptr, std::max<int64_t>(align, 1)};
+  }
+  // Lane l's offset from base, for an index that is not `vec`.
+  std::vector<int64_t> Offsets(const IndexDim& a) const;
 
   // Index arithmetic that keeps the base + lane * stride form where it can.
   IndexDim Add(const IndexDim& a, const IndexDim& b);
@@ -57,7 +76,9 @@ class LaneMath {
   // a >= 0; `bound` > 0: every lane of a is below it. Lanes computed apart (not base +
   // lane * stride) are divided in 32 bits where the bound allows: x86 has no vector 64-bit
   // multiply-high, and LLVM divided each lane by a scalar multiply (16 extracts, multiplies
-  // and inserts per vector: a gather's index arithmetic 14x its estimate).
+  // and inserts per vector: a gather's index arithmetic 14x its estimate). Lanes at
+  // constant offsets from an aligned base stay so: a ramp from a multiple of 16 divided by
+  // 8 is base / 8 + (0 x 8, 1 x 8), its remainder (0 .. 7, 0 .. 7).
   IndexDim DivConst(const IndexDim& a, int64_t c, int64_t bound = 0);
   IndexDim RemConst(const IndexDim& a, int64_t c, int64_t bound = 0);
   // Clamps every lane into [lo, hi].
@@ -67,6 +88,8 @@ class LaneMath {
  private:
   // a's lanes divided by c (`rem`: their remainders), in 32 bits where `bound` allows.
   llvm::Value* DivideLanes(const IndexDim& a, int64_t c, int64_t bound, bool rem);
+  // base + offsets in the simplest form: uniform, a progression, or a pattern.
+  IndexDim WithOffsets(llvm::Value* base, std::vector<int64_t> offsets, int64_t align);
 
  public:
 
