@@ -527,3 +527,28 @@ def test_scalar_types_convert_as_jax_and_stand_for_numpy_types():
     assert np.issubdtype(fnp.float32, np.floating) and fnp.issubdtype(fnp.uint16, fnp.integer)
     assert fnp.zeros(2, fnp.bfloat16).dtype == fnp.bfloat16
     assert np.zeros(2, fnp.int16).dtype == np.int16 and fnp.iinfo(fnp.int8).max == 127
+
+
+# --- inexact results of integers ----------------------------------------------------------
+
+@pytest.mark.parametrize("x64", X64_MODES)
+def test_integers_become_the_float_of_their_width_as_jax(x64):
+    # JAX makes bools and integers of up to 32 bits float32 and 64-bit ones float64, x64 or
+    # not (an int32 mean is float32 with x64); fusionjit made them all the default float.
+    set_x64(x64)
+    ops = {"divide": lambda m, a: m.asarray(a) / m.asarray(a), "mean": lambda m, a: m.mean(a),
+           "sqrt": lambda m, a: m.sqrt(a), "var": lambda m, a: m.var(a),
+           "arctan2": lambda m, a: m.arctan2(a, a), "median": lambda m, a: m.median(a),
+           "interp": lambda m, a: m.interp(a, a, a)}
+    dtypes = [np.int8, np.int16, np.int32, np.uint8, np.uint16, np.uint32, np.bool_, np.float16]
+    if x64:
+        dtypes += [np.int64, np.uint64]
+    for d in dtypes:
+        a = np.arange(1, 4).astype(d)
+        want = np.float64 if np.dtype(d).itemsize == 8 else d if d == np.float16 else np.float32
+        for name, f in ops.items():
+            assert np.asarray(f(fnp, a)).dtype == want, (name, d)
+        pmean = fusionjit.vmap(lambda v: fusionjit.lax.pmean(v, "i"), axis_name="i")(a)
+        assert np.asarray(pmean).dtype == want, ("pmean", d)
+    # A bool and a Python int make the default int: its float.
+    assert np.asarray(fnp.asarray([True]) / 2).dtype == (np.float64 if x64 else np.float32)

@@ -132,6 +132,16 @@ def default_float() -> np.dtype:
     return float64 if x64_enabled() else float32
 
 
+def to_inexact(d) -> np.dtype:
+    """``d`` if it is a float, else the float its values are computed in, as JAX's: 64-bit
+    integers in float64 (present with x64 only), other integers and bools in float32 (an
+    int32 mean is float32 with x64 too)."""
+    d = np.dtype(d)
+    if is_float(d):
+        return d
+    return canonicalize(float64) if d.itemsize == 8 else float32
+
+
 def is_float(d) -> bool:
     """True for every floating dtype, bfloat16 included (NumPy calls its kind 'V')."""
     d = np.dtype(d)

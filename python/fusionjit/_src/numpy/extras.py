@@ -14,7 +14,8 @@ from fusionjit._src import dtypes as dt
 from fusionjit._src import errors
 from fusionjit._src.numpy import reductions, shapes, sorting, ufuncs
 from fusionjit._src.numpy.gather import take
-from fusionjit._src.numpy.util import aval, canonical_axis, check_arraylike, fail, to_array
+from fusionjit._src.numpy.util import (aval, canonical_axis, check_arraylike, fail,
+                                       promote_dtypes_inexact, to_array)
 
 # NumPy's scalar type hierarchy and aliases, as jax.numpy re-exports them.
 generic, number, inexact, floating = np.generic, np.number, np.inexact, np.floating
@@ -154,8 +155,8 @@ def interp(x, xp, fp, left=None, right=None, period=None):
     if aval(xp).ndim != 1 or aval(fp).shape != aval(xp).shape:
         fail(f"interp: xp and fp must be 1-D of one length, got {aval(xp).shape} and "
              f"{aval(fp).shape}", ValueError)
-    d = dt.promote_dtypes(aval(x).dtype, aval(xp).dtype, aval(fp).dtype, dt.default_float())
-    x, xp, fp = x.astype(d), xp.astype(d), fp.astype(d)
+    x, xp, fp = promote_dtypes_inexact(x, xp, fp)
+    d = aval(x).dtype
     n = aval(xp).shape[0]
     i = ufuncs.clip(sorting.searchsorted(xp, x, side="right"), 1, n - 1)
     x0, x1, f0, f1 = take(xp, i - 1), take(xp, i), take(fp, i - 1), take(fp, i)

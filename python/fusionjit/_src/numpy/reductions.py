@@ -135,7 +135,7 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
     for i in axes:
         count *= shape[i]
     if dtype is None:
-        dtype = aval(a).dtype if dt.is_float(aval(a).dtype) else dt.default_float()
+        dtype = dt.to_inexact(aval(a).dtype)
     dtype = dt.canonicalize(dtype)
     computed = dt.computation_float(dtype)  # (as JAX: 16-bit floats summed in float32)
     weak = aval(a).weak_type

@@ -318,7 +318,10 @@ def sorted_rows(name, a, q, axis, out, method):
     _no_out(name, out)
     if method not in _METHODS:
         fail(f"{name}: method must be one of {', '.join(_METHODS)}, got {method!r}", ValueError)
-    a, q_arr = promote_dtypes_inexact(to_array(a), to_array(q))
+    # a made inexact first, as JAX's: an int32 median is float32 with x64 too (q = 0.5 is
+    # a weak float, which would make the pair float64).
+    (a,) = promote_dtypes_inexact(to_array(a))
+    a, q_arr = promote_dtypes_inexact(a, to_array(q))
     q_shape = aval(q_arr).shape
     if len(q_shape) > 1:
         fail(f"{name}: q must be a scalar or a 1-D array, got shape {q_shape}", ValueError)

@@ -96,11 +96,10 @@ def promote_dtypes(*args):
 
 
 def promote_dtypes_inexact(*args):
-    """Like promote_dtypes, then integers and bools become the default float."""
+    """Like promote_dtypes, then integers and bools become floats (dt.to_inexact)."""
     avals = [aval(a) for a in args]
     d, weak = dt.promote((a.dtype, a.weak_type) for a in avals)
-    if not dt.is_float(d):
-        d = dt.default_float()
+    d = dt.to_inexact(d)
     return [to_array(a, d, weak) for a in args]
 
 
