@@ -201,6 +201,15 @@ def test_errors_name_the_line():
                                  batch_group_count=2)
     with pytest.raises(NotImplementedError, match="computation"):
         lax.reduce_window(x, 0.0, lambda a, b: a - b, (1, 1, 2, 2), (1, 1, 1, 1), "VALID")
+    # Padding that cuts more than the input has, a kernel of no taps: errors, as JAX's (they
+    # gave an empty result and zeros).
+    with pytest.raises(ValueError, match=r"test_conv.py:\d+.*negative padding is larger"):
+        lax.conv_general_dilated(x, np.ones((2, 4, 1, 1), np.float32), (1, 1),
+                                 [(-3, -3), (0, 0)])
+    assert lax.conv_general_dilated(x, np.ones((2, 4, 1, 1), np.float32), (1, 1),
+                                    [(-3, -2), (0, 0)]).shape == (1, 2, 0, 5)
+    with pytest.raises(ValueError, match="spatial dimensions must be positive"):
+        lax.conv_general_dilated(x, np.ones((2, 4, 0, 3), np.float32), (1, 1), "VALID")
 
 
 @requires_jax
@@ -328,6 +337,8 @@ def test_conv_transpose_shapes_and_errors():
     assert lax.conv_transpose(x, w, (1,), "VALID").shape == (1, 5, 5)
     with pytest.raises(ValueError, match="strides must be 1 positive ints"):
         lax.conv_transpose(x, w, (2, 2), "SAME")
+    with pytest.raises(ValueError, match="padding must be 'SAME', 'VALID' or 1"):
+        lax.conv_transpose(x, w, (2,), "same")  # capitals only, as JAX's
     with pytest.raises(ValueError, match="padding must be 'SAME', 'VALID' or 1"):
         lax.conv_transpose(x, w, (2,), "FULL")
     with pytest.raises(ValueError, match="padding must be"):

@@ -8,8 +8,10 @@ the work across the batch axis: a reduction over it (psum, pmax, pmin), moving i
 (all_gather), or an iota (axis_index). Names of enclosing vmaps are left to those: nested
 vmaps with two names, and a tuple of names, reduce over each in turn. The derivative of a
 psum is the psum of its cotangent, of an all_gather the example's slice of the psum of its
-cotangent (so ``grad`` inside and outside the vmap both work, and ``jvp``); pmax and pmin
-have none, as in JAX. A name no enclosing vmap binds raises NameError, as JAX's."""
+cotangent (so ``grad`` inside and outside the vmap both work, and ``jvp``). pmax and pmin
+have none inside the vmap, as in JAX; outside it (``grad(vmap(f, axis_name='i'))``) they
+are already the max over the batch axis, differentiated as that (JAX raises there too). A
+name no enclosing vmap binds raises NameError, as JAX's."""
 
 from __future__ import annotations
 
@@ -199,7 +201,7 @@ def pmean(x, axis_name, *, axis_index_groups=None):
         s = psum_p.bind(_operand(v), axes=names) if names else asarray_operand(v)
         a = core.get_aval(s)
         if not dt.is_float(a.dtype):
-            s = ew.convert_element_type(s, dt.default_float())
+            s = ew.convert_element_type(s, dt.to_inexact(a.dtype))
             a = core.get_aval(s)
         return ew.div(s, red.full(a.shape, n, a.dtype))
     return tree_util.tree_map(mean, x)

@@ -73,7 +73,7 @@ def conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_numb
         fail(f"conv_transpose: rhs_dilation must be {nsp} positive ints, got {rhs_dilation}",
              ValueError)
     if isinstance(padding, str):
-        kind = padding.upper()
+        kind = padding  # (capitals only, as JAX's)
         if kind not in ("SAME", "VALID"):
             fail(f"conv_transpose: padding must be 'SAME', 'VALID' or {nsp} (low, high) "
                  f"pairs, got {padding!r}", ValueError)

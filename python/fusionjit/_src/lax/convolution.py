@@ -155,6 +155,14 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
              "Please either exactly specify the required padding or use conv_transpose.",
              ValueError)
     pads = _pads(name, padding, in_sp, dilated_k, strides)
+    if 0 in k_sp:
+        fail(f"{name}: the kernel's spatial dimensions must be positive, got "
+             f"{tuple(k_sp)}", ValueError)
+    if any((n_ - 1) * d + 1 + lo + hi < 0 for n_, d, (lo, hi) in zip(in_sp, lhs_dil, pads)
+           if n_ > 0):
+        fail(f"{name}: negative padding is larger than the size of the corresponding "
+             f"dimension: got padding={tuple(pads)} for spatial dimensions {tuple(in_sp)}",
+             ValueError)
     # Channels last: the patches' features are then the inner part of each tap's run.
     lhs = sh.transpose(lhs, (0,) + tuple(range(2, 2 + nsp)) + (1,))
     rhs = sh.transpose(rhs, tuple(range(2, 2 + nsp)) + (1, 0))
