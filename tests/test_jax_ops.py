@@ -144,3 +144,16 @@ def test_make_jaxpr_and_jacobian():
     assert shapes["a"].shape == (2, 2) and shapes["a"].dtype == np.float32
     x = np.arange(3.0, dtype=np.float32)
     assert_close(fusionjit.jacobian(lambda v: v ** 2)(x), np.diag(2 * x))
+
+
+def test_precision_is_jaxs_enum_and_strings():
+    # precision=lax.Precision.HIGHEST raised AttributeError: there was no enum (hunt 7).
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    want = a @ a.T
+    for p in (lax.Precision.HIGHEST, lax.Precision.DEFAULT, "highest", "tensorfloat32",
+              ("highest", "high"), None):
+        np.testing.assert_allclose(lax.dot(a, a.T, precision=p), want)
+        np.testing.assert_allclose(fnp.einsum("ij,kj->ik", a, a, precision=p), want)
+    assert lax.Precision("float32") is lax.Precision.HIGHEST and str(lax.Precision.HIGH) == "HIGH"
+    with pytest.raises(ValueError):
+        lax.Precision("fp8")

@@ -14,6 +14,7 @@ from fusionjit._src.lax.lax import (  # noqa: F401
     rsqrt, scatter, scatter_add, scatter_max, scatter_min, scatter_mul, ScatterDimensionNumbers,
     select, select_n, shift_left, shift_right_arithmetic, shift_right_logical, sign, sin, slice,
     slice_in_dim, sqrt, square, squeeze, stop_gradient, sub, tan, tanh, transpose)
+from fusionjit._src.lax.common import Precision  # noqa: F401
 from fusionjit._src.lax.scans import (  # noqa: F401
     associative_scan, cumlogsumexp, cummax, cummin, cumprod, cumsum)
 from fusionjit._src.lax.sorting import sort, sort_key_val, top_k  # noqa: F401

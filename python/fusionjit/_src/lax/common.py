@@ -4,6 +4,7 @@ kinds of element types an op accepts."""
 from __future__ import annotations
 
 import builtins
+import enum
 from typing import Sequence
 
 import numpy as np
@@ -73,3 +74,26 @@ def _check_kinds(name: str, d, allowed: Sequence[str]):
         names = {_FLOAT: "floating-point", _INT: "integer", _BOOL: "boolean"}
         want = " or ".join(names[k] for k in allowed)
         _fail(f"{name} does not accept {d} values; it needs {want} inputs")
+
+
+class Precision(enum.Enum):
+    """A contraction's precision, as ``jax.lax.Precision`` (``precision=`` of ``dot``,
+    ``dot_general``, ``conv_general_dilated``, ``einsum``...): DEFAULT, HIGH or HIGHEST, or
+    JAX's strings for them. fusionjit computes every float contraction in its operands' own
+    precision (float32 as float32: HIGHEST), so each is accepted and all are the same."""
+    DEFAULT = 0
+    HIGH = 1
+    HIGHEST = 2
+
+    @classmethod
+    def _missing_(cls, value):
+        names = {"default": cls.DEFAULT, "fastest": cls.DEFAULT, "bfloat16": cls.DEFAULT,
+                 "high": cls.HIGH, "bfloat16_3x": cls.HIGH, "tensorfloat32": cls.HIGH,
+                 "highest": cls.HIGHEST, "float32": cls.HIGHEST}
+        if isinstance(value, str) and value.lower() in names:
+            return names[value.lower()]
+        return None
+
+    def __str__(self) -> str:
+        return self.name
+
