@@ -44,8 +44,9 @@ def main(argv=None):
         x = rng.uniform(-1, 1, shape).astype(np.float32)
         xa = fnp.asarray(x)
         f = fusionjit.jit(lambda a, axis=axis: fnp.sum(a, axis=axis))
+        reduced = x.size // max(1, np.asarray(x.sum(axis=axis)).size)
         np.testing.assert_allclose(np.asarray(f(xa)), x.astype(np.float64).sum(axis=axis),
-                                   rtol=1e-4, atol=1e-4)
+                                   rtol=1e-4, atol=1e-7 * reduced)  # float32 sums' rounding
         t_fj = median_seconds(lambda: f(xa))
         t_np = median_seconds(lambda: x.sum(axis=axis))
         row = {"sum": name, "shape": "x".join(map(str, shape)), "fusionjit_ms": t_fj * 1e3,
