@@ -1,7 +1,8 @@
 """Array functions users call between their fused kernels: sort and argsort, cumsum along
 either axis, searchsorted, transposes (a power-of-two square, and tall narrow ones), top_k,
 an argmax written as a max and a min over few long rows, and data movement along the last
-axis (a concatenate of gate blocks, the gradient of a split, strided slices, a flip),
+axis (a concatenate of gate blocks, the gradient of a split, strided slices, a flip,
+rotary pairs, repeat, a group norm's centring),
 fusionjit vs NumPy and jax.jit (when installed) in one run, with fusionjit's first call
 (trace and compile) apart.
 
@@ -54,6 +55,23 @@ def _gates(xp):
                                              axis=-1)
 
 
+def _rotary(xp):
+    """Rotary position pairs: (a, b) -> (a c - b s, a s + b c), interleaved."""
+    def rotate(x):
+        pairs = x.reshape(x.shape[0], -1, 2)
+        a, b = pairs[..., 0], pairs[..., 1]
+        return xp.stack([a * 0.6 - b * 0.8, a * 0.8 + b * 0.6], -1).reshape(x.shape)
+    return rotate
+
+
+def _minus_group_mean(xp):
+    """A group norm's centring over NHWC: 8 groups of 8 channels."""
+    def centre(x):
+        g = x.reshape(x.shape[:3] + (8, 8))
+        return (g - g.mean((1, 2, 4), keepdims=True)).reshape(x.shape)
+    return centre
+
+
 def cases(rng):
     x1 = rng.standard_normal(65536).astype(np.float32)
     x2 = rng.standard_normal((1024, 1024)).astype(np.float32)
@@ -96,6 +114,14 @@ def cases(rng):
          (rng.standard_normal((4096, 512)).astype(np.float32),)),
         ("flip of 4096 x 256 along the last axis", lambda xp: lambda a: xp.flip(a, -1),
          (rng.standard_normal((4096, 256)).astype(np.float32),)),
+        # Rows a reshape splits, read at constant lane patterns (twenty-eighth session:
+        # gathered before): rotary pairs, repeat, a group's mean over its channels.
+        ("rotary pairs of 4096 x 256", _rotary,
+         (rng.standard_normal((4096, 256)).astype(np.float32),)),
+        ("repeat(x, 2, -1) of 4096 x 128", lambda xp: lambda a: xp.repeat(a, 2, axis=-1),
+         (rng.standard_normal((4096, 128)).astype(np.float32),)),
+        ("x - its 8 group means, 32 x 32 x 32 x 64", _minus_group_mean,
+         (rng.standard_normal((32, 32, 32, 64)).astype(np.float32),)),
     ]
 
 
