@@ -387,7 +387,7 @@ def test_unique_against_jax():
 
 
 @needs_jax
-@pytest.mark.parametrize("axis", [0, 1, -1])
+@pytest.mark.parametrize("axis", [0, -1])  # (the first and the last: 15 s each)
 def test_unique_along_an_axis_against_jax(axis):
     kw = dict(return_index=True, return_inverse=True, return_counts=True)
     ints = np.array([[3, 1, 3], [2, 1, 5], [3, 1, 3], [0, 9, 9]], np.int32)

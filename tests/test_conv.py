@@ -298,6 +298,7 @@ def test_review_fixes_accumulation_padding_and_empty_results():
 # --- conv_transpose ---------------------------------------------------------------------------
 
 @requires_jax
+@pytest.mark.slow  # (not emulated: 73 s there; its kernels are the other tests' kinds)
 @pytest.mark.parametrize("nsp", [1, 2, 3])
 def test_conv_transpose_agrees_with_jax(nsp):
     import jax
