@@ -26,12 +26,13 @@ if [ "${FJ_NO_GPU_EMULATION:-0}" != 1 ]; then
   if command -v ptxas >/dev/null || [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/ptxas" ]; then
     ptx_check=sm_90
   fi
-  # (Not the tests that check JAX's random bits on large draws or the CPU's thread counts,
-  # nor the special functions' accuracy sweeps over thousands of mpmath values and the
-  # random convolutions: the CPU run covers those, and emulated they cost minutes.)
+  # (Not the tests that check JAX's random bits on large draws or over many integer ranges,
+  # the CPU's thread counts or its compile times, nor the special functions' accuracy sweeps
+  # over thousands of mpmath values, the random convolutions and the convolutions' second
+  # and float64 derivatives: the CPU run covers those, and emulated they cost minutes.)
   (cd tests && FUSIONJIT_DEFAULT_BACKEND=gpu_emulated FJ_CHECK_PTX=$ptx_check \
     $PY -m pytest -q -n 2 -p no:cacheprovider -m "not slow" \
-    -k "not bit_exact_with_jax_live and not depend_on_the_thread_count and not within_a_few_ulp and not within_its_conditioning and not match_mpmath and not random_convolutions" \
+    -k "not bit_exact_with_jax_live and not narrow_integers_matches_jax and not depend_on_the_thread_count and not compiles_in_seconds and not within_a_few_ulp and not within_its_conditioning and not match_mpmath and not random_convolutions and not second_derivatives and not float64_cotangents" \
     test_ops.py test_loops.py test_whole_loop.py test_multi_output.py test_random.py \
     test_small_dtypes.py test_gather.py test_special.py test_conv.py test_dot_layout.py \
     test_vmap.py test_top_k.py)

@@ -71,8 +71,8 @@ def _check(prog, seed) -> str:
     ours = fusionjit.jit(fusionjit.grad(_loss(prog, data, floats, weights, fnp, flax, frandom),
                                         argnums=nums))
     try:
-        want = jax.grad(_loss(prog, data, floats, weights, jnp, jax.lax, jax.random),
-                        argnums=nums)(*args)
+        want = jax.jit(jax.grad(_loss(prog, data, floats, weights, jnp, jax.lax, jax.random),
+                                argnums=nums))(*args)
     except ValueError as e:     # reverse mode through a while loop (JAX's message names it)
         if "while_loop" not in str(e):
             raise
