@@ -464,6 +464,34 @@ def test_launch_counts_of_nested_and_data_dependent_loops():
     assert w["loops"][0]["iterations"] == 7   # 1, 2, ..., 64, 128
 
 
+def test_launch_counts_of_loops_after_other_loops_and_kernels():
+    # Each loop's counter took arena bytes earlier kernels had used and freed, but counters
+    # are zeroed when the program starts: the second and third loops counted from their
+    # predecessors' data (2139095043 iterations: an inf plus 3). A nested loop after a
+    # kernel of its enclosing body must add up over the outer iterations as well.
+    def f(x):
+        y = lax.fori_loop(0, 24, lambda i, v: v * 0.5 + fnp.sum(v), x)
+        z = lax.fori_loop(0, 20, lambda i, v: v * 0.5 - fnp.max(v), y)
+
+        def outer(c, xi):
+            c = c * fnp.sum(c * xi)
+            return lax.fori_loop(0, 5, lambda j, v: v * 0.5 + fnp.min(v), c), None
+        return lax.scan(outer, z, np.ones((6, 2), np.float32))[0]
+
+    x = np.ones((24, 2), np.float32)
+    counts = fusionjit.testing.launch_counts(f, fusion="xla")(x)
+    top = sorted(lp["iterations"] for lp in counts["loops"] if not lp["parent"])
+    inner = [lp["iterations"] for lp in counts["loops"] if lp["parent"]]
+    assert top == [6, 20, 24] and inner == [30], counts
+    assert counts["per_call"] < 400, counts
+    # The fusionjit profile unrolls the first two by factors of their trip counts.
+    counts = fusionjit.testing.launch_counts(f)(x)
+    top = [lp["iterations"] for lp in counts["loops"] if not lp["parent"]]
+    inner = [lp["iterations"] for lp in counts["loops"] if lp["parent"]]
+    assert len(top) == 3 and 24 % top[0] == 0 and 20 % top[1] == 0 and top[2] == 6, counts
+    assert inner == [30] and counts["per_call"] < 400, counts
+
+
 def test_a_scan_of_prng_splits_compiles_in_reasonable_time():
     # The cost model once unrolled this 325-op body 8 times into one kernel: LLVM took
     # ~30 s over it (the xla profile: 0.5 s). The unrolled body is now capped in size.

@@ -431,6 +431,15 @@ BufferAssignment::BufferAssignment(const Module& module) : entry_(module.entry()
   }
   ComputeUpdatedOutputsInPlace();
   Arena arena;
+  // The loops' iteration counters first, where no kernel's buffer ever goes: they are zeroed
+  // when the program starts and read after it ends, and a nested loop's counter adds up
+  // over the runs of its enclosing loop. (Taken from the arena as each loop came, a counter
+  // got bytes earlier kernels had used and freed: launch_counts read their data.)
+  int64_t loops = 0;
+  for (const Computation* c : module.ControlFlowComputations()) {
+    for (const Instruction* i : c->Instructions()) loops += i->opcode() == Opcode::kWhile;
+  }
+  next_counter_ = loops > 0 ? arena.Allocate(8 * loops) : 0;
   Assign(*entry_, arena);
   temp_bytes_ = arena.end();
   for (size_t c = 0; c < output_copies_.size(); ++c) {
@@ -643,7 +652,8 @@ void BufferAssignment::AssignLoop(const Instruction* loop, Arena& arena) {
     }
     if (!(source == slices_.at(state))) plan.before.push_back({slices_.at(state), source});
   }
-  plan.counter_offset = arena.Allocate(8);  // never freed: read after the program ran
+  plan.counter_offset = next_counter_;  // (reserved at the arena's start: see the constructor)
+  next_counter_ += 8;
 
   const Computation* body = loop->while_body();
   const Instruction* root = body->root();
@@ -782,7 +792,8 @@ std::string BufferAssignment::ToString() const {
       if (i->opcode() == Opcode::kWhile) {
         const LoopPlan& plan = loop(i);
         os << indent << "  " << plan.before.size() << " copies into the state, " << plan.after_body.size()
-           << " per iteration\n";
+           << " per iteration, its iteration counter at [" << plan.counter_offset << ", "
+           << plan.counter_offset + 8 << ")\n";
         show(i->while_condition(), depth + 1);
         show(i->while_body(), depth + 1);
       } else if (i->opcode() == Opcode::kConditional) {

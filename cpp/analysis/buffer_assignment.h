@@ -133,6 +133,7 @@ class BufferAssignment {
   std::unordered_map<const Instruction*, std::vector<std::vector<BufferCopy>>> branches_;
   std::unordered_map<const Instruction*, int> in_place_;
   int64_t temp_bytes_ = 0;
+  int64_t next_counter_ = 0;  // the next loop's iteration counter (AssignLoop)
 };
 
 // The operand a kernel may update in place: the operand 0 of a dynamic-update-slice root
