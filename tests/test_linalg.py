@@ -184,3 +184,18 @@ def test_review_fixes():
     for assume in ("gen", "pos"):
         np.testing.assert_allclose(np.asarray(fsl.solve(s, v, assume_a=assume)),
                                    np.linalg.solve(s, v), rtol=1e-5, atol=1e-6)
+
+
+def test_factorisation_loops_are_not_unrolled_into_copies_of_their_kernels():
+    # Each step of an LU factorisation is several kernels (pivot search, row swaps, update):
+    # the cost model unrolled its 24 steps by 8 into 88 kernels that took 3 s to compile,
+    # for no gain. Kept as loops, solve(24 x 24) is a few dozen kernels per step at most.
+    a = RNG.normal(size=(24, 24)).astype(np.float32)
+    b = RNG.normal(size=(24, 2)).astype(np.float32)
+    counts = fusionjit.testing.launch_counts(fnp.linalg.solve)(a, b)
+    assert len(counts["loops"]) == 3
+    assert all(loop["iterations"] == 24 for loop in counts["loops"]), counts
+    text = fusionjit.jit(fnp.linalg.solve).lower(a, b).as_text("optimized")
+    assert text.count(" while(") == 3
+    np.testing.assert_allclose(np.asarray(fusionjit.jit(fnp.linalg.solve)(a, b)),
+                               np.linalg.solve(a, b), rtol=2e-3, atol=2e-4)

@@ -203,6 +203,22 @@ bool WhileLoopSimplifyPass::Run(Module& module) {
   return changed;
 }
 
+int64_t WhileLoopUnrollPass::KernelEndingOps(const Computation& body) {
+  int64_t n = 0;
+  for (const Instruction* i : body.Instructions()) {
+    switch (i->opcode()) {
+      case Opcode::kReduce: case Opcode::kArgMax: case Opcode::kArgMin: case Opcode::kDot:
+      case Opcode::kScatter: case Opcode::kWhile: case Opcode::kConditional:
+      case Opcode::kCustomCall:
+        ++n;
+        break;
+      default:
+        break;
+    }
+  }
+  return n;
+}
+
 int64_t WhileLoopUnrollPass::ChooseFactor(double body_us, int64_t trip_count, int64_t max_factor) {
   // A body this cheap is dominated by the loop's own overhead (its kernels' calls and
   // their loops' set-up, the state's round trips through memory): running several
@@ -227,18 +243,26 @@ bool WhileLoopUnrollPass::Run(Module& module) {
       why = "the user's unroll=" + std::to_string(factor);
     } else if (choose_) {
       int64_t ops = loop->while_body()->instruction_count();
+      int64_t kernels = KernelEndingOps(*loop->while_body());
       // A rough per-iteration estimate before fusion: bytes through memory at a few GB/s.
       double body_us = static_cast<double>(loop->shape().ByteSize()) / 4e3;
       // The unrolled body stays small enough for LLVM: it takes superlinear time on long
       // straight-line kernels (eight copies of a body that splits a PRNG key three ways,
-      // 2,600 ops, took it 23 s).
-      factor = ops <= 400 ? ChooseFactor(body_us, trips, std::max<int64_t>(1, kMaxUnrolledOps / ops)) : 1;
+      // 2,600 ops, took it 23 s). A step of several kernels gains little: unrolled, it
+      // launches as many kernels, and only the loop's own step is saved (an LU
+      // factorisation's 24 steps of 7 kernels, unrolled by 8: 88 kernels, 3 s to compile,
+      // no faster).
+      bool small = ops <= 400 && kernels <= kMaxUnrolledKernelEnds;
+      factor = small ? ChooseFactor(body_us, trips, std::max<int64_t>(1, kMaxUnrolledOps / ops)) : 1;
       char figures[96];
       std::snprintf(figures, sizeof figures, "%lld ops, a %lld-byte state, ~%.2g us a step",
                     static_cast<long long>(ops), static_cast<long long>(loop->shape().ByteSize()), body_us);
       why = factor > 1 ? "chosen by the cost model: a small body (" + std::string(figures) +
                              ") costs mostly loop overhead, which unrolling amortises"
             : ops > 400 ? "the cost model keeps it: a large body (" + std::string(figures) + ")"
+            : !small ? "the cost model keeps it: a step of " + std::to_string(kernels) +
+                           " reductions, dots or other kernel-ending ops is that many kernels, which "
+                           "unrolled copies would launch as often and compile once each"
             : trips < 16 ? "the cost model keeps it: only " + std::to_string(trips) + " steps"
                          : "the cost model keeps it: the body's own work dominates (" + std::string(figures) + ")";
     } else {

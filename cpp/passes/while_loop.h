@@ -42,6 +42,10 @@ class WhileLoopUnrollPass : public Pass {
 
   // Ops of a body unrolled by the cost model's choice, at most.
   static constexpr int64_t kMaxUnrolledOps = 1024;
+  // Ops that end a kernel (reductions, dots, scatters, custom calls such as sorts, nested
+  // control flow) in a body the cost model unrolls, at most.
+  static constexpr int64_t kMaxUnrolledKernelEnds = 2;
+  static int64_t KernelEndingOps(const Computation& body);
   // The factor the cost model picks for a body of `body_us` estimated microseconds per
   // iteration and `trip_count` iterations, at most `max_factor` (1: leave the loop as it is).
   static int64_t ChooseFactor(double body_us, int64_t trip_count, int64_t max_factor);

@@ -142,6 +142,68 @@ TEST(WhileLoopUnroll, TheCostModelKeepsTheUnrolledBodySmall) {
   EXPECT_EQ(WhileLoopUnrollPass::ChooseFactor(0.01, 999, 3), 3);  // no divisor: up to the cap
 }
 
+TEST(WhileLoopUnroll, TheCostModelKeepsABodyOfSeveralKernels) {
+  // Each step a chain of three reductions (three kernels): unrolled copies would launch as
+  // many kernels and compile each copy; only the loop's own step would be saved.
+  const std::string state = "(s32[], f32[8,8])";
+  auto m = Parse(R"(
+module m
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+
+%body (p: )" + state + R"() -> )" + state + R"( {
+  %p = )" + state + R"( parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %x = f32[8,8] get-tuple-element(%p), index=1
+  %zero = f32[] constant(0)
+  %r0 = f32[8] reduce(%x, %zero), dimensions={1}, to_apply=%add
+  %b0 = f32[8,8] broadcast(%r0), dimensions={0}
+  %x1 = f32[8,8] subtract(%x, %b0)
+  %r1 = f32[8] reduce(%x1, %zero), dimensions={0}, to_apply=%add
+  %b1 = f32[8,8] broadcast(%r1), dimensions={1}
+  %x2 = f32[8,8] subtract(%x1, %b1)
+  %r2 = f32[8] reduce(%x2, %zero), dimensions={1}, to_apply=%add
+  %b2 = f32[8,8] broadcast(%r2), dimensions={0}
+  %y = f32[8,8] multiply(%x2, %b2)
+  %one = s32[] constant(1)
+  %next = s32[] add(%i, %one)
+  ROOT %t = )" + state + R"( tuple(%next, %y)
+}
+
+%cond (p: )" + state + R"() -> pred[] {
+  %p = )" + state + R"( parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %n = s32[] constant(24)
+  ROOT %lt = pred[] compare(%i, %n), direction=LT
+}
+
+ENTRY %main (x: f32[8,8]) -> (f32[8,8]) {
+  %x = f32[8,8] parameter(0)
+  %zero = s32[] constant(0)
+  %init = )" + state + R"( tuple(%zero, %x)
+  %w = )" + state + R"( while(%init), condition=%cond, body=%body
+  %r = f32[8,8] get-tuple-element(%w), index=1
+  ROOT %out = (f32[8,8]) tuple(%r)
+}
+)");
+  WhileTripCountPass().Run(*m);
+  ASSERT_NE(TheLoop(*m), nullptr);
+  EXPECT_EQ(WhileLoopUnrollPass::KernelEndingOps(*TheLoop(*m)->while_body()), 3);
+  int64_t noted = 0;
+  std::string why;
+  WhileLoopUnrollPass unroll(true, [&](const Instruction*, int64_t factor, const std::string& w) {
+    noted = factor;
+    why = w;
+  });
+  EXPECT_FALSE(unroll.Run(*m));
+  EXPECT_EQ(noted, 1);
+  EXPECT_NE(why.find("a step of 3 reductions"), std::string::npos) << why;
+}
+
 // A [2, 4] carry read only by rows becomes two [4] carries; the instructions that read the
 // loop's result are replaced. (The pass once read them after removing them: ASan, or the
 // compile itself now and then, caught it on the CartPole pool's two loops.)
