@@ -1,6 +1,7 @@
 """Small dense linear algebra, fusionjit (its own loops: Householder QR, Cholesky, Jacobi
 eigh and svd) vs jax.jit (LAPACK) when installed, in one run: the matrices of ML and RL
-code (covariances, preconditioners, batches of small systems).
+code (covariances, preconditioners, batches of small systems; batches of 8 or more are
+factorised with the batch as the vector dimension, see _src/numpy/linalg_lanes.py).
 
     python benchmarks/linalg.py [--repeats 7]
 """
@@ -36,6 +37,14 @@ def main(argv=None):
         ("svdvals 128x32", lambda np_: lambda a: np_.linalg.svd(a, compute_uv=False),
          rng.standard_normal((128, 32)).astype(np.float32)),
         ("cholesky 1024 x 6x6", lambda np_: np_.linalg.cholesky, spd(1024, 6, 6)),
+        ("cholesky 4096 x 8x8", lambda np_: np_.linalg.cholesky, spd(4096, 8, 8)),
+        ("cholesky 256 x 24x24", lambda np_: np_.linalg.cholesky, spd(256, 24, 24)),
+        ("solve 4096 x 8x8", lambda np_: lambda a: np_.linalg.solve(a, a[..., :2]),
+         rng.standard_normal((4096, 8, 8)).astype(np.float32)),
+        ("solve 256 x 24x24", lambda np_: lambda a: np_.linalg.solve(a, a[..., :2]),
+         rng.standard_normal((256, 24, 24)).astype(np.float32)),
+        ("solve 24x24", lambda np_: lambda a: np_.linalg.solve(a, a[..., :2]),
+         rng.standard_normal((24, 24)).astype(np.float32)),
         ("qr 128x32", lambda np_: np_.linalg.qr, rng.standard_normal((128, 32)).astype(np.float32)),
     ]
     rows = []

@@ -19,7 +19,9 @@ def spd(n, batch=()):
     return (m @ np.swapaxes(m, -1, -2) + n * np.eye(n)).astype(np.float32)
 
 
-@pytest.mark.parametrize("n,batch", [(1, ()), (3, ()), (8, (2,)), (24, ()), (5, (2, 3))])
+# (Batches of 8 or more are factorised in lanes, the batch as the minor dimension.)
+@pytest.mark.parametrize("n,batch", [(1, ()), (3, ()), (8, (2,)), (24, ()), (5, (2, 3)),
+                                     (6, (16,)), (1, (9,)), (4, (2, 5))])
 def test_against_numpy(n, batch):
     a = RNG.normal(size=batch + (n, n)).astype(np.float32)
     b = RNG.normal(size=batch + (n, 2)).astype(np.float32)
@@ -199,3 +201,57 @@ def test_factorisation_loops_are_not_unrolled_into_copies_of_their_kernels():
     assert text.count(" while(") == 3
     np.testing.assert_allclose(np.asarray(fusionjit.jit(fnp.linalg.solve)(a, b)),
                                np.linalg.solve(a, b), rtol=2e-3, atol=2e-4)
+
+
+def test_batches_in_lanes_keep_the_edge_cases_of_each_matrix():
+    # A batch of 8 is factorised in lanes: each matrix's failure stays its own.
+    s = spd(3, (8,))
+    s[2] = [[1, 2, 0], [2, 1, 0], [0, 0, 1]]          # not positive definite
+    low = np.asarray(fnp.linalg.cholesky(s))
+    assert np.isnan(low[2][np.tril_indices(3)]).all() and (np.triu(low[2], 1) == 0).all()
+    others = [k for k in range(8) if k != 2]
+    np.testing.assert_allclose(low[others], np.linalg.cholesky(s[others]), rtol=2e-5, atol=2e-5)
+    a = RNG.normal(size=(8, 4, 4)).astype(np.float32)
+    a[1] = 0.0                                         # singular: a zero pivot left alone
+    a[5] = np.eye(4, dtype=np.float32)[[1, 0, 3, 2]]   # a permutation: det = its sign
+    a[6, :, 2] = a[6, :, 0]                            # rank deficient
+    det = np.asarray(fnp.linalg.det(a))
+    assert det[1] == 0.0 and det[5] == 1.0
+    np.testing.assert_allclose(det, np.linalg.det(a), rtol=2e-4, atol=1e-5)
+    sign, logdet = fnp.linalg.slogdet(a)
+    want = np.linalg.slogdet(a)
+    assert np.asarray(sign)[1] == 0.0 and np.asarray(logdet)[1] == -np.inf
+    np.testing.assert_array_equal(np.asarray(sign)[[0, 2, 3, 4, 5, 7]], want[0][[0, 2, 3, 4, 5, 7]])
+    b = RNG.normal(size=(8, 4)).astype(np.float32)
+    ok = [0, 2, 3, 4, 5, 7]
+    x = np.asarray(fnp.linalg.solve(a, b[..., None]))[..., 0]
+    np.testing.assert_allclose(x[ok], np.linalg.solve(a[ok], b[ok][..., None])[..., 0],
+                               rtol=2e-3, atol=2e-4)
+
+
+def test_batches_in_lanes_under_vmap_jit_and_grad():
+    s = spd(5, (12,))
+    b = RNG.normal(size=(12, 5, 2)).astype(np.float32)
+    want = np.linalg.cholesky(s)
+    np.testing.assert_allclose(np.asarray(fusionjit.vmap(fnp.linalg.cholesky)(s)), want,
+                               rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(np.asarray(fusionjit.jit(fnp.linalg.solve)(s, b)),
+                               np.linalg.solve(s, b), rtol=1e-3, atol=1e-4)
+    np.testing.assert_allclose(
+        np.asarray(fsl.solve_triangular(want, b, lower=True)),
+        np.linalg.solve(want, b), rtol=1e-4, atol=1e-5)
+
+    def loss(s):   # a Gaussian's log-determinant, batched: d/ds = inv(s) (symmetric)
+        return fnp.sum(fnp.log(fnp.diagonal(fnp.linalg.cholesky(s), axis1=-2, axis2=-1)))
+    np.testing.assert_allclose(np.asarray(fusionjit.grad(loss)(s)), 0.5 * np.linalg.inv(s),
+                               rtol=2e-3, atol=2e-4)
+    grad_solve = fusionjit.grad(lambda a: fnp.sum(fnp.linalg.solve(a, b)))
+    np.testing.assert_allclose(np.asarray(grad_solve(s)), _solve_grad(s, b), rtol=2e-3,
+                               atol=2e-4)
+
+
+def _solve_grad(a, b):
+    """d sum(solve(a, b)) / d a = -(a^-T 1) x^T, per matrix."""
+    x = np.linalg.solve(a.astype(np.float64), b.astype(np.float64))
+    g = np.linalg.solve(np.swapaxes(a, -1, -2).astype(np.float64), np.ones_like(x))
+    return -(g @ np.swapaxes(x, -1, -2))

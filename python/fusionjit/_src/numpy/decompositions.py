@@ -12,7 +12,7 @@ import numpy as np
 from fusionjit._src import dtypes as dt
 from fusionjit._src.lax import lax
 from fusionjit._src.lax.control_flow import fori_loop
-from fusionjit._src.numpy import gather, reductions, shapes, ufuncs
+from fusionjit._src.numpy import gather, linalg_lanes, reductions, shapes, ufuncs
 from fusionjit._src.numpy.util import aval, check_arraylike, fail, promote_dtypes_inexact, to_array
 
 
@@ -137,7 +137,11 @@ def cholesky(a, *, upper: bool = False, symmetrize_input: bool = True):
     a = _square("cholesky", a)
     if symmetrize_input:
         a = ufuncs.multiply(ufuncs.add(a, shapes.swapaxes(a, -1, -2)), 0.5)
-    low = _cholesky_lower(a)
+    batch = aval(a).shape[:-2]
+    if linalg_lanes.pays(batch):
+        low = linalg_lanes.from_lanes(linalg_lanes.cholesky_lower(linalg_lanes.to_lanes(a)), batch)
+    else:
+        low = _cholesky_lower(a)
     # Not positive definite (a pivot not > 0): nan below and on the diagonal, as JAX.
     rows, cols = _iotas(aval(a).shape[-1])
     diag = _diagonal(low)
@@ -149,8 +153,14 @@ def cholesky(a, *, upper: bool = False, symmetrize_input: bool = True):
 
 
 def _triangular(m, b, lower: bool, unit_diagonal: bool = False):
-    """x with m x = b for triangular m (..., n, n) and b (..., n, k), row by row."""
+    """x with m x = b for triangular m (..., n, n) and b (..., n, k), row by row (a large
+    batch: column by column, in lanes)."""
     n = aval(m).shape[-1]
+    batch = tuple(np.broadcast_shapes(aval(m).shape[:-2], aval(b).shape[:-2]))
+    if linalg_lanes.pays(batch):
+        m = linalg_lanes.to_lanes(shapes.broadcast_to(m, batch + aval(m).shape[-2:]))
+        b = linalg_lanes.to_lanes(shapes.broadcast_to(b, batch + aval(b).shape[-2:]))
+        return linalg_lanes.from_lanes(linalg_lanes.triangular(m, b, lower, unit_diagonal), batch)
     rows, cols = _iotas(n)
 
     def row(step, x):
@@ -172,6 +182,10 @@ def _lu(a):
     with partial pivoting (the first largest |pivot|, as LAPACK's getrf)."""
     shape = aval(a).shape
     n = shape[-1]
+    if linalg_lanes.pays(shape[:-2]):
+        lu, perm, sign = linalg_lanes.lu(linalg_lanes.to_lanes(a))
+        perm = lax.reshape(lax.transpose(perm, (2, 1, 0)), shape[:-1])
+        return linalg_lanes.from_lanes(lu, shape[:-2]), perm, lax.reshape(sign, shape[:-2])
     rows, cols = _iotas(n)
     i32 = np.dtype(np.int32)
     perm0 = shapes.broadcast_to(lax.broadcasted_iota(i32, (n, 1), 0), shape[:-2] + (n, 1))
@@ -245,6 +259,12 @@ def solve(a, b):
     batch = tuple(np.broadcast_shapes(aval(a).shape[:-2], aval(b).shape[:-2]))
     a = shapes.broadcast_to(a, batch + (n, n))
     b = shapes.broadcast_to(b, batch + aval(b).shape[-2:])
+    if linalg_lanes.pays(batch):  # (all of it in lanes: one transpose in, one out)
+        lu, perm, _ = linalg_lanes.lu(linalg_lanes.to_lanes(a))
+        y = linalg_lanes.triangular(lu, linalg_lanes.permute_rows(linalg_lanes.to_lanes(b), perm),
+                                    lower=True, unit_diagonal=True)
+        x = linalg_lanes.from_lanes(linalg_lanes.triangular(lu, y, lower=False), batch)
+        return lax.reshape(x, batch + (n,)) if vector else x
     lu, perm, _ = _lu(a)
     k = aval(b).shape[-1]
     index = shapes.broadcast_to(shapes.expand_dims(perm, -1), batch + (n, k))
