@@ -15,6 +15,7 @@ from fusionjit._src.lax.lax import (  # noqa: F401
     select, select_n, shift_left, shift_right_arithmetic, shift_right_logical, sign, sin, slice,
     slice_in_dim, sqrt, square, squeeze, stop_gradient, sub, tan, tanh, transpose)
 from fusionjit._src.lax.common import Precision  # noqa: F401
+from fusionjit._src.lax.linear_solve import custom_linear_solve, custom_root  # noqa: F401
 from fusionjit._src.lax.misc import (  # noqa: F401
     approx_max_k, approx_min_k, batch_matmul, broadcast_like, broadcast_shapes, broadcast_to_rank,
     clz, collapse, conv_general_dilated_patches, conv_general_permutations,
