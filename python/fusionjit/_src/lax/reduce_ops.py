@@ -6,7 +6,8 @@ A reduction whose computation is a known monoid (``lax.add`` with init 0, ...) b
 matching reduce primitive; any other is a balanced tree of the computation over the reduced
 elements, adjacent pairs first (the left operand always the earlier elements, so an
 associative computation need not commute), with the initial values combined in once, on the
-left, as XLA's CPU loop does.
+left, as XLA's CPU loop does (a single element per output is taken as it is, as XLA
+simplifies that case).
 """
 
 from __future__ import annotations
@@ -161,6 +162,11 @@ def reduce(operands, init_values, computation: Callable, dimensions: Sequence[in
         outs = [sh.broadcast_in_dim(v, kept_shape, ()) for v in inits]
         return tree_unflatten(op_tree, outs)
     leaves = [sh.reshape(sh.transpose(x, tuple(kept) + dims), (rows * n,)) for x in flat_ops]
+    if n == 1:
+        # One element per output is that element, init not combined in: XLA, which takes
+        # the init value for an identity, simplifies such a reduce to a reshape (JAX's
+        # results).
+        return tree_unflatten(op_tree, [sh.reshape(x, kept_shape) for x in leaves])
     leaves = _tree_reduce(combine, leaves, rows, n)
     outs = combine([sh.broadcast_in_dim(v, (rows,), ()) for v in inits], leaves)
     return tree_unflatten(op_tree, [sh.reshape(o, kept_shape) for o in outs])
