@@ -30,6 +30,10 @@ from fusionjit._src.autodiff import (checkpoint, custom_jvp, custom_vjp, grad, h
                                      jacrev, jvp, linearize, remat, value_and_grad, vjp)
 from fusionjit._src.autodiff import jacrev as jacobian  # jax.jacobian is jacrev
 from fusionjit._src.batching import vmap
+from fusionjit._src.api_extras import (checkpoint_policies, closure_convert, custom_gradient,
+                                       default_matmul_precision, ensure_compile_time_eval,
+                                       linear_transpose, named_call, print_environment_info,
+                                       typeof)
 from fusionjit._src.errors import (ConcretizationTypeError, TracerArrayConversionError,
                                    TracerBoolConversionError, TracerIntegerConversionError,
                                    UnexpectedTracerError)
@@ -100,5 +104,7 @@ __all__ = [
     "linearize", "local_device_count", "make_ir", "make_jaxpr", "named_scope", "nn", "numpy",
     "ops", "process_count", "profile", "pure_callback", "experimental",
     "process_index", "random", "remat", "scipy", "testing", "tree", "tree_util",
-    "value_and_grad", "vjp", "vmap",
+    "value_and_grad", "vjp", "vmap", "checkpoint_policies", "closure_convert", "custom_gradient",
+    "default_matmul_precision", "ensure_compile_time_eval", "linear_transpose", "named_call",
+    "print_environment_info", "typeof",
 ]

@@ -360,7 +360,8 @@ class Jitted(_core.JitFunction):
         """Called by the C++ fast path when it has no executable for this call."""
         if config.fusionjit_disable_jit and not self._primitive:
             return ("result", None, self._fun(*args, **kwargs))
-        if core.current_trace() is not None:
+        if core.current_trace() is not None or (core.in_compile_time_eval() and any(
+                isinstance(x, core.Tracer) for x in tree_util.tree_leaves((args, kwargs)))):
             # Called inside another trace (with tracers or closing over them): inline the
             # function into it.
             return ("result", None, self._fun(*args, **kwargs))

@@ -314,23 +314,27 @@ class _ThreadState(threading.local):
 
     def __init__(self):
         self.trace_stack: list[Trace] = []
+        # Traces below this depth of the stack do not record operations on constants
+        # (ensure_compile_time_eval: they run eagerly); those started inside the block do.
+        self.eager_below = 0
 
 
 _STATE = _ThreadState()
 
 
 def current_trace() -> Trace | None:
-    """The innermost trace active on this thread, or None outside any trace."""
+    """The innermost trace active on this thread, or None outside any trace (or where
+    ``compile_time_eval`` runs operations eagerly)."""
     stack = _STATE.trace_stack
-    return stack[-1] if stack else None
+    return stack[-1] if len(stack) > _STATE.eager_below else None
 
 
 def find_trace(args) -> Trace | None:
     """The trace that records an operation on ``args``: the innermost trace among the
     tracers, else the innermost active trace of this thread (constants met while tracing
-    are recorded too), else None (eager)."""
+    are recorded too) unless in ``compile_time_eval``, else None (eager)."""
     stack = _STATE.trace_stack
-    trace = stack[-1] if stack else None
+    trace = stack[-1] if len(stack) > _STATE.eager_below else None
     for a in args:
         if isinstance(a, Tracer):
             t = a._trace
@@ -434,6 +438,23 @@ class Tracer:
         raise TypeError(errors.located(
             "traced arrays are not hashable; a static argument must be a concrete value",
             errors.user_location(2)))
+
+
+def in_compile_time_eval() -> bool:
+    """Whether a ``compile_time_eval`` block hides traces begun before it."""
+    return _STATE.eager_below > 0
+
+
+class compile_time_eval:
+    """Within it, operations on concrete values run eagerly even while a function is
+    traced (``fusionjit.ensure_compile_time_eval``); those on tracers are still traced."""
+
+    def __enter__(self):
+        self._saved = _STATE.eager_below
+        _STATE.eager_below = len(_STATE.trace_stack)
+
+    def __exit__(self, *exc):
+        _STATE.eager_below = self._saved
 
 
 def new_trace(name: str) -> Trace:

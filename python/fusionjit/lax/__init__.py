@@ -15,6 +15,14 @@ from fusionjit._src.lax.lax import (  # noqa: F401
     select, select_n, shift_left, shift_right_arithmetic, shift_right_logical, sign, sin, slice,
     slice_in_dim, sqrt, square, squeeze, stop_gradient, sub, tan, tanh, transpose)
 from fusionjit._src.lax.common import Precision  # noqa: F401
+from fusionjit._src.lax.linear_solve import custom_linear_solve, custom_root  # noqa: F401
+from fusionjit._src.lax.misc import (  # noqa: F401
+    approx_max_k, approx_min_k, batch_matmul, broadcast_like, broadcast_shapes, broadcast_to_rank,
+    clz, collapse, conv_general_dilated_patches, conv_general_permutations,
+    conv_general_shape_tuple, conv_shape_tuple, conv_transpose_shape_tuple, dtype, empty,
+    full_like, index_take, mulhi, nextafter, optimization_barrier, reduce_window_shape_tuple,
+    scatter_apply, scatter_sub, split, stack, tile, unstack)
+from fusionjit._src.lax.reduce_ops import reduce, reduce_precision, reduce_xor  # noqa: F401,A004
 from fusionjit._src.lax.scans import (  # noqa: F401
     associative_scan, cumlogsumexp, cummax, cummin, cumprod, cumsum)
 from fusionjit._src.lax.sorting import sort, sort_key_val, top_k  # noqa: F401
@@ -58,27 +66,3 @@ def _strict_floats():
 
 
 globals().update(_strict_floats())
-
-
-def reduce(operands, init_values, computation, dimensions):  # noqa: A001
-    """``jax.lax.reduce`` for one operand and a monoid computation (``lax.add``, ``mul``,
-    ``max``, ``min``, ``bitwise_and``, ``bitwise_or``): the matching reduction over
-    ``dimensions``, with ``init_values`` combined in once (JAX requires it to be the
-    identity). Other computations, and several operands at once, raise."""
-    from fusionjit._src import errors as _errors
-    from fusionjit._src.lax import elementwise as _ew, reductions as _red
-    monoids = {_ew.add: _red.reduce_sum, _ew.mul: _red.reduce_prod, _ew.max: _red.reduce_max,
-               _ew.min: _red.reduce_min, _ew.bitwise_and: _red.reduce_and,
-               _ew.bitwise_or: _red.reduce_or}
-    if isinstance(operands, (tuple, list)) or isinstance(init_values, (tuple, list)):
-        raise NotImplementedError(_errors.located(
-            "lax.reduce of several operands at once is not supported; reduce each, or use "
-            "argmax/argmin for an index"))
-    reducer = monoids.get(computation)
-    if reducer is None:
-        raise NotImplementedError(_errors.located(
-            f"lax.reduce: the computation must be lax.add, mul, max, min, bitwise_and or "
-            f"bitwise_or (got {getattr(computation, '__name__', computation)!r})"))
-    from fusionjit._src import core as _core
-    out = reducer(operands, tuple(dimensions))
-    return computation(out, _ew.convert_element_type(init_values, _core.get_aval(out).dtype))
