@@ -65,7 +65,8 @@ def test_eigh_reads_one_triangle_without_symmetrize_input():
 
 @pytest.mark.parametrize("shape, full", [((5, 3), True), ((5, 3), False), ((3, 5), True),
                                          ((3, 5), False), ((4, 4), True), ((6, 1), True),
-                                         ((1, 6), False), ((2, 40, 7), False)])
+                                         ((1, 6), False), ((2, 40, 7), False),
+                                         ((48, 12), True), ((12, 40), False)])
 def test_svd_matches_lapack(shape, full):
     rng = np.random.default_rng(104)
     a = rng.standard_normal(shape).astype(np.float32)
@@ -97,7 +98,10 @@ def test_sweeps_go_on_while_far_from_converged(seed):
 def test_svd_of_rank_deficient_and_zero_matrices_keeps_u_orthonormal():
     rng = np.random.default_rng(106)
     low = (rng.standard_normal((6, 2)) @ rng.standard_normal((2, 4))).astype(np.float32)
-    for a in (low, np.zeros((3, 3), np.float32), np.ones((4, 2), np.float32)):
+    # (Matrices at least twice as tall as wide go through QR first: rank 1 of 12 x 4 too.)
+    tall = (rng.standard_normal((12, 1)) @ rng.standard_normal((1, 4))).astype(np.float32)
+    for a in (low, np.zeros((3, 3), np.float32), np.ones((4, 2), np.float32), tall,
+              np.zeros((9, 3), np.float32)):
         u, s, vh = map(np.asarray, fnp.linalg.svd(a))
         assert_close(s, np.linalg.svd(a, compute_uv=False), rtol=0, atol=1e-5)
         orthonormal_columns(u, 1e-5)

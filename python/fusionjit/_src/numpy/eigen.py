@@ -342,13 +342,32 @@ def _complete(u, full: bool):
     return lax.concatenate([cols, rest], aval(q).ndim - 1)
 
 
+# A matrix at least this many times taller than wide is reduced to its QR decomposition's R
+# first (as LAPACK's gesvd): the Jacobi sweeps then rotate n x n columns, not m x n.
+_QR_FIRST = 2
+
+
+def _svd_of_tall(a, want_u: bool = True):
+    """_svd_tall of a (..., m, n), m >= n, through R of a = QR where m >= 2n: a = Q (U_R s V^T),
+    so U = Q U_R (a zero column of U_R stays zero)."""
+    m, n = aval(a).shape[-2:]
+    if m < _QR_FIRST * n or n < 2:
+        return _svd_tall(a)
+    q, r = _householder(a)
+    nd = aval(r).ndim
+    u, s, v = _svd_tall(lax.slice_in_dim(r, 0, n, axis=nd - 2))
+    if want_u:
+        u = products.matmul(lax.slice_in_dim(q, 0, n, axis=nd - 1), u)
+    return u, s, v
+
+
 def _svd_parts(a):
     """(U, s, V) with k = min(m, n) columns: the Jacobi SVD of a or of its transpose."""
     m, n = aval(a).shape[-2:]
     if m >= n:
-        u, s, v = _svd_tall(a)
+        u, s, v = _svd_of_tall(a)
         return _complete(u, False), s, v
-    u, s, v = _svd_tall(_mT(a))  # a^T = u s v^T, so a = v s u^T
+    u, s, v = _svd_of_tall(_mT(a))  # a^T = u s v^T, so a = v s u^T
     return v, s, _complete(u, False)
 
 
@@ -407,7 +426,7 @@ _svd_reduced.defvjp(_svd_fwd, _svd_bwd)
 @custom_vjp
 def _singular_values(a):
     m, n = aval(a).shape[-2:]
-    return _svd_tall(a if m >= n else _mT(a))[1]
+    return _svd_of_tall(a if m >= n else _mT(a), want_u=False)[1]
 
 
 def _singular_values_fwd(a):
