@@ -5,3 +5,4 @@ from fusionjit._src.scipy import (  # noqa: F401
     log_ndtr, log_softmax, logit, logsumexp, ndtr, ndtri, psi, rel_entr, softmax, xlog1py,
     xlogy)
 from fusionjit._src.special_zeta import polygamma, zeta  # noqa: F401
+from fusionjit._src.special_igamma import betainc, gammainc, gammaincc  # noqa: F401

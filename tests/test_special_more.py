@@ -1,0 +1,161 @@
+"""The rest of ``jax.scipy.special`` (the incomplete gamma and beta functions, the modified
+Bessel functions, the exponential integrals, the gamma function's relatives) and their
+``fusionjit.lax`` forms, against SciPy (values, edges) and JAX (gradients), in float32 and
+float64, eagerly and under jit."""
+
+import numpy as np
+import pytest
+import scipy.special as ss
+
+import fusionjit
+from fusionjit import lax
+from fusionjit.scipy import special as fsp
+from conftest import requires_jax
+
+
+def _precision(request, dtype):
+    if dtype == np.float64:
+        request.getfixturevalue("x64")
+
+
+def _rel_err(got, want, floor):
+    """|got - want| / max(|want|, floor), 0 where both are the same non-finite value."""
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    same = (got == want) | (np.isnan(got) & np.isnan(want))
+    err = np.abs(got - want) / np.maximum(np.abs(want), floor)
+    return np.where(same, 0.0, np.where(np.isfinite(err), err, np.inf))
+
+
+def _check(got, want, rtol, floor, args):
+    err = _rel_err(got, want, floor)
+    i = int(np.argmax(err))
+    assert err.max() <= rtol, (err.max(), [float(np.ravel(a)[i]) for a in args])
+
+
+def _grid2(dtype, a, x):
+    aa, xx = np.meshgrid(np.asarray(a, dtype), np.asarray(x, dtype))
+    return aa.ravel(), xx.ravel()
+
+
+# --- the incomplete gamma function ---------------------------------------------------------
+
+@pytest.mark.parametrize("dtype,rtol", [(np.float32, 2e-5), (np.float64, 1e-13)])
+def test_gammainc_and_gammaincc_match_scipy(request, dtype, rtol):
+    _precision(request, dtype)
+    a, x = _grid2(dtype, np.geomspace(1e-2, 1e3, 37), np.geomspace(1e-3, 3e3, 45))
+    tiny = np.finfo(dtype).tiny / np.finfo(dtype).eps
+    for fn, ref in [(fsp.gammainc, ss.gammainc), (lax.igammac, ss.gammaincc)]:
+        got = np.asarray(fusionjit.jit(fn)(a, x))
+        assert got.dtype == dtype
+        want = ref(a.astype(np.float64), x.astype(np.float64))
+        # 1 - P (or 1 - Q) costs eps / value; lgamma(a) for small a costs eps in P and Q.
+        bound = rtol + 8 * np.finfo(dtype).eps * (1 / np.maximum(want, tiny))
+        err = _rel_err(got, want, tiny)
+        i = int(np.argmax(err / bound))
+        assert np.all(err <= bound), (fn.__name__, float(a[i]), float(x[i]), err[i])
+
+
+@pytest.mark.parametrize("dtype,rtol", [(np.float32, 2e-4), (np.float64, 5e-12)])
+def test_gammainc_for_large_shapes_keeps_its_precision(request, dtype, rtol):
+    """a log x - x - lgamma(a) is formed with its large terms cancelled (Stirling), so P and
+    Q near x = a stay accurate at a = 1e4 .. 1e6 (subtracting the terms lost eps a log a)."""
+    _precision(request, dtype)
+    a = np.repeat(np.geomspace(20, 1e6, 9), 9).astype(dtype)
+    x = (a * (1 + np.tile(np.linspace(-4, 4, 9), 9) / np.sqrt(a))).astype(dtype)
+    for fn, ref in [(fsp.gammainc, ss.gammainc), (fsp.gammaincc, ss.gammaincc)]:
+        _check(fn(a, x), ref(a.astype(float), x.astype(float)), rtol, 1e-30, (a, x))
+
+
+def test_incomplete_gamma_edges_are_scipys():
+    a = np.float32([0, 0, 1, np.inf, 2, 2, -1, np.nan, 2, 0.5, np.inf, 3])
+    x = np.float32([1, 0, 0, 1, np.inf, -1, 1, 1, np.nan, 1e-30, np.inf, 1e4])
+    for fn, ref in [(fsp.gammainc, ss.gammainc), (fsp.gammaincc, ss.gammaincc)]:
+        want = ref(a.astype(float), x.astype(float)).astype(np.float32)
+        np.testing.assert_allclose(np.asarray(fn(a, x)), want, rtol=1e-6, err_msg=fn.__name__)
+        np.testing.assert_allclose(np.asarray(fusionjit.jit(fn)(a, x)), want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype,rtol", [(np.float32, 1e-4), (np.float64, 1e-8)])
+def test_incomplete_gamma_gradients(request, dtype, rtol):
+    """By x: the density; by a: SciPy's P differentiated numerically (to ~1e-9); gammaincc's
+    are their negatives."""
+    _precision(request, dtype)
+    a, x = _grid2(dtype, [0.1, 0.7, 1.0, 2.5, 9.0, 40.0], [0.05, 0.8, 2.0, 7.5, 30.0, 60.0])
+    both = fusionjit.jit(lambda a, x: [fusionjit.vmap(fusionjit.grad(f, argnums=(0, 1)))(a, x)
+                                       for f in (fsp.gammainc, fsp.gammaincc)])
+    (pa, px), (qa, qx) = both(a, x)
+    a64, x64 = a.astype(np.float64), x.astype(np.float64)
+    h = 1e-6 * a64
+    # (from the smaller of P and Q, which loses nothing to 1 - the other)
+    want_a = np.where(x64 > a64, ss.gammaincc(a64 - h, x64) - ss.gammaincc(a64 + h, x64),
+                      ss.gammainc(a64 + h, x64) - ss.gammainc(a64 - h, x64)) / (2 * h)
+    want_x = np.exp((a64 - 1) * np.log(x64) - x64 - ss.gammaln(a64))
+    _check(pa, want_a, rtol, 1e-6, (a, x))
+    _check(px, want_x, rtol, 1e-6, (a, x))
+    np.testing.assert_array_equal(np.asarray(qa), -np.asarray(pa))
+    np.testing.assert_array_equal(np.asarray(qx), -np.asarray(px))
+
+
+@requires_jax
+def test_igamma_grad_a_matches_jax():
+    import jax
+    a, x = _grid2(np.float32, [0.1, 0.7, 2.5, 40.0], [0.05, 2.0, 7.5, 60.0])
+    _check(lax.igamma_grad_a(a, x), jax.lax.igamma_grad_a(a, x), 1e-4, 1e-6, (a, x))
+
+
+def test_gammainc_derivative_by_x_at_zero_is_the_densitys_limit():
+    g = fusionjit.vmap(fusionjit.grad(fsp.gammainc, argnums=1))(np.float32([0.5, 1, 2]),
+                                                                np.zeros(3, np.float32))
+    np.testing.assert_array_equal(np.asarray(g), [np.inf, 1, 0])
+
+
+# --- the incomplete beta function ----------------------------------------------------------
+
+@pytest.mark.parametrize("dtype,rtol", [(np.float32, 3e-5), (np.float64, 5e-13)])
+def test_betainc_matches_scipy(request, dtype, rtol):
+    _precision(request, dtype)
+    rng = np.random.default_rng(3)
+    ab = np.geomspace(0.05, 60, 25)
+    a, b = (v.ravel().astype(dtype) for v in np.meshgrid(ab, ab))
+    x = rng.uniform(0, 1, a.size).astype(dtype)
+    x[:25] = [0, 1, 1e-6, 1 - 1e-6, 0.5] * 5
+    got = np.asarray(fusionjit.jit(fsp.betainc)(a, b, x))
+    assert got.dtype == dtype
+    want = ss.betainc(a.astype(float), b.astype(float), x.astype(float))
+    # Near 1 (1 - I of the swapped fraction) the error is absolute; the log-space prefactor
+    # costs eps (a + b).
+    eps = float(np.finfo(dtype).eps)
+    bound = rtol + 4 * eps * (np.asarray(a, float) + b) + 8 * eps / np.maximum(want, 1e-300)
+    err = _rel_err(got, want, 1e-300)
+    i = int(np.argmax(err / bound))
+    assert np.all(err <= bound), (float(a[i]), float(b[i]), float(x[i]), err[i])
+    edge_a = np.float32([0, 1, 0, 1, 2, np.inf, 2, -1, 2, 2, np.nan])
+    edge_b = np.float32([1, 0, 0, np.inf, 2, 2, 2, 1, 1, 1, 1])
+    edge_x = np.float32([0.5, 0.5, 0.5, 0.5, 0, 0.5, 1, 0.5, 1.5, -0.5, 0.5])
+    want = ss.betainc(edge_a.astype(float), edge_b.astype(float), edge_x.astype(float))
+    np.testing.assert_array_equal(np.asarray(fsp.betainc(edge_a, edge_b, edge_x)), want)
+
+
+def test_betainc_gradient_by_x_and_none_by_a():
+    a, b = np.float32([0.5, 2, 3, 10]), np.float32([1.5, 2, 0.7, 4])
+    x = np.float32([0.2, 0.5, 0.9, 0.6])
+    got = fusionjit.jit(fusionjit.vmap(fusionjit.grad(lax.betainc, argnums=2)))(a, b, x)
+    a64, b64, x64 = (v.astype(np.float64) for v in (a, b, x))
+    want = x64 ** (a64 - 1) * (1 - x64) ** (b64 - 1) / ss.beta(a64, b64)
+    _check(got, want, 1e-5, 1e-6, (a, b, x))
+    with pytest.raises(NotImplementedError, match=r"test_special_more.py:\d+.*betainc by a"):
+        fusionjit.grad(lambda a: fsp.betainc(a, 2.0, 0.5))(np.float32(1.5))
+
+
+def test_incomplete_functions_promote_and_check_dtypes():
+    assert np.asarray(fsp.gammainc(2, np.int32([1, 2]))).dtype == np.float32
+    assert np.asarray(fsp.betainc(1, 2, np.float16(0.5))).dtype == np.float16
+    x = np.float16([0.5, 2.0, 7.0])
+    np.testing.assert_array_equal(
+        np.asarray(fsp.gammaincc(np.float16(2), x)),
+        np.asarray(fsp.gammaincc(np.float32(2), x.astype(np.float32))).astype(np.float16))
+    with pytest.raises(TypeError, match=r"test_special_more.py:\d+.*lax.igamma takes float"):
+        lax.igamma(np.int32([1]), np.float32([1]))
+    with pytest.raises(TypeError, match=r"test_special_more.py:\d+.*lax.betainc takes arrays "
+                                        r"of one dtype"):
+        lax.betainc(np.float32(1), np.float16(2), np.float32(0.5))
