@@ -159,3 +159,68 @@ def test_incomplete_functions_promote_and_check_dtypes():
     with pytest.raises(TypeError, match=r"test_special_more.py:\d+.*lax.betainc takes arrays "
                                         r"of one dtype"):
         lax.betainc(np.float32(1), np.float16(2), np.float32(0.5))
+
+
+# --- the modified Bessel functions ---------------------------------------------------------
+
+def _ulps(got, want, dtype):
+    want = np.asarray(want, np.float64)
+    ok = np.isfinite(want) & (np.abs(want) >= np.finfo(dtype).tiny) & \
+        (np.abs(want) <= np.finfo(dtype).max)
+    spacing = np.spacing(np.abs(np.where(ok, want, 1)).astype(dtype)).astype(np.float64)
+    return np.where(ok, np.abs(np.asarray(got, np.float64) - np.where(ok, want, 0)) / spacing, 0)
+
+
+@pytest.mark.parametrize("dtype,max_ulp", [(np.float32, 5), (np.float64, 12)])
+def test_bessel_functions_within_a_few_ulp_of_scipy(request, dtype, max_ulp):
+    # (SciPy's own float64 values are up to 9 ulp from mpmath's here, ours 4)
+    _precision(request, dtype)
+    top = 700 if dtype == np.float64 else 92
+    x = np.concatenate([np.linspace(-30, 30, 1201), np.geomspace(1e-30, top, 300),
+                        -np.geomspace(1e-3, top, 100)]).astype(dtype)
+    for name in ("i0", "i0e", "i1", "i1e"):
+        got = np.asarray(fusionjit.jit(getattr(fsp, name))(x))
+        assert got.dtype == dtype
+        want = getattr(ss, name)(x.astype(np.float64))
+        err = _ulps(got, want, dtype)
+        assert err.max() <= max_ulp, (name, float(x[np.argmax(err)]), err.max())
+        # beyond the dtype's range: inf (the scaled functions stay finite)
+        big = want > np.finfo(dtype).max
+        assert np.all(np.isinf(got[big]))
+    edges = np.array([0, -0.0, np.inf, -np.inf, np.nan], dtype)
+    # (I0 and I1 at +-inf are their limits, +inf and +-inf; SciPy and JAX give NaN)
+    for name, want in [("i0", [1, 1, np.inf, np.inf, np.nan]), ("i0e", [1, 1, 0, 0, np.nan]),
+                       ("i1", [0, -0.0, np.inf, -np.inf, np.nan]),
+                       ("i1e", [0, -0.0, 0, -0.0, np.nan])]:
+        got = np.asarray(getattr(fsp, name)(edges))
+        np.testing.assert_array_equal(got, np.array(want, dtype), err_msg=name)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want), err_msg=name)
+
+
+@requires_jax
+def test_bessel_gradients_match_jax_and_scipy():
+    import jax
+    import jax.scipy.special as jsp
+    x = np.float32([-12, -3, -0.5, -1e-9, 0, 1e-9, 0.5, 3, 12])
+    for name in ("i0e", "i1e"):
+        got = fusionjit.jit(fusionjit.vmap(fusionjit.grad(getattr(fsp, name))))(x)
+        want = jax.vmap(jax.grad(getattr(jsp, name)))(x)
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=2e-6, atol=1e-7,
+                                   err_msg=name)
+    # JAX's i0 and i1 are e^|x| i0e and e^|x| i1e, whose product rule gives I0'(0) = 1 (not 0);
+    # ours are I1 and I0 - I1 / x.
+    x64 = x.astype(np.float64)
+    for name, want in [("i0", ss.i1(x64)),
+                       ("i1", np.where(x64 == 0, 0.5, ss.i0(x64) - ss.i1(x64) / np.where(
+                           x64 == 0, 1, x64)))]:
+        got = fusionjit.vmap(fusionjit.grad(getattr(fsp, name)))(x)
+        np.testing.assert_allclose(np.asarray(got), want, rtol=2e-6, atol=1e-30, err_msg=name)
+    # second derivatives follow the rules too
+    got = fusionjit.vmap(fusionjit.grad(fusionjit.grad(fsp.i0e)))(x[x != 0])
+    want = jax.vmap(jax.grad(jax.grad(jsp.i0e)))(x[x != 0])
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(lax.bessel_i1e(x)), np.asarray(jax.lax.bessel_i1e(x)),
+                               rtol=1e-6, atol=1e-30)
+    with pytest.raises(TypeError, match=r"test_special_more.py:\d+.*lax.bessel_i0e takes a"):
+        lax.bessel_i0e(np.int32([1]))
+    assert np.asarray(fsp.i0(np.int8([1, 2]))).dtype == np.float32

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from fusionjit._src import nn, special
+from fusionjit._src import nn, special, special_bessel
 from fusionjit._src.autodiff import custom_vjp, with_jvp
 from fusionjit._src.numpy.shapes import broadcast_arrays
 from fusionjit._src.numpy import ufuncs
@@ -36,6 +36,10 @@ ndtr = _unary("ndtr", special.ndtr)
 ndtri = _unary("ndtri", special.ndtri)
 log_ndtr = _unary("log_ndtr", special.log_ndtr)
 expit = _unary("expit", nn.sigmoid)
+i0 = _unary("i0", special_bessel.i0)
+i0e = _unary("i0e", special_bessel.i0e)
+i1 = _unary("i1", special_bessel.i1)
+i1e = _unary("i1e", special_bessel.i1e)
 logsumexp = nn.logsumexp
 softmax = nn.softmax
 log_softmax = nn.log_softmax
