@@ -22,7 +22,8 @@ def _rel_err(got, want, floor):
     """|got - want| / max(|want|, floor), 0 where both are the same non-finite value."""
     got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
     same = (got == want) | (np.isnan(got) & np.isnan(want))
-    err = np.abs(got - want) / np.maximum(np.abs(want), floor)
+    with np.errstate(invalid="ignore", over="ignore"):
+        err = np.abs(got - want) / np.maximum(np.abs(want), floor)
     return np.where(same, 0.0, np.where(np.isfinite(err), err, np.inf))
 
 
@@ -224,3 +225,70 @@ def test_bessel_gradients_match_jax_and_scipy():
     with pytest.raises(TypeError, match=r"test_special_more.py:\d+.*lax.bessel_i0e takes a"):
         lax.bessel_i0e(np.int32([1]))
     assert np.asarray(fsp.i0(np.int8([1, 2]))).dtype == np.float32
+
+
+# --- the gamma function's relatives and the Box-Cox transforms -----------------------------
+
+@pytest.mark.parametrize("dtype,rtol", [(np.float32, 2e-5), (np.float64, 1e-12)])
+def test_gamma_family_matches_scipy(request, dtype, rtol):
+    _precision(request, dtype)
+    rng = np.random.default_rng(5)
+    x = np.concatenate([rng.uniform(-12, 12, 200), [-2.5, -1, -0.0, 0, 0.5, 3, np.inf, -np.inf,
+                                                   np.nan]]).astype(dtype)
+    y = rng.uniform(0.1, 9, x.size).astype(dtype)
+    n = rng.integers(-2, 25, x.size).astype(dtype)
+    k = rng.integers(-1, 12, x.size).astype(dtype)
+    x64, y64, n64, k64 = (v.astype(np.float64) for v in (x, y, n, k))
+    # exp of a log of size L costs eps L: lgamma's magnitude scales the tolerance
+    size = np.nan_to_num(1 + np.abs(ss.gammaln(np.abs(x64) + y64 + 1)), nan=1, posinf=1)
+    # Beta at poles and infinities is NaN, as JAX's (SciPy takes limits there).
+    regular = np.isfinite(x64) & ((x64 > 0) | (x64 != np.floor(x64)))
+    cases = [  # (name, ours, SciPy's, rtol, floor of the relative error, where)
+        ("gammasgn", fsp.gammasgn(x), ss.gammasgn(x64), 0, 1, True),
+        # (lgamma is accurate absolutely near its zeros at 1 and 2)
+        ("loggamma", fsp.loggamma(y), ss.loggamma(y64), rtol, 1, True),
+        ("beta", fsp.beta(x, y), ss.beta(x64, y64), rtol * size, 1e-300, regular),
+        ("poch", fsp.poch(y, x / 3), ss.poch(y64, x64 / 3), rtol * size, 1e-300, True),
+        ("factorial", fsp.factorial(n), ss.factorial(n64), rtol * 30, 1e-300, True),
+        ("comb", fsp.comb(n, k), ss.comb(n64, k64), rtol * 30, 1e-300, True),
+        # (SciPy's NaN for a negative N or k with repetition is JAX's and our 0)
+        ("comb repetition", fsp.comb(n, k, repetition=True), ss.comb(n64, k64, repetition=True),
+         rtol * 30, 1e-300, (n64 >= 0) & (k64 >= 0)),
+        ("multigammaln", fsp.multigammaln(y + 3, 4), ss.multigammaln(y64 + 3, 4), rtol, 1, True),
+        ("boxcox", fsp.boxcox(y, x / 4), ss.boxcox(y64, x64 / 4), rtol, 1e-300, True),
+        ("boxcox1p", fsp.boxcox1p(y - 1, x / 4), ss.boxcox1p(y64 - 1, x64 / 4), rtol, 1e-300,
+         True)]
+    for name, got, want, tol, floor, where in cases:
+        got = np.asarray(got)
+        assert got.dtype == dtype, name
+        err = np.where(where, _rel_err(got, want, floor) - tol, 0)
+        assert np.all(err <= 0), (name, float(x[np.argmax(err)]), float(y[np.argmax(err)]))
+    np.testing.assert_array_equal(np.asarray(fsp.loggamma(np.array([0, -0.0, -1], dtype))),
+                                  [np.inf, np.inf, np.nan])
+    assert np.asarray(fsp.boxcox(np.array([0.0], dtype), dtype(0.5)))[0] == -2
+    # (SciPy's own B_4 is off by 2e-12: ours are exact fractions rounded once)
+    np.testing.assert_allclose(np.asarray(fsp.bernoulli(30)), ss.bernoulli(30),
+                               rtol=max(rtol, 1e-11))
+    assert np.asarray(fsp.bernoulli(3)).dtype == dtype
+
+
+@requires_jax
+def test_gamma_family_gradients_and_errors():
+    import jax
+    import jax.scipy.special as jsp
+    z, m = np.float32([0.5, 2.0, 3.5, 7.0]), np.float32([1.5, 0.5, -1.2, 2.0])
+    for name in ("poch", "beta", "boxcox", "boxcox1p"):
+        got = fusionjit.jit(fusionjit.vmap(fusionjit.grad(getattr(fsp, name), argnums=(0, 1))))(
+            z, m)
+        want = jax.jit(jax.vmap(jax.grad(getattr(jsp, name), argnums=(0, 1))))(z, m)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=2e-5, err_msg=name)
+    got = fusionjit.vmap(fusionjit.grad(lambda v: fsp.multigammaln(v, 3)))(z + 2)
+    want = jax.vmap(jax.grad(lambda v: jsp.multigammaln(v, 3)))(z + 2)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=2e-6)
+    with pytest.raises(NotImplementedError, match=r"test_special_more.py:\d+.*exact=True"):
+        fsp.factorial(3, exact=True)
+    with pytest.raises(TypeError, match=r"test_special_more.py:\d+.*multigammaln: d must be"):
+        fsp.multigammaln(np.float32(3), np.float32(2))
+    with pytest.raises(ValueError, match=r"test_special_more.py:\d+.*bernoulli: n must be"):
+        fsp.bernoulli(-1)

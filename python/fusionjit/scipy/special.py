@@ -6,3 +6,5 @@ from fusionjit._src.scipy import (  # noqa: F401
     xlogy)
 from fusionjit._src.special_zeta import polygamma, zeta  # noqa: F401
 from fusionjit._src.special_igamma import betainc, gammainc, gammaincc  # noqa: F401
+from fusionjit._src.special_gamma_family import (  # noqa: F401
+    bernoulli, beta, boxcox, boxcox1p, comb, factorial, gammasgn, loggamma, multigammaln, poch)
