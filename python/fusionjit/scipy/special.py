@@ -1,4 +1,5 @@
-"""Special functions, as ``jax.scipy.special`` (accuracy: fusionjit/_src/special.py)."""
+"""Special functions, as ``jax.scipy.special`` (accuracy: the docstrings of
+fusionjit/_src/special.py, special_igamma.py, special_bessel.py, special_gamma_family.py)."""
 
 from fusionjit._src.scipy import (  # noqa: F401
     betaln, digamma, entr, erf, erfc, erfcx, erfinv, expit, gamma, gammaln, i0, i0e, i1, i1e,
