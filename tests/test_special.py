@@ -298,3 +298,18 @@ def test_review_fixes_gamma_poles_and_low_precision_erf_inv():
     x = np.array([0.3, -0.9, 0.99], ml_dtypes.bfloat16)
     want = np.asarray(lax.erf_inv(x.astype(np.float32))).astype(ml_dtypes.bfloat16)
     np.testing.assert_array_equal(np.asarray(lax.erf_inv(x)), want)
+
+
+def test_gradient_by_q_alone_with_a_constant_s():
+    # zeta's rule by s raises (as JAX's); it was called for a constant s as well, so that
+    # grad of zeta(2, q) by q raised too. with_jvp's rules now skip what the differentiated
+    # inputs do not reach, in reverse and forward mode, eagerly and under jit.
+    q = np.float32([1.5, 2.0])
+    want = -2 * np.asarray(fsp.zeta(np.float32(3.0), q))
+    f = lambda q: fsp.zeta(2.0, q).sum()  # noqa: E731
+    np.testing.assert_allclose(np.asarray(fusionjit.grad(f)(q)), want, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(fusionjit.jit(fusionjit.grad(f))(q)), want, rtol=1e-6)
+    _, t = fusionjit.jvp(lambda q: fsp.zeta(2.0, q), (q,), (np.ones_like(q),))
+    np.testing.assert_allclose(np.asarray(t), want, rtol=1e-6)
+    with pytest.raises(NotImplementedError, match=r"test_special.py:\d+.*zeta by its first"):
+        fusionjit.grad(lambda s: fsp.zeta(s, 2.0))(np.float32(2.5))

@@ -199,6 +199,8 @@ def _backward(program: core.Program, env: dict, out_cts) -> list:
         kept = {}
         if ("residuals", id(eqn)) in env:
             kept["residuals"] = env[("residuals", id(eqn))]
+        if eqn.prim is custom_vjp_call_p:
+            kept["reached"] = reached
         for var, c in zip(eqn.invars, rule(ct, invals, out, **kept, **eqn.params)):
             add(var, c)
     return [cts.get(id(v)) for v in program.invars]
@@ -664,6 +666,9 @@ class custom_jvp:
         self.fun = fun
         self.nondiff_argnums = tuple(nondiff_argnums)
         self.jvp: Callable | None = None
+        # Whether the rule takes None for the tangents of arguments that the differentiated
+        # inputs do not reach (with_jvp's rules do: they skip those partials).
+        self.none_where_unreached = False
 
     def defjvp(self, jvp: Callable, symbolic_zeros: bool = False) -> Callable:
         if symbolic_zeros:
@@ -697,12 +702,16 @@ class custom_jvp:
         def fwd(*a):
             return self.fun(*a), tuple(x for i, x in enumerate(a) if i not in nondiff)
 
-        def bwd(*rest):
+        def bwd(*rest, reached=None):
             static, primals, ct = rest[:len(nondiff)], rest[len(nondiff)], rest[-1]
             flat, ints = _int_leaves(primals)
 
             def tangent_map(*float_tangents):
                 tangents = _rebuild(flat, ints, float_tangents, _float0_zeros)
+                if (reached is not None and self.none_where_unreached
+                        and len(reached) == len(tangents)):
+                    # (one array per argument) None: a tangent known to be zero
+                    tangents = [t if r else None for t, r in zip(tangents, reached)]
                 return rule(*static, tuple(primals), tuple(tangents))[1]
 
             def zeros(leaf):
@@ -712,6 +721,7 @@ class custom_jvp:
             return tuple(_rebuild(flat, ints, pullback(ct), zeros))
 
         f.defvjp(fwd, bwd)
+        f.bwd_takes_reached = True
         return f(*args)
 
 
@@ -725,16 +735,17 @@ def with_jvp(impl: Callable, *partials) -> custom_jvp:
     operations, bit operations gave cbrt'' = 0 and erfinv'' = NaN); they should use such
     functions too, not raw helpers."""
     f = custom_jvp(impl)
+    f.none_where_unreached = True
 
     @f.defjvp
     def _jvp(primals, tangents):
         ans = f(*primals)
         out = None
         for partial, t in zip(partials, tangents):
-            if partial is not None:
+            if partial is not None and t is not None:
                 term = ew.mul(t, partial(*primals, ans))
                 out = term if out is None else ew.add(out, term)
-        return ans, out
+        return ans, (out if out is not None else _zeros(core.get_aval(ans)))
     return f
 
 
@@ -747,14 +758,17 @@ class _Custom:
 
 
 @defvjp(custom_vjp_call_p)
-def _custom_vjp_call_vjp(ct, invals, out, *, program, custom, nconsts):
+def _custom_vjp_call_vjp(ct, invals, out, *, program, custom, nconsts, reached=None):
     f = custom.f
     diff = tree_util.tree_unflatten(custom.in_tree, invals[nconsts:])
     _, residuals = f.fwd(*custom.with_static(diff))
     g = tree_util.tree_unflatten(custom.out_tree, ct)
     args = custom.with_static(diff)
     skip = {j % len(args) for j in f.nondiff_argnums}
-    cts = f.bwd(*(a for i, a in enumerate(args) if i in skip), residuals, g)
+    # A custom_jvp's rule learns which arguments the differentiated inputs reach.
+    extra = ({"reached": reached[nconsts:]}
+             if reached is not None and getattr(f, "bwd_takes_reached", False) else {})
+    cts = f.bwd(*(a for i, a in enumerate(args) if i in skip), residuals, g, **extra)
     if not isinstance(cts, (tuple, list)) or len(cts) != custom.ndiff:
         _fail(f"the custom_vjp backward pass of {getattr(f.fun, '__name__', 'fun')} must "
               f"return a tuple of {custom.ndiff} cotangents (one per differentiated "

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from fusionjit._src import nn, special
+from fusionjit._src import nn, special, special_bessel
 from fusionjit._src.autodiff import custom_vjp, with_jvp
 from fusionjit._src.numpy.shapes import broadcast_arrays
 from fusionjit._src.numpy import ufuncs
@@ -36,6 +36,10 @@ ndtr = _unary("ndtr", special.ndtr)
 ndtri = _unary("ndtri", special.ndtri)
 log_ndtr = _unary("log_ndtr", special.log_ndtr)
 expit = _unary("expit", nn.sigmoid)
+i0 = _unary("i0", special_bessel.i0)
+i0e = _unary("i0e", special_bessel.i0e)
+i1 = _unary("i1", special_bessel.i1)
+i1e = _unary("i1e", special_bessel.i1e)
 logsumexp = nn.logsumexp
 softmax = nn.softmax
 log_softmax = nn.log_softmax
@@ -83,7 +87,8 @@ def betaln(a, b):
     8 or more, lgamma(b) - lgamma(a + b) is formed from Stirling's series, where the two
     large terms cancel exactly: (b - 1/2) log(b / (a + b)) - a log(a + b) + a and the
     series' remainders (subtracting the lgammas lost 0.6 at betaln(1e6, 2); JAX's and
-    SciPy's forms keep it too)."""
+    SciPy's forms keep it too). A negative a with b >= 8 takes the lgammas (the series gave
+    betaln(-8.2, 8.6) = 84 for -0.62)."""
     a, b = promote_args_inexact("betaln", a, b)
     a, b = ufuncs.minimum(a, b), ufuncs.maximum(a, b)
     small = ufuncs.subtract(ufuncs.add(special.lgamma(a), special.lgamma(b)),
@@ -95,7 +100,9 @@ def betaln(a, b):
             ufuncs.divide(a, big_b))), ufuncs.multiply(a, ufuncs.log(big_b))),
         ufuncs.add(a, ufuncs.subtract(_stirling_rest(big_b), _stirling_rest(ab))))
     large = ufuncs.add(special.lgamma(a), difference)
-    return ufuncs.where(ufuncs.less(b, 8.0), small, large)
+    # (Stirling's series needs a + b >= 8 too: a negative a takes the lgammas)
+    return ufuncs.where(ufuncs.logical_or(ufuncs.less(b, 8.0), ufuncs.less_equal(a, 0.0)),
+                        small, large)
 
 
 def _x_log(name: str, log_fn, dlog):

@@ -28,9 +28,9 @@ from fusionjit._src.numpy.util import aval, fail, to_array
 _MAX_STEPS = 10000  # enough for a up to ~1e7 in float32 (the series needs ~sqrt(a) steps)
 
 
-def _series(a, x, eps: float, active):
+def _series(a, x, eps: float, active, derivative: bool = True):
     """S and dS/da (see the module's docstring), summed until each active lane's next
-    terms are below ``eps`` relative."""
+    terms are below ``eps`` relative (S's alone without ``derivative``)."""
     from fusionjit._src.lax.control_flow import while_loop
     t = ufuncs.divide(1.0, a)
     dt_ = ufuncs.negative(ufuncs.multiply(t, t))
@@ -43,10 +43,11 @@ def _series(a, x, eps: float, active):
         # d(t_n)/da = d(t_{n-1})/da r - t_n / (a + n), as dr/da = -r / (a + n).
         dt_ = ufuncs.subtract(ufuncs.multiply(dt_, r), ufuncs.divide(t, ufuncs.add(a, n)))
         s, ds = ufuncs.add(s, t), ufuncs.add(ds, dt_)
-        live = ufuncs.logical_and(active, ufuncs.logical_or(
-            ufuncs.greater(ufuncs.abs(t), ufuncs.multiply(ufuncs.abs(s), eps)),
-            ufuncs.greater(ufuncs.abs(dt_), ufuncs.multiply(ufuncs.abs(ds), eps))))
-        return k + 1, n, t, dt_, s, ds, live
+        live = ufuncs.greater(ufuncs.abs(t), ufuncs.multiply(ufuncs.abs(s), eps))
+        if derivative:
+            live = ufuncs.logical_or(live, ufuncs.greater(ufuncs.abs(dt_),
+                                                          ufuncs.multiply(ufuncs.abs(ds), eps)))
+        return k + 1, n, t, dt_, s, ds, ufuncs.logical_and(active, live)
 
     init = (to_array(0, dt.int32, False), ufuncs.multiply(a, 0.0), t, dt_, t, dt_, active)
     out = while_loop(_more, step, init)
@@ -58,12 +59,12 @@ def _more(c):
     return ufuncs.logical_and(reductions.any(c[-1]), ufuncs.less(c[0], _MAX_STEPS))
 
 
-def _continued_fraction(a, x, eps: float, tiny: float, active):
+def _continued_fraction(a, x, eps: float, tiny: float, active, derivative: bool = True):
     """F and dF/da (see the module's docstring): Legendre's continued fraction
     F = 1/(b_0 + a_1/(b_1 + a_2/(b_2 + ...))), b_i = x + 1 - a + 2i, a_i = -i (i - a), by
     the modified Lentz method with the derivatives of its factors by a carried along (the
     convergents' numerators and denominators lose float32 precision as they go; Lentz's
-    factors, near 1, do not)."""
+    factors, near 1, do not). Without ``derivative`` only F's convergence is waited for."""
     from fusionjit._src.lax.control_flow import while_loop
     b = ufuncs.add(ufuncs.subtract(x, a), 1.0)
     d = ufuncs.divide(1.0, b)
@@ -92,10 +93,11 @@ def _continued_fraction(a, x, eps: float, tiny: float, active):
         step_dh = ufuncs.multiply(h, ddelta)
         dh = ufuncs.add(ufuncs.multiply(dh, delta), step_dh)
         h = ufuncs.multiply(h, delta)
-        live = ufuncs.logical_and(active, ufuncs.logical_or(
-            ufuncs.greater(ufuncs.abs(ufuncs.subtract(delta, 1.0)), eps),
-            ufuncs.greater(ufuncs.abs(step_dh), ufuncs.multiply(ufuncs.abs(dh), eps))))
-        return k + 1, i, b, c, dc, d, dd, h, dh, live
+        live = ufuncs.greater(ufuncs.abs(ufuncs.subtract(delta, 1.0)), eps)
+        if derivative:
+            live = ufuncs.logical_or(live, ufuncs.greater(
+                ufuncs.abs(step_dh), ufuncs.multiply(ufuncs.abs(dh), eps)))
+        return k + 1, i, b, c, dc, d, dd, h, dh, ufuncs.logical_and(active, live)
 
     init = (to_array(0, dt.int32, False), ufuncs.multiply(a, 0.0), b, c, dc, d, dd, d, dd,
             active)

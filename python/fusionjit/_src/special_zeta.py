@@ -144,3 +144,16 @@ _polygamma = with_jvp(_polygamma_value, _no_dn,
 
 _polygamma_one = in_working_precision(with_jvp(_trigamma, lambda x, out: polygamma(
     to_array(2.0, aval(x).dtype, False), x)))
+
+
+def lax_zeta(x, q):
+    """``jax.lax.zeta``: the Hurwitz zeta function, of floating-point operands."""
+    from fusionjit._src.special_igamma import _lax_operands
+    return zeta(*_lax_operands("zeta", x, q))
+
+
+def lax_polygamma(m, x):
+    """``jax.lax.polygamma``: the m-th derivative of digamma, of floating-point operands (m
+    holds integers)."""
+    from fusionjit._src.special_igamma import _lax_operands
+    return _polygamma(*_lax_operands("polygamma", m, x))

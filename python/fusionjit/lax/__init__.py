@@ -35,6 +35,11 @@ from fusionjit._src.lax.convolution import (  # noqa: F401
     conv_with_general_padding, padtype_to_pads, reduce_window)
 from fusionjit._src.lax.conv_transpose import conv_transpose  # noqa: F401
 from fusionjit._src.special_gamma_grad import random_gamma_grad  # noqa: F401
+from fusionjit._src.special_igamma import (  # noqa: F401
+    igamma, igamma_grad_a, igammac, lax_betainc as betainc)
+from fusionjit._src.special_bessel import (  # noqa: F401
+    lax_bessel_i0e as bessel_i0e, lax_bessel_i1e as bessel_i1e)
+from fusionjit._src.special_zeta import lax_polygamma as polygamma, lax_zeta as zeta  # noqa: F401
 from fusionjit._src.collectives import (  # noqa: F401
     all_gather, axis_index, axis_size, pmax, pmean, pmin, psum)
 
