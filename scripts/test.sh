@@ -26,9 +26,10 @@ if [ "${FJ_NO_GPU_EMULATION:-0}" != 1 ]; then
   if command -v ptxas >/dev/null || [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/ptxas" ]; then
     ptx_check=sm_90
   fi
-  # (Not the tests that check JAX's random bits on large draws, the CPU's thread counts or its compile times, nor the special functions' accuracy sweeps
-  # over thousands of mpmath values, the random convolutions and the convolutions' second
-  # and float64 derivatives: the CPU run covers those, and emulated they cost minutes.)
+  # (Not the tests that check JAX's random bits on large draws, the CPU's thread counts or
+  # its compile times, nor the special functions' accuracy sweeps over thousands of mpmath
+  # values, the random convolutions and the convolutions' second and float64 derivatives:
+  # the CPU run covers those, and emulated they cost minutes.)
   # LLVM's loop strength reduction spends seconds on the emulation's scalar kernels (each
   # element's PRNG hash is hundreds of values derived from the loop's index: 5 s of a 5.2 s
   # compile of randint) and changes nothing this run checks: it is off here, halving the
