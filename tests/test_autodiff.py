@@ -371,6 +371,30 @@ def test_custom_vjp_replaces_the_backward_pass():
     assert float(fusionjit.jit(f)(x)) == pytest.approx(10 + 0.2 - 9)
 
 
+def test_a_custom_vjp_closing_over_a_differentiated_value_says_so():
+    # As JAX (which points to closure_convert): the backward pass has no cotangent for the
+    # closed-over value. It raised a misleading "tracer escaped its trace" from fwd.
+    def loss(a, x):
+        @fusionjit.custom_vjp
+        def f(x):
+            return x * a
+
+        f.defvjp(lambda x: (f(x), None), lambda _, g: (g * a,))
+        return f(x)
+
+    with pytest.raises(TypeError, match=r"test_autodiff.py:\d+.*custom_vjp function f closes "
+                                        r"over a value being differentiated.*closure_convert"):
+        fusionjit.grad(loss, (0, 1))(2.0, 3.0)
+    # Differentiated by x only, the closed-over a is a constant: fine.
+    assert float(fusionjit.grad(loss, 1)(2.0, 3.0)) == 2.0
+    # closure_convert makes the closed-over values explicit arguments.
+    def loss2(a, x):
+        f, consts = fusionjit.closure_convert(lambda x: x * a, x)
+        return f(x, *consts)
+    ga, gx = fusionjit.grad(loss2, (0, 1))(2.0, 3.0)
+    assert (float(ga), float(gx)) == (3.0, 2.0)
+
+
 # Derivatives with a convention (JAX's): ties of max/min split evenly, clamp passes only
 # strictly inside its bounds, floor/round/sign are flat, a where picks its branch, abs has
 # slope +1 at 0.

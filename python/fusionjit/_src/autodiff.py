@@ -760,6 +760,14 @@ class _Custom:
 @defvjp(custom_vjp_call_p)
 def _custom_vjp_call_vjp(ct, invals, out, *, program, custom, nconsts, reached=None):
     f = custom.f
+    if (reached is not None and any(reached[:nconsts])
+            and not getattr(f, "bwd_takes_reached", False)):
+        # (A custom_jvp's rule sees its closure; a custom_vjp's bwd gives cotangents only
+        # for the explicit arguments, as in JAX, which raises here too.)
+        _fail(f"the custom_vjp function {getattr(f.fun, '__name__', 'fun')} closes over a "
+              f"value being differentiated: its backward pass gives cotangents only for its "
+              f"explicit arguments. Pass the value as an argument (and adapt fwd and bwd), or "
+              f"wrap the function with fusionjit.closure_convert", TypeError)
     diff = tree_util.tree_unflatten(custom.in_tree, invals[nconsts:])
     _, residuals = f.fwd(*custom.with_static(diff))
     g = tree_util.tree_unflatten(custom.out_tree, ct)
