@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Fits the polynomials of fusionjit's exponential, sine and cosine integrals, Dawson's
-integral and Spence's function (python/fusionjit/_src/special_integrals.py) with mpmath,
-by scripts/fit_special.py's method (the Chebyshev fit of the lowest degree whose relative
-error, sampled at 400 points at 40 digits, is under 1e-17 for float64 and 1e-8 for
-float32), and writes them to python/fusionjit/_src/special_integrals_coeffs.py.
+integral, Spence's function and the Fresnel integrals
+(python/fusionjit/_src/special_integrals.py) with mpmath, by scripts/fit_special.py's
+method (the Chebyshev fit of the lowest degree whose relative error, sampled at 400 points
+at 40 digits, is under 1e-17 for float64 and 1e-8 for float32), and writes them to
+python/fusionjit/_src/special_integrals_coeffs.py.
 
 Pieces (polynomials in u in [-1, 1] on their intervals):
 
@@ -86,6 +87,12 @@ def aux(x):
     return ci * s + (mp.pi / 2 - si) * c, (mp.pi / 2 - si) * s - ci * c
 
 
+def fresnel_aux(x):
+    a = mp.pi * x * x / 2
+    c, s = mp.fresnelc(x) - mp.mpf(1) / 2, mp.mpf(1) / 2 - mp.fresnels(x)
+    return c * mp.sin(a) + s * mp.cos(a), s * mp.sin(a) - c * mp.cos(a)
+
+
 def pieces(target):
     octaves = [(0.5, 1), (1, 2), (2, 4), (4, 8), (8, 16), (16, 32)]
     return {
@@ -111,6 +118,18 @@ def pieces(target):
         "aux_g": [fit(lambda x: x * x * aux(x)[1], a, b, target) for a, b in octaves[2:]],
         "aux_f_tail": fit(in_s(lambda x: x * aux(x)[0], 1, 2), 0, mp.mpf(1) / 1024, target),
         "aux_g_tail": fit(in_s(lambda x: x * x * aux(x)[1], 1, 2), 0, mp.mpf(1) / 1024, target),
+        "fresnel_s": fit(lambda t: mp.fresnels(mp.root(t, 4)) / mp.root(t, 4) ** 3 if t else
+                         mp.pi / 6, 0, 16, target),
+        "fresnel_c": fit(lambda t: mp.fresnelc(mp.root(t, 4)) / mp.root(t, 4) if t else
+                         mp.mpf(1), 0, 16, target),
+        "fresnel_f": [fit(lambda x: mp.pi * x * fresnel_aux(x)[0], a, b, target)
+                      for a, b in octaves[2:]],
+        "fresnel_g": [fit(lambda x: mp.pi ** 2 * x ** 3 * fresnel_aux(x)[1], a, b, target)
+                      for a, b in octaves[2:]],
+        "fresnel_f_tail": fit(in_s(lambda x: mp.pi * x * fresnel_aux(x)[0], 1, 4), 0,
+                              mp.mpf(1) / 32 ** 4, target),
+        "fresnel_g_tail": fit(in_s(lambda x: mp.pi ** 2 * x ** 3 * fresnel_aux(x)[1], 1, 4), 0,
+                              mp.mpf(1) / 32 ** 4, target),
     }
 
 

@@ -1,7 +1,7 @@
 """The exponential integrals (``scipy.special``'s exp1, expi, expn), the sine and cosine
-integrals (sici), Dawson's integral (dawsn) and Spence's function (spence), from polynomials
-fitted by scripts/fit_integrals.py (mpmath), in the argument's precision as special.py's
-erf (float16 and bfloat16 in float32, rounded once):
+integrals (sici), the Fresnel integrals (fresnel), Dawson's integral (dawsn) and Spence's
+function (spence), from polynomials fitted by scripts/fit_integrals.py (mpmath), in the
+argument's precision as special.py's erf (float16 and bfloat16 in float32, rounded once):
 
 - E1(x) = x P(x) - gamma - log x below x = 1/2 (P the series of Ein(x) / x), and
   e^-x A(x) / x above, A = x e^x E1(x) fitted per octave up to 16 and in 1/x beyond;
@@ -16,6 +16,10 @@ erf (float16 and bfloat16 in float32, rounded once):
   Ci = f sin x - g cos x, with the auxiliary functions x f and x^2 g fitted per octave up
   to 32 and in 1/x^2 beyond;
 - D(x) = x P(x^2) up to 1, fitted per octave up to 8, (1/2x) T(1/x^2) beyond;
+- Fresnel's S(x) = x^3 P(x^4) and C(x) = x Q(x^4) up to |x| = 2, and above C = 1/2 +
+  f sin(pi x^2 / 2) - g cos(pi x^2 / 2), S = 1/2 - f cos - g sin with pi x f and
+  pi^2 x^3 g fitted per octave up to 32 and in 1/x^4 beyond; x^2 mod 4 is formed exactly
+  (x split in halves, each product reduced mod 4), so the phase is right for every x;
 - spence(x) = Li2(1 - x): (1 - x) R(x) on [1/2, 2], pi^2/6 - log x log(1 - x) - x L(x)
   (L = Li2(x) / x) below 1/2, -log(x)^2 / 2 - spence(1/x) above 2.
 
@@ -24,7 +28,7 @@ float64, except where a function crosses zero (Ci's zeros beyond the first, wher
 is absolute) and E_n for x near 1 (the series' terms cancel; ~1e-15 relative in float64).
 The derivatives are JAX's: E1' = -e^-x / x, Ei' = e^x / x, dE_n/dx = -E_(n-1) (none by n;
 E_-1 = e^-x (1 + x) / x^2, where JAX gives NaN), Si' = sin x / x, Ci' = cos x / x,
-D' = 1 - 2 x D, spence'(x) = log(x) / (1 - x).
+D' = 1 - 2 x D, spence'(x) = log(x) / (1 - x), S' = sin(pi x^2 / 2), C' = cos(pi x^2 / 2).
 """
 
 from __future__ import annotations
@@ -297,6 +301,85 @@ def sici(x):
     int_0^|x| (cos t - 1) / t dt (even; the real part of SciPy's for x < 0, NaN at -inf)."""
     (x,) = promote_args_inexact("sici", x)
     return _si_working(x), _ci_working(x)
+
+
+# --- the Fresnel integrals ------------------------------------------------------------------
+
+def _mod4(v):
+    """v minus the nearest multiple of 4 (exact; small values, of either sign, unchanged)."""
+    return ufuncs.subtract(v, ufuncs.multiply(
+        ufuncs.floor(ufuncs.add(ufuncs.multiply(v, 0.25), 0.5)), 4.0))
+
+
+def _half_turns(ax):
+    """r = x^2 / 2 up to a multiple of 2 (for x >= 0), so that the phase pi x^2 / 2 is
+    pi r: x = hi + lo with hi of half the mantissa (Veltkamp), and hi^2 and 2 hi lo (exact)
+    reduced mod 4 first, to [-2, 2]. From 2^p on (p the mantissa's bits) x^2 / 2 is even."""
+    f64 = aval(ax).dtype == dt.float64
+    split, top = (2.0 ** 27 + 1, 2.0 ** 53) if f64 else (2.0 ** 12 + 1, 2.0 ** 24)
+    huge = ufuncs.greater_equal(ax, top)
+    x = ufuncs.where(huge, 0.0, ax)
+    c = ufuncs.multiply(x, split)
+    hi = ufuncs.subtract(c, ufuncs.subtract(c, x))
+    lo = ufuncs.subtract(x, hi)
+    total = ufuncs.add(ufuncs.add(_mod4(ufuncs.multiply(hi, hi)),
+                                  _mod4(ufuncs.multiply(ufuncs.multiply(hi, lo), 2.0))),
+                       ufuncs.multiply(lo, lo))
+    return ufuncs.multiply(_mod4(total), 0.5)
+
+
+def _sin_cos_phase(x):
+    r = ufuncs.multiply(_half_turns(ufuncs.abs(x)), math.pi)
+    return ufuncs.sin(r), ufuncs.cos(r)
+
+
+def _fresnel_aux(ax, name: str, power: int):
+    """f (power 1) or g (power 3) for |x| >= 2 (smaller |x| are read as 2)."""
+    c = _c(ax)
+    xb = ufuncs.maximum(ax, 2.0)
+    xt = ufuncs.maximum(ax, 32.0)
+    t = ufuncs.multiply(xt, xt)
+    s = ufuncs.reciprocal(ufuncs.multiply(t, t))
+    v = ufuncs.where(ufuncs.less(xb, 32.0), _pieces(xb, c[name]), _poly(s, c[name + "_tail"]))
+    scale = math.pi if power == 1 else math.pi ** 2
+    denominator = xb if power == 1 else ufuncs.multiply(ufuncs.multiply(xb, xb), xb)
+    return ufuncs.divide(ufuncs.divide(v, scale), denominator)
+
+
+def _fresnel_value(x, which: str):
+    c = _c(x)
+    ax = ufuncs.abs(x)
+    xs = ufuncs.minimum(ax, 2.0)
+    t = ufuncs.multiply(ufuncs.multiply(xs, xs), ufuncs.multiply(xs, xs))
+    if which == "s":
+        small = ufuncs.multiply(ufuncs.multiply(ufuncs.multiply(xs, xs), xs),
+                                _poly(t, c["fresnel_s"]))
+    else:
+        small = ufuncs.multiply(xs, _poly(t, c["fresnel_c"]))
+    f, g = _fresnel_aux(ax, "fresnel_f", 1), _fresnel_aux(ax, "fresnel_g", 3)
+    sin, cos = _sin_cos_phase(ufuncs.maximum(ax, 2.0))
+    if which == "s":
+        large = ufuncs.subtract(ufuncs.subtract(0.5, ufuncs.multiply(f, cos)),
+                                ufuncs.multiply(g, sin))
+    else:
+        large = ufuncs.subtract(ufuncs.add(0.5, ufuncs.multiply(f, sin)), ufuncs.multiply(g, cos))
+    out = ufuncs.where(ufuncs.less_equal(ax, 2.0), small, large)
+    out = ufuncs.where(ufuncs.equal(ax, np.inf), 0.5, out)
+    return ufuncs.where(ufuncs.isnan(x), x, ufuncs.where(math_ufuncs.signbit(x),
+                                                        ufuncs.negative(out), out))
+
+
+_fresnel_s = in_working_precision(with_jvp(lambda x: _fresnel_value(x, "s"),
+                                           lambda x, y: _sin_cos_phase(x)[0]))
+_fresnel_c = in_working_precision(with_jvp(lambda x: _fresnel_value(x, "c"),
+                                           lambda x, y: _sin_cos_phase(x)[1]))
+
+
+def fresnel(x):
+    """(S(x), C(x)) = (int_0^x sin(pi t^2 / 2) dt, int_0^x cos(pi t^2 / 2) dt), odd, +-1/2
+    at +-inf, as ``jax.scipy.special.fresnel`` (accurate for every x, not only |x| <= 10)."""
+    (x,) = promote_args_inexact("fresnel", x)
+    return _fresnel_s(x), _fresnel_c(x)
 
 
 # --- Dawson's integral and Spence's function -------------------------------------------------
