@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from fusionjit._src import nn, special, special_bessel
+from fusionjit._src import nn, special, special_bessel, special_integrals
 from fusionjit._src.autodiff import custom_vjp, with_jvp
 from fusionjit._src.numpy.shapes import broadcast_arrays
 from fusionjit._src.numpy import ufuncs
@@ -40,6 +40,10 @@ i0 = _unary("i0", special_bessel.i0)
 i0e = _unary("i0e", special_bessel.i0e)
 i1 = _unary("i1", special_bessel.i1)
 i1e = _unary("i1e", special_bessel.i1e)
+exp1 = _unary("exp1", special_integrals.exp1)
+expi = _unary("expi", special_integrals.expi)
+dawsn = _unary("dawsn", special_integrals.dawsn)
+spence = _unary("spence", special_integrals.spence)
 logsumexp = nn.logsumexp
 softmax = nn.softmax
 log_softmax = nn.log_softmax
