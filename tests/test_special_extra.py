@@ -10,22 +10,9 @@ import scipy.special as ss
 import fusionjit
 from fusionjit.scipy import special as fsp
 from conftest import requires_jax
+from test_special_more import _precision, _rel_err
 
 EI_ZERO, CI_ZERO = 0.37250741078136663, 0.61650548562071630
-
-
-def _precision(request, dtype):
-    if dtype == np.float64:
-        request.getfixturevalue("x64")
-
-
-def _rel_err(got, want, floor):
-    """|got - want| / max(|want|, floor), 0 where both are the same non-finite value."""
-    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
-    same = (got == want) | (np.isnan(got) & np.isnan(want))
-    with np.errstate(invalid="ignore", over="ignore"):
-        err = np.abs(got - want) / np.maximum(np.abs(want), floor)
-    return np.where(same, 0.0, np.where(np.isfinite(err), err, np.inf))
 
 
 def _check(name, got, want, rtol, x, floor=None, where=True):
