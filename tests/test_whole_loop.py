@@ -833,10 +833,13 @@ def test_a_small_recurrent_gradient_computes_what_its_lanes_share_once_a_step(hi
     # every lane, are computed once a step into a buffer the lanes read, not again for each
     # lane and for each element of the next state's product (hidden 6, 500 steps: 970 us,
     # then 55 us; JAX 110).
-    params = (RNG.normal(0, 0.3, (hidden, hidden)).astype(np.float32),
-              RNG.normal(0, 1, hidden).astype(np.float32),
-              RNG.normal(0, 0.1, hidden).astype(np.float32))
-    xs = RNG.normal(0, 1, 60).astype(np.float32)
+    # (Its own generator: the module's gave it other weights whenever the workers took the
+    # tests in another order.)
+    rng = np.random.default_rng(hidden)
+    params = (rng.normal(0, 0.3, (hidden, hidden)).astype(np.float32),
+              rng.normal(0, 1, hidden).astype(np.float32),
+              rng.normal(0, 0.1, hidden).astype(np.float32))
+    xs = rng.normal(0, 1, 60).astype(np.float32)
     grad = fusionjit.jit(fusionjit.grad(rnn_loss))
     got = grad(params, xs)
     want = fusionjit.jit(fusionjit.grad(rnn_loss), fusion="xla")(params, xs)
@@ -854,9 +857,11 @@ def test_a_small_recurrent_gradient_computes_what_its_lanes_share_once_a_step(hi
         du += dz * xs[t - 1]
         db += dz
         dh = w.T @ dz
-    # (float32 sums over 60 steps of terms up to ~1: a few 1e-6 off where they cancel)
+    # (float32 sums over 60 steps of terms up to the gradient's size: where they cancel,
+    # off by up to 1e-5 of its largest element over 12 draws of the weights; 2e-5 absolute
+    # failed once, at 3.9e-5 of a gradient up to 4)
     for g, r in zip(got, (dw, du, db)):
-        np.testing.assert_allclose(np.asarray(g), r, rtol=2e-4, atol=2e-5)
+        np.testing.assert_allclose(np.asarray(g), r, rtol=2e-4, atol=4e-5 * np.abs(r).max())
     if hidden == 6:
         llvm = grad.lower(params, xs).as_text("llvm")
         assert "shared." in llvm
