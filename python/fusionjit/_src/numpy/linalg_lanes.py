@@ -5,8 +5,8 @@ factorisation is then elementwise over the B lanes, a column or row of all the m
 a slice of whole vectors, and a sum over a column or a row is a reduction over a major
 dimension, vectorised along the lanes. Laid out as given, a batch of 8 x 8 matrices gave
 each step rows of 8 floats to reduce and a masked sum over the whole matrix to read one
-column (benchmarks/linalg.py: Cholesky of 1,024 6 x 6 matrices 0.94 ms, now 0.23 ms, JAX's
-LAPACK 0.34 ms; solve of 4,096 8 x 8 systems 13 ms, now 2.3 ms, JAX 5.3 ms).
+column (benchmarks/linalg.py: Cholesky of 1,024 6 x 6 matrices 0.94 ms, now 0.18 ms, JAX's
+LAPACK 0.27 ms; solve of 4,096 8 x 8 systems 13 ms, now 2.0 ms, JAX 3.0 ms).
 
 The algorithms are right-looking: step j finishes column j (or row j) and updates what
 follows it, in one kernel over (n, n, B) for Cholesky and the triangular solves (LU adds
