@@ -182,6 +182,48 @@ def test_the_gil_is_released_while_kernels_run():
     assert ratio > 0.25, p.stdout
 
 
+_PARTS_PROGRAM = """
+import numpy as np, fusionjit, fusionjit.numpy as fnp
+from fusionjit import lax, random
+
+def program(x, key):
+    def step(carry, _):
+        key, x = carry
+        key, sub = random.split(key)
+        x = fnp.sin(x) * random.uniform(sub, x.shape) + fnp.tanh(x[::-1])
+        return (key, x), x.sum()
+    return lax.scan(step, (key, x), None, length=12, unroll=12)
+
+x = np.linspace(-1, 1, 37, dtype=np.float32)
+"""
+
+
+def test_a_large_program_compiles_in_parts_to_the_same_code_with_any_thread_count():
+    # The unrolled scan's LLVM module is large enough to be compiled in parts, one thread
+    # each (codegen/cpu/jit.cc): the parts follow from the module alone, so one thread and
+    # two generate the same machine code, and it computes what the program does eagerly.
+    script = _PARTS_PROGRAM + """
+import hashlib
+f = fusionjit.jit(program)
+asm = f.lower(x, random.PRNGKey(3)).as_text("asm")
+(_, out), sums = f(x, random.PRNGKey(3))
+with fusionjit.disable_jit():
+    (_, eager_out), eager_sums = program(x, random.PRNGKey(3))
+np.testing.assert_allclose(np.asarray(out), np.asarray(eager_out), rtol=2e-6, atol=2e-6)
+np.testing.assert_allclose(np.asarray(sums), np.asarray(eager_sums), rtol=2e-6, atol=2e-5)
+print("parts", asm.count(".file"))
+print("asm", hashlib.sha256(asm.encode()).hexdigest())
+print("out", hashlib.sha256(np.asarray(out).tobytes() + np.asarray(sums).tobytes()).hexdigest())
+"""
+    runs = []
+    for threads in ("1", "2"):
+        p = run_script(script, timeout=300, env={"FUSIONJIT_NUM_THREADS": threads})
+        assert p.returncode == 0, p.stderr[-3000:]
+        runs.append(dict(line.split() for line in p.stdout.splitlines() if line.count(" ") == 1))
+    assert int(runs[0]["parts"]) >= 2, runs[0]
+    assert runs[0] == runs[1]
+
+
 def _rss_script(body: str) -> str:
     return """
 import numpy as np, fusionjit, fusionjit.numpy as fnp
