@@ -404,3 +404,51 @@ def test_ensure_compile_time_eval_and_small_names():
     g = fj.grad(fj.checkpoint(lambda x: fnp.sin(x) * 2, policy=pol.dots_saveable))(1.0)
     assert_close(g, np.float32(2 * np.cos(1.0)))
     assert pol.everything_saveable() and not pol.nothing_saveable()
+
+
+# --- ensure_compile_time_eval around control flow -------------------------------------------
+
+@requires_jax
+def test_compile_time_eval_control_flow_on_traced_and_concrete_operands():
+    # Regression: inside jit, within the block, control flow on traced operands recursed
+    # without end (and closed-over traced values failed); concrete operands must give
+    # concrete results there, traced ones stay traced, as in JAX.
+    def body(lx, ctx, x):
+        with ctx():
+            c, ys = lx.scan(lambda c, v: (c + v, c * v), x, np.arange(4.0, dtype=np.float32))
+            c2, _ = lx.scan(lambda c, v: (c + v * x, c), 1.0, np.arange(4.0, dtype=np.float32))
+            a = lx.fori_loop(0, 3, lambda i, v: v * 2, x)
+            b = lx.while_loop(lambda v: v < 10, lambda v: v * 2, x)
+            e = lx.cond(x > 1, lambda v: v + 1, lambda v: v - 1, x)
+            s = lx.switch(1, [lambda v: v + 1, lambda v: v - 1], x)
+            n = lx.fori_loop(0, 3, lambda i, v: v * 2, 1.0)  # concrete operands
+            k = int(n) + int(lx.cond(True, lambda v: v + 1, lambda v: v - 1, 3.0))
+            m = int(lx.scan(lambda c, v: (c + v, None), 0, np.arange(5))[0])
+        return c, ys, c2, a, b, e, s, x + k + m
+
+    x = np.float32(2.0)
+    got = fj.jit(lambda x: body(lax, fj.ensure_compile_time_eval, x))(x)
+    want = jax.jit(lambda x: body(jlax, jax.ensure_compile_time_eval, x))(x)
+    _same(got, want)
+    assert float(got[-1]) == 2.0 + 8 + 4 + 10
+
+
+def test_compile_time_eval_control_flow_stays_traced_and_matches_numpy():
+    seen = []
+
+    @fj.jit
+    def f(x, w):
+        with fj.ensure_compile_time_eval():
+            out = lax.scan(lambda c, v: (c * w + v, c), x, fnp.arange(3.0))
+            seen.append(type(out[0]).__name__)
+        return out
+
+    c, ys = f(np.float32(1.5), np.float32(0.5))
+    assert seen == ["Tracer"]
+    want_c, want_ys = 1.5, []
+    for v in range(3):
+        want_ys.append(want_c)
+        want_c = want_c * 0.5 + v
+    assert_close(c, np.float32(want_c))
+    assert_close(ys, np.array(want_ys, np.float32))
+
