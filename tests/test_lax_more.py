@@ -404,3 +404,173 @@ def test_ensure_compile_time_eval_and_small_names():
     g = fj.grad(fj.checkpoint(lambda x: fnp.sin(x) * 2, policy=pol.dots_saveable))(1.0)
     assert_close(g, np.float32(2 * np.cos(1.0)))
     assert pol.everything_saveable() and not pol.nothing_saveable()
+
+
+# --- ensure_compile_time_eval around control flow -------------------------------------------
+
+@requires_jax
+def test_compile_time_eval_control_flow_on_traced_and_concrete_operands():
+    # Regression: inside jit, within the block, control flow on traced operands recursed
+    # without end (and closed-over traced values failed); concrete operands must give
+    # concrete results there, traced ones stay traced, as in JAX.
+    def body(lx, ctx, x):
+        with ctx():
+            c, ys = lx.scan(lambda c, v: (c + v, c * v), x, np.arange(4.0, dtype=np.float32))
+            c2, _ = lx.scan(lambda c, v: (c + v * x, c), 1.0, np.arange(4.0, dtype=np.float32))
+            a = lx.fori_loop(0, 3, lambda i, v: v * 2, x)
+            b = lx.while_loop(lambda v: v < 10, lambda v: v * 2, x)
+            e = lx.cond(x > 1, lambda v: v + 1, lambda v: v - 1, x)
+            s = lx.switch(1, [lambda v: v + 1, lambda v: v - 1], x)
+            n = lx.fori_loop(0, 3, lambda i, v: v * 2, 1.0)  # concrete operands
+            k = int(n) + int(lx.cond(True, lambda v: v + 1, lambda v: v - 1, 3.0))
+            m = int(lx.scan(lambda c, v: (c + v, None), 0, np.arange(5))[0])
+        return c, ys, c2, a, b, e, s, x + k + m
+
+    x = np.float32(2.0)
+    got = fj.jit(lambda x: body(lax, fj.ensure_compile_time_eval, x))(x)
+    want = jax.jit(lambda x: body(jlax, jax.ensure_compile_time_eval, x))(x)
+    _same(got, want)
+    assert float(got[-1]) == 2.0 + 8 + 4 + 10
+
+
+def test_compile_time_eval_control_flow_stays_traced_and_matches_numpy():
+    seen = []
+
+    @fj.jit
+    def f(x, w):
+        with fj.ensure_compile_time_eval():
+            out = lax.scan(lambda c, v: (c * w + v, c), x, fnp.arange(3.0))
+            seen.append(type(out[0]).__name__)
+        return out
+
+    c, ys = f(np.float32(1.5), np.float32(0.5))
+    assert seen == ["Tracer"]
+    want_c, want_ys = 1.5, []
+    for v in range(3):
+        want_ys.append(want_c)
+        want_c = want_c * 0.5 + v
+    assert_close(c, np.float32(want_c))
+    assert_close(ys, np.array(want_ys, np.float32))
+
+
+# --- reduce_window with any computation -----------------------------------------------------
+
+_WINDOWS = [((7,), (3,), (2,), "SAME", None, None),
+            ((6, 5), (2, 3), (1, 2), "SAME", None, None),
+            ((6, 5), (2, 2), (2, 1), "SAME_LOWER", (1, 2), None),
+            ((6, 5), (2, 2), (1, 1), [(1, 2), (0, 1)], (2, 1), (1, 2)),
+            ((2, 5, 4, 3), (1, 3, 2, 1), (1, 2, 1, 1), "SAME", None, (1, 1, 2, 1)),
+            ((5, 4), (2, 2), (1, 1), [(-1, 1), (2, 0)], None, None),
+            ((1, 3), (3, 3), (1, 1), [(1, 1), (1, 1)], (1, 2), (1, 1)),
+            ((0, 4), (1, 2), (1, 1), "VALID", None, None)]
+
+# name -> (the computation for a lax and a numpy module, dtypes, init value)
+_COMPUTATIONS = {
+    "a+b+ab": (lambda lx, npm: lambda a, b: a + b + a * b, [np.float32], 0.0),
+    "logaddexp": (lambda lx, npm: npm.logaddexp, [np.float32], -np.inf),
+    "or": (lambda lx, npm: lx.bitwise_or, [np.int32, np.uint8], 0),
+    "xor": (lambda lx, npm: lambda a, b: a ^ b, [np.bool_, np.int32], 0),
+    "maximum": (lambda lx, npm: lambda a, b: npm.maximum(a, b), [np.float16, np.int32], 1),
+    "add, init 3": (lambda lx, npm: lx.add, [np.float32], 3.0),
+}
+
+
+@requires_jax
+@pytest.mark.parametrize("window", _WINDOWS, ids=lambda w: f"{w[0]}-{w[3]}")
+def test_reduce_window_any_computation_matches_jax(window):
+    shape, dims, strides, padding, base, dil = window
+    for make, dtypes, init in _COMPUTATIONS.values():
+        for d in dtypes:
+            if np.dtype(d).kind in "biu":
+                x = RNG.integers(0, 2 if d == np.bool_ else 50, size=shape).astype(d)
+            else:
+                x = (RNG.normal(size=shape) * 0.3).astype(d)
+            iv = np.asarray(init, d)
+            got = fj.jit(lambda x: lax.reduce_window(x, iv, make(lax, fnp), dims, strides,
+                                                     padding, base, dil))(x)
+            want = jlax.reduce_window(x, iv, make(jlax, jnp), dims, strides, padding, base, dil)
+            _same(got, want, rtol=1e-5)
+
+
+def test_reduce_window_computation_is_not_guessed_from_probes():
+    # Regression: a function was taken for lax.add because it gave a + b on two probes.
+    x = np.array([1.0, 20.0, 3.0, 4.0], np.float32)
+    got = lax.reduce_window(x, 0.0, lambda a, b: fnp.where(b > 10, a, a + b), (2,), (1,))
+    np.testing.assert_array_equal(np.asarray(got), [1.0, 3.0, 7.0])
+
+
+@requires_jax
+def test_reduce_window_folds_into_the_init_value_on_the_left():
+    # As XLA's loop, acc = f(acc, cell), row-major (unpadded windows: XLA's CPU order
+    # changes where the last dimension is padded).
+    x = np.arange(1, 13, dtype=np.int32).reshape(3, 4)
+    for f in (lambda a, b: a - b, lambda a, b: 3 * a + b):
+        for dims in ((1, 1), (2, 2), (3, 2)):
+            _same(lax.reduce_window(x, 1, f, dims, (1, 1)),
+                  jlax.reduce_window(x, 1, f, dims, (1, 1)))
+
+
+@requires_jax
+def test_reduce_window_string_padding_with_base_dilation_matches_jax():
+    # Regression: "SAME" was computed from the base-dilated shape; JAX computes it from the
+    # operand's (the window dilated).
+    x = np.arange(1, 5, dtype=np.float32)
+    for padding in ("SAME", "SAME_LOWER"):
+        for op, init in ((lax.add, 0.0), (lambda a, b: a + b, 0.0), (lax.max, -np.inf)):
+            jop = {lax.add: jlax.add, lax.max: jlax.max}.get(op, op)
+            _same(lax.reduce_window(x, init, op, (3,), (2,), padding, (2,), (1,)),
+                  jlax.reduce_window(x, init, jop, (3,), (2,), padding, (2,), (1,)))
+
+
+@requires_jax
+def test_variadic_reduce_window_argmax_under_jit_and_vmap():
+    x = RNG.integers(0, 4, size=(2, 6, 5)).astype(np.float32)  # ties: the lower index wins
+    idx = np.arange(x.size, dtype=np.int32).reshape(x.shape)
+    init = (np.float32(-np.inf), np.int32(0))
+    args = ((1, 3, 2), (1, 2, 1), "SAME")
+
+    def pool(lx, v, i):
+        return lx.reduce_window((v, i), init, _argmax_pair(lx), *args)
+    _same(fj.jit(lambda v, i: pool(lax, v, i))(x, idx), pool(jlax, x, idx))
+    _same(fj.vmap(lambda v, i: pool(lax, v, i))(x[None], idx[None]),
+          jax.vmap(lambda v, i: pool(jlax, v, i))(x[None], idx[None]))
+
+
+@requires_jax
+def test_reduce_window_any_computation_derivatives():
+    def f(lx):
+        return lambda v: lx.reduce_window(v, 0.0, lambda a, b: a + b + a * b, (2, 2), (1, 1),
+                                          "SAME")
+    x = (RNG.normal(size=(4, 5)) * 0.3).astype(np.float32)
+    t = RNG.normal(size=(4, 5)).astype(np.float32)
+    _same(fj.jvp(f(lax), (x,), (t,)), jax.jvp(f(jlax), (x,), (t,)), rtol=1e-5)
+    # JAX has no reverse mode here; the gradient of the sum is its forward derivatives'.
+    g = fj.grad(lambda v: f(lax)(v).sum())(x)
+    want = [jax.jvp(lambda v: f(jlax)(v).sum(), (x,), (e.reshape(x.shape),))[1]
+            for e in np.eye(x.size, dtype=np.float32)]
+    _same(g, np.reshape(want, x.shape), rtol=1e-5)
+    assert_close(fj.vmap(f(lax))(np.stack([x, 2 * x])),
+                 np.asarray(jax.vmap(f(jlax))(np.stack([x, 2 * x]))), rtol=1e-5, atol=1e-6)
+
+
+def test_reduce_window_errors():
+    x = np.ones((4, 4), np.float32)
+    here = HERE + r".*reduce_window: "
+    with pytest.raises(ValueError, match=here + "operand must have the same tree structure"):
+        lax.reduce_window((x, x), 0.0, lax.add, (2, 2))
+    with pytest.raises(TypeError, match=here + "computation must be callable"):
+        lax.reduce_window(x, 0.0, "add", (2, 2))
+    with pytest.raises(ValueError, match=here + "all operands must have the same shape"):
+        lax.reduce_window((x, x[:2]), (0.0, 0.0), lambda a, b: a, (2, 2))
+    with pytest.raises(TypeError, match=here + "init values must be scalars"):
+        lax.reduce_window(x, np.zeros(2, np.float32), lambda a, b: a * b, (2, 2))
+    with pytest.raises(TypeError, match=here + "the init values' dtypes must match"):
+        lax.reduce_window(x, np.int32(0), lambda a, b: a * b, (2, 2))
+    with pytest.raises(ValueError, match=here + "the computation must return a pytree"):
+        lax.reduce_window(x, 0.0, lambda a, b: (a, b), (2, 2))
+    with pytest.raises(TypeError, match=here + r"the computation must return scalars .*bool"):
+        lax.reduce_window(x, 0.0, lambda a, b: a > b, (2, 2))
+    with pytest.raises(ValueError, match=here + "window_dimensions must be 2 positive"):
+        lax.reduce_window(x, 0.0, lambda a, b: a * b, (2,))
+    with pytest.raises(ValueError, match=here + "no operands"):
+        lax.reduce_window((), (), lambda a, b: a, ())

@@ -115,6 +115,16 @@ def _run_compiled(api: Callable, fns: tuple, static: dict, args: tuple):
 _COMPILED: list = [None]
 
 
+def _outside_traces() -> bool:
+    """Whether a call runs by itself, as one compiled program (``_run_compiled``): outside
+    any trace. Within ``ensure_compile_time_eval`` under a trace the functions are traced
+    and the primitive bound as under ``jit``, and ``bind`` decides: operands (or closed-over
+    values) of the hidden trace record it there, concrete ones run it now. (Regression: such
+    calls went to ``_run_compiled``, whose jitted function inlined traced operands and so
+    came straight back, recursing without end.)"""
+    return core.current_trace() is None and not core.in_compile_time_eval()
+
+
 # --- scan ---------------------------------------------------------------------------------
 
 scan_p = core.Primitive("scan", multiple_results=True)
@@ -152,7 +162,7 @@ def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = 
     (or ``length`` times with ``x = None``); returns the final carry and the stacked ys."""
     if not callable(f):
         _fail(f"scan: f must be callable, got {type(f).__name__}")
-    if core.current_trace() is None:
+    if _outside_traces():
         return _run_compiled(scan, (f,), dict(length=length, reverse=bool(reverse),
                                               unroll=unroll), (init, xs))
     init_leaves, init_tree = tree_flatten(init)
@@ -314,7 +324,7 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val):
     for name, fn in (("cond_fun", cond_fun), ("body_fun", body_fun)):
         if not callable(fn):
             _fail(f"while_loop: {name} must be callable, got {type(fn).__name__}")
-    if core.current_trace() is None:
+    if _outside_traces():
         return _run_compiled(while_loop, (cond_fun, body_fun), {}, (init_val,))
     leaves, tree = tree_flatten(init_val)
     leaves = _operands(leaves)
@@ -422,7 +432,7 @@ def switch(index, branches: Sequence[Callable], *operands):
     for b in branches:
         if not callable(b):
             _fail(f"switch: branches must be callable, got {type(b).__name__}")
-    if core.current_trace() is None:
+    if _outside_traces():
         return _run_compiled(_switch_branches_first, (branches,), {}, (index, *operands))
     from fusionjit._src.lax.common import asarray_operand
     index = asarray_operand(index)
@@ -437,7 +447,7 @@ def cond(pred, true_fun: Callable, false_fun: Callable, *operands):
     for name, fn in (("true_fun", true_fun), ("false_fun", false_fun)):
         if not callable(fn):
             _fail(f"cond: {name} must be callable, got {type(fn).__name__}")
-    if core.current_trace() is None:
+    if _outside_traces():
         return _run_compiled(_cond_branches_first, (true_fun, false_fun), {}, (pred, *operands))
     from fusionjit._src.lax.common import asarray_operand
     pred = asarray_operand(pred)

@@ -5,15 +5,18 @@ Both are written with existing primitives rather than new IR ops. A convolution 
 and normalised here (dimension numbers, padding) and computed channels-last by im2col.py:
 patches (im2col) gathered from the input, contracted with the kernel by one ``dot_general``
 per feature group, its gradient as convolutions. A windowed reduction pads its input and
-combines its taps' strided slices elementwise; the slices fuse into the kernels that read
-them. XLA's semantics: dimension numbers as in JAX, ``"SAME"``/``"SAME_LOWER"``/``"VALID"``
-or explicit (possibly negative) padding, ``lhs_dilation`` (transposed convolutions),
-``rhs_dilation`` (atrous), ``feature_group_count`` (grouped and depthwise). Sums over the
-taps go in the patches' order, so float results may differ from XLA's in the last bits.
+combines its taps' strided slices elementwise (lax.add, max, min, mul), or folds any other
+computation over them, batched along the outputs; the slices fuse into the kernels that
+read them. XLA's semantics: dimension numbers as in JAX, ``"SAME"``/``"SAME_LOWER"``/
+``"VALID"`` or explicit (possibly negative) padding, ``lhs_dilation`` (transposed
+convolutions), ``rhs_dilation`` (atrous), ``feature_group_count`` (grouped and depthwise).
+Sums over the taps go in the patches' order, so float results may differ from XLA's in the
+last bits.
 """
 
 from __future__ import annotations
 
+import functools
 import operator
 from typing import NamedTuple, Sequence
 
@@ -26,6 +29,7 @@ from fusionjit._src.lax import im2col
 from fusionjit._src.lax import shapes as sh
 from fusionjit._src.lax.common import asarray_operand
 from fusionjit._src.numpy.util import fail
+from fusionjit._src.tree_util import tree_flatten, tree_unflatten
 
 
 class ConvDimensionNumbers(NamedTuple):
@@ -190,56 +194,142 @@ def conv_with_general_padding(lhs, rhs, window_strides, padding, lhs_dilation, r
 
 # --- windowed reductions ----------------------------------------------------------------------
 
-def _combiner(computation):
-    """The elementwise op of a reduce_window computation: lax.add/max/min/mul, or a function
-    that computes one of them (recognised by its result on two probes)."""
-    known = {ew.add: ew.add, ew.max: ew.max, ew.min: ew.min, ew.mul: ew.mul,
-             operator.add: ew.add, operator.mul: ew.mul}
-    if computation in known:
-        return known[computation]
-    try:
-        probes = [(2.0, 3.0), (-1.0, 5.0)]
-        got = [float(np.asarray(computation(np.float32(a), np.float32(b)))) for a, b in probes]
-    except Exception:  # noqa: BLE001 - a computation we cannot run eagerly
-        got = None
-    for fn, want in ((ew.add, [5.0, 4.0]), (ew.max, [3.0, 5.0]), (ew.min, [2.0, -1.0]),
-                     (ew.mul, [6.0, -5.0])):
-        if got == want:
-            return fn
-    fail("reduce_window: the computation must be lax.add, lax.max, lax.min or lax.mul",
-         NotImplementedError)
+# The computations combined as elementwise ops on whole taps (JAX's fast path takes lax.add,
+# max and min): associative and commutative, so the taps combine in any order and the init
+# value joins each window once, at the end. Any other computation is folded over the taps
+# (_fold_windows). (Computations used to be recognised by their results on two probes, which
+# took ``lambda a, b: where(b > 10, a, a + b)`` for lax.add.)
+_MONOIDS = {ew.add: ew.add, ew.max: ew.max, ew.min: ew.min, ew.mul: ew.mul,
+            operator.add: ew.add, operator.mul: ew.mul}
+
+
+class _Windows(NamedTuple):
+    """Where each window of a reduce_window reads, per dimension of the operand."""
+    dims: tuple      # window_dimensions
+    strides: tuple
+    pads: list       # (low, high) around the base-dilated operand
+    base: tuple      # base_dilation
+    dilation: tuple  # window_dilation
+
+    def taps(self, x, fill) -> tuple[list, tuple]:
+        """The strided slice of ``x`` (base-dilated and padded, holes and padding reading
+        ``fill``) that each window offset reads, in row-major order, and the output shape."""
+        x = sh.pad(x, fill, [(lo, hi, b - 1) for (lo, hi), b in zip(self.pads, self.base)])
+        return _taps(x, self.dims, self.strides, self.dilation, range(len(self.dims)))
+
+    def reads_operand(self, shape, offset, out):
+        """Which outputs' windows read a cell of the operand (not padding, nor a hole of the
+        base dilation) at window ``offset``: True or False where all or none do, else the
+        boolean array of the output's shape."""
+        vectors, partial = [], []
+        for d, (n, k, s, r, (lo, _), b, o) in enumerate(zip(
+                shape, offset, self.strides, self.dilation, self.pads, self.base, out)):
+            q = np.arange(o) * s + k * r - lo  # the cells' positions in the dilated operand
+            ok = (q >= 0) & (q <= (n - 1) * b) & (q % b == 0)
+            if not ok.any():
+                return False
+            if not ok.all():
+                vectors.append(ok)
+                partial.append(d)
+        if not partial:
+            return True
+        grid = functools.reduce(np.logical_and, [  # their outer product
+            v.reshape([-1 if j == i else 1 for j in range(len(vectors))])
+            for i, v in enumerate(vectors)])
+        return sh.broadcast_in_dim(asarray_operand(grid), out, tuple(partial))
 
 
 def reduce_window(operand, init_value, computation, window_dimensions: Sequence[int],
-                  window_strides: Sequence[int], padding, base_dilation=None,
-                  window_dilation=None):
-    """Reduces each window of ``operand`` with ``computation`` (add, max, min or mul),
-    combined once with ``init_value``; padded cells do not count, as in JAX."""
-    if isinstance(operand, (tuple, list)):
-        fail("reduce_window: only single-operand reductions are supported", NotImplementedError)
-    x = asarray_operand(operand)
-    a = core.get_aval(x)
-    init = asarray_operand(init_value, a.dtype)
+                  window_strides: Sequence[int] | None = None, padding="VALID",
+                  base_dilation=None, window_dilation=None):
+    """``jax.lax.reduce_window``: reduces each window of ``operand`` (an array, or a pytree
+    of arrays of one shape, reduced together) with ``computation``, a function of two
+    pytrees of scalars shaped like ``operand`` returning one, starting from ``init_value``
+    (scalars, a pytree of ``operand``'s structure). Padding and the holes of base dilation
+    are skipped, not combined, as XLA does. String padding is computed from the operand's
+    shape (not base-dilated) and the dilated window, as JAX does."""
     name = "reduce_window"
-    window = _ints(name, "window_dimensions", window_dimensions, a.ndim)
-    strides = _ints(name, "window_strides", window_strides, a.ndim)
-    base = _ints(name, "base_dilation", base_dilation, a.ndim)
-    wdil = _ints(name, "window_dilation", window_dilation, a.ndim)
+    flat_ops, op_tree = tree_flatten(operand)
+    flat_inits, init_tree = tree_flatten(init_value)
+    if op_tree != init_tree:
+        fail(f"{name}: operand must have the same tree structure as init_value: {op_tree} vs. "
+             f"{init_tree}", ValueError)
+    if not flat_ops:
+        fail(f"{name}: no operands to reduce", ValueError)
+    if not callable(computation):
+        fail(f"{name}: computation must be callable, got {type(computation).__name__}")
+    xs = [asarray_operand(x) for x in flat_ops]
+    avals = [core.get_aval(x) for x in xs]
+    if any(a.shape != avals[0].shape for a in avals):
+        fail(f"{name}: all operands must have the same shape, got "
+             f"{', '.join(a.str_short() for a in avals)}", ValueError)
+    inits = [asarray_operand(v, a.dtype) for v, a in zip(flat_inits, avals)]
+    init_avals = [core.get_aval(v) for v in inits]
+    if any(i.shape != () for i in init_avals):
+        fail(f"{name}: init values must be scalars, got "
+             f"{', '.join(i.str_short() for i in init_avals)}")
+    if any(i.dtype != a.dtype for i, a in zip(init_avals, avals)):
+        fail(f"{name}: the init values' dtypes must match the operands': got operand dtypes "
+             f"{[str(a.dtype) for a in avals]} and init value dtypes "
+             f"{[str(i.dtype) for i in init_avals]}")
+    shape = avals[0].shape
+    window = _ints(name, "window_dimensions", window_dimensions, len(shape))
+    strides = _ints(name, "window_strides", window_strides, len(shape))
+    base = _ints(name, "base_dilation", base_dilation, len(shape))
+    wdil = _ints(name, "window_dilation", window_dilation, len(shape))
     dilated_w = [(w - 1) * r + 1 for w, r in zip(window, wdil)]
-    dilated_in = [(s - 1) * b + 1 for s, b in zip(a.shape, base)]
-    pads = _pads(name, padding, dilated_in, dilated_w, strides)
-    combine = _combiner(computation)
-    # Padding (and base dilation's holes) read as the operation's identity, so that they
-    # do not count; the init value joins each window once (JAX's result).
+    windows = _Windows(window, strides, _pads(name, padding, shape, dilated_w, strides), base,
+                       wdil)
+    if len(xs) == 1 and computation in _MONOIDS:
+        return tree_unflatten(op_tree, [_monoid_windows(xs[0], inits[0],
+                                                        _MONOIDS[computation], windows)])
+    return tree_unflatten(op_tree, _fold_windows(xs, inits, computation, op_tree, windows))
+
+
+def _fold_windows(xs, inits, computation, tree, windows: _Windows) -> list:
+    """reduce_window with any computation, as XLA's loop: each output starts at the init
+    values and takes in the cells of its window one by one, row-major, ``acc = f(acc,
+    cell)``, skipping padding and holes. (XLA leaves the order open, and its CPU loop
+    changes it where the last dimension is padded; only an associative and commutative
+    computation has one answer.) The computation is traced on scalars once and applied to
+    all outputs at a time, batched along them, as ``lax.reduce`` does."""
+    from fusionjit._src.lax.reduce_ops import _elementwise, _trace_computation
+    avals = [core.get_aval(x) for x in xs]
+    scalars = [core.ShapedArray((), a.dtype, a.weak_type) for a in avals]
+    combine = _elementwise(*_trace_computation(computation, tree, scalars, "reduce_window"))
+    # Weakly typed results only where the operands are (a Python number as init value
+    # does not make them so), as JAX's.
+    inits = [ew.convert_element_type(v, a.dtype, weak_type=a.weak_type)
+             if core.get_aval(v).weak_type != a.weak_type else v for v, a in zip(inits, avals)]
+    taps = [windows.taps(x, asarray_operand(np.zeros((), a.dtype)))[0]
+            for x, a in zip(xs, avals)]
+    out = core.get_aval(taps[0][0]).shape
+    size = int(np.prod(out, dtype=np.int64))
+    if size == 0:
+        return [sh.broadcast_in_dim(v, out, ()) for v in inits]
+    acc = [sh.broadcast_in_dim(v, (size,), ()) for v in inits]
+    for k, offset in enumerate(np.ndindex(*windows.dims)):
+        reads = windows.reads_operand(avals[0].shape, offset, out)
+        if reads is False:
+            continue
+        new = combine(acc, [sh.reshape(t[k], (size,)) for t in taps])
+        if reads is True:
+            acc = new
+        else:
+            keep = sh.reshape(reads, (size,))
+            acc = [ew.select(keep, n, a) for n, a in zip(new, acc)]
+    return [sh.reshape(a, out) for a in acc]
+
+
+def _monoid_windows(x, init, combine, windows: _Windows):
+    """reduce_window with lax.add, mul, max or min: the taps combined elementwise, padding
+    and holes reading the op's identity, the init value joined once."""
+    a = core.get_aval(x)
     identity = asarray_operand({ew.add: 0, ew.mul: 1, ew.max: dt.lowest(a.dtype),
                                 ew.min: dt.highest(a.dtype)}[combine], a.dtype)
 
-    def windows(v, fill):
-        v = sh.pad(v, fill, [(lo, hi, b - 1) for (lo, hi), b in zip(pads, base)])
-        return _taps(v, window, strides, wdil, range(a.ndim))[0]
-
     def reduced(v):
-        taps = windows(v, identity)
+        taps = windows.taps(v, identity)[0]
         # Pairwise, as a balanced tree; the init value joins once (XLA's identity for its
         # ops).
         while len(taps) > 1:
@@ -261,7 +351,7 @@ def reduce_window(operand, init_value, computation, window_dimensions: Sequence[
         out = pool(v)
         zero = asarray_operand(0, a.dtype)
         found, slope = None, None
-        for tap, dtap in zip(windows(v, identity), windows(t, zero)):
+        for tap, dtap in zip(windows.taps(v, identity)[0], windows.taps(t, zero)[0]):
             hit = ew.eq(tap, out)
             first = hit if found is None else ew.bitwise_and(hit, ew.bitwise_not(found))
             found = hit if found is None else ew.bitwise_or(found, hit)

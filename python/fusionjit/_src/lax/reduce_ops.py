@@ -61,20 +61,20 @@ def _dims(dimensions, ndim: int, shape) -> tuple:
     return dims
 
 
-def _trace_computation(computation: Callable, tree, avals: list):
+def _trace_computation(computation: Callable, tree, avals: list, name: str = "lax.reduce"):
     """``computation`` traced on two pytrees of scalars of ``avals`` (structure ``tree``):
     its closed program and the constants it closes over, after checking that it returns a
-    pytree of the same structure, shapes and dtypes."""
+    pytree of the same structure, shapes and dtypes (errors name the caller, ``name``)."""
     from fusionjit._src.lax.control_flow import _trace
     pair_tree = tree_flatten((tree_unflatten(tree, avals), tree_unflatten(tree, avals)))[1]
     program, consts, out_tree = _trace(computation, pair_tree, avals + avals,
-                                       "the reduce computation")
+                                       f"the {name} computation")
     if out_tree != tree:
-        _fail(f"lax.reduce: the computation must return a pytree of the operands' structure "
+        _fail(f"{name}: the computation must return a pytree of the operands' structure "
               f"{tree}, got {out_tree}", ValueError)
     for a, o in zip(avals, program.out_avals):
         if o.shape != () or o.dtype != a.dtype:
-            _fail(f"lax.reduce: the computation must return scalars of the operands' dtypes "
+            _fail(f"{name}: the computation must return scalars of the operands' dtypes "
                   f"({', '.join(x.str_short() for x in avals)}), got "
                   f"{', '.join(x.str_short() for x in program.out_avals)}")
     return program, consts
