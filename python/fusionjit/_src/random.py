@@ -33,6 +33,7 @@ from fusionjit._src.lax.sorting import top_k
 from fusionjit._src.lowering import register
 from fusionjit._src.numpy import reductions, shapes, ufuncs
 from fusionjit._src.numpy.util import aval, fail, shape_arg, to_array
+from fusionjit._src.random_eager import eager_jit
 from fusionjit._src.special import erf_inv as _erf_inv
 
 U32 = np.dtype(np.uint32)
@@ -407,6 +408,7 @@ def _rewrap(data, typed: bool):
 
 # --- the API ---------------------------------------------------------------------------
 
+@eager_jit("num")
 def split(key, num: int | Sequence[int] = 2):
     """New keys, derived from `key`: `num` of them, or an array of keys of shape `num`."""
     data, typed = _key("split", key)
@@ -431,6 +433,7 @@ def split(key, num: int | Sequence[int] = 2):
     return _rewrap(out, typed)
 
 
+@eager_jit(uint32=("data",))
 def fold_in(key, data):
     """A new key from `key` and an integer (or uint32 array of) `data`."""
     kd, typed = _key("fold_in", key)
@@ -448,6 +451,7 @@ def fold_in(key, data):
     return _rewrap(shapes.stack([to_array(y0), to_array(y1)], axis=-1), typed)
 
 
+@eager_jit("shape", "dtype")
 def bits(key, shape=(), dtype=None):
     """Random bits of an unsigned integer dtype (uint32 by default)."""
     data, _ = _key("bits", key)
@@ -471,6 +475,7 @@ def _float_dtype(name: str, dtype):
     return d
 
 
+@eager_jit("shape", "dtype")
 def uniform(key, shape=(), dtype=None, minval=0.0, maxval=1.0):
     """Uniform floats in [minval, maxval): 23 (52) random mantissa bits, as JAX."""
     data, _ = _key("uniform", key)
@@ -513,6 +518,7 @@ def _is_value(x) -> bool:
     return isinstance(x, core.Tracer) or core.is_concrete_array(x)
 
 
+@eager_jit("shape")
 def bernoulli(key, p=0.5, shape=None):
     """True with probability `p` (uniform(key, shape, dtype(p)) < p)."""
     p = to_array(p)
@@ -523,6 +529,7 @@ def bernoulli(key, p=0.5, shape=None):
     return lax.lt(u, shapes.broadcast_to(lax.convert_element_type(p, aval(p).dtype), aval(u).shape))
 
 
+@eager_jit("shape", "dtype")
 def randint(key, shape, minval, maxval, dtype=None):
     """Uniform integers in [minval, maxval), as JAX: 64 random bits per value reduced
     modulo the span (biased for spans that are not powers of two, like JAX's)."""
@@ -586,6 +593,7 @@ def randint(key, shape, minval, maxval, dtype=None):
     return lax.add(lo_v, lax.convert_element_type(offset, d))
 
 
+@eager_jit("shape", "dtype")
 def normal(key, shape=(), dtype=None):
     """Standard normal floats: sqrt(2) * erf_inv(u) for u uniform in (-1, 1), as JAX."""
     d = _float_dtype("normal", dtype)
@@ -599,12 +607,14 @@ def normal(key, shape=(), dtype=None):
     return lax.mul(to_array(np.sqrt(2.0), d, False), e)
 
 
+@eager_jit("shape", "dtype")
 def gumbel(key, shape=(), dtype=None):
     d = _float_dtype("gumbel", dtype)
     u = uniform(key, shape, d, float(dt.finfo(d).tiny), 1.0)
     return ufuncs.negative(ufuncs.log(ufuncs.negative(ufuncs.log(u))))
 
 
+@eager_jit("shape", "dtype")
 def exponential(key, shape=(), dtype=None):
     """Exponential(1) floats: -log1p(-u) for u uniform in [0, 1), as JAX."""
     d = _float_dtype("exponential", dtype)
@@ -612,6 +622,7 @@ def exponential(key, shape=(), dtype=None):
     return ufuncs.negative(ufuncs.log1p(ufuncs.negative(u)))
 
 
+@eager_jit("shape", "dtype")
 def laplace(key, shape=(), dtype=None):
     """Laplace(0, 1) floats: sign(u) * log1p(-|u|) for u uniform in (-1, 1), as JAX."""
     d = _float_dtype("laplace", dtype)
@@ -619,6 +630,7 @@ def laplace(key, shape=(), dtype=None):
     return ufuncs.multiply(ufuncs.sign(u), ufuncs.log1p(ufuncs.negative(ufuncs.absolute(u))))
 
 
+@eager_jit("shape", "dtype")
 def logistic(key, shape=(), dtype=None):
     """Standard logistic floats: log(x) - log1p(-x) for x uniform in (0, 1), as JAX."""
     d = _float_dtype("logistic", dtype)
@@ -626,6 +638,7 @@ def logistic(key, shape=(), dtype=None):
     return ufuncs.subtract(ufuncs.log(x), ufuncs.log1p(ufuncs.negative(x)))
 
 
+@eager_jit("shape", "dtype")
 def rademacher(key, shape=(), dtype=None):
     """-1 or 1 with equal probability (integers by default): 2 * bernoulli(0.5) - 1, as
     JAX, bit for bit."""
@@ -634,6 +647,7 @@ def rademacher(key, shape=(), dtype=None):
     return lax.sub(lax.mul(to_array(2, d, False), b), to_array(1, d, False))
 
 
+@eager_jit("axis", "shape", "replace")
 def categorical(key, logits, axis: int = -1, shape=None, replace: bool = True):
     """Samples of category indices with log-probabilities `logits`: the Gumbel-max trick, or
     without replacement the Gumbel top-k trick (`shape`'s leading part is then the number of
@@ -694,6 +708,7 @@ def _shuffle(data, x, axis: int):
     return x
 
 
+@eager_jit("axis", "independent", static_if_int=("x",))
 def permutation(key, x, axis: int = 0, independent: bool = False):
     """A random permutation of range(x) (an int) or of `x` along `axis`."""
     data, _ = _key("permutation", key)
@@ -711,6 +726,7 @@ def permutation(key, x, axis: int = 0, independent: bool = False):
     return _take(x, ind, axis)
 
 
+@eager_jit("shape", "replace", "axis", static_if_int=("a",))
 def choice(key, a, shape=(), replace: bool = True, p=None, axis: int = 0):
     """Random samples from `a` (an int n: range(n); or an array along `axis`)."""
     data, _ = _key("choice", key)

@@ -14,6 +14,7 @@ from fusionjit._src import special
 from fusionjit._src.lax import lax
 from fusionjit._src.numpy import linalg, math_ufuncs, reductions, shapes, ufuncs
 from fusionjit._src.numpy.util import aval, fail, shape_arg, to_array
+from fusionjit._src.random_eager import eager_jit
 from fusionjit._src.random import (_float_dtype, _is_value, batched_keys, exponential, normal,
                                    rademacher, split, uniform)
 
@@ -40,6 +41,7 @@ def _shape(name: str, shape, *params) -> tuple:
     return shape
 
 
+@eager_jit("shape", "dtype")
 def truncated_normal(key, lower, upper, shape=None, dtype=None):
     """Standard normal floats truncated to (lower, upper): sqrt(2) erf^-1(u) for u uniform
     between erf(lower / sqrt(2)) and erf(upper / sqrt(2)), clipped inside the open interval,
@@ -346,6 +348,7 @@ def f(key, dfnum, dfden, shape=None, dtype=None):
     return ufuncs.divide(num, den)
 
 
+@eager_jit("n", "shape", "dtype", "m")
 def orthogonal(key, n: int, shape=(), dtype=None, m: int | None = None):
     """Matrices (shape + (n, m), m = n by default) with orthonormal columns (or rows when
     n < m): the Q of a Gaussian matrix's QR decomposition, its columns' signs fixed by R's
