@@ -1,9 +1,11 @@
 """Shared test helpers: dtype-aware comparison with NumPy (JAX's default tolerances), an
-x64 fixture, and Hypothesis profiles (derandomised in CI)."""
+x64 fixture, an ``rng`` fixture (random data of each test's own), and Hypothesis profiles
+(derandomised in CI)."""
 
 from __future__ import annotations
 
 import os
+import zlib
 
 import numpy as np
 import pytest
@@ -64,6 +66,21 @@ def x64():
         yield
     finally:
         fusionjit.config.update("fusionjit_enable_x64", False)
+
+
+def seed_of(nodeid: str) -> int:
+    """A seed from a test's id (its file's name, its name and its parameters): the same in
+    every run, process and order. Not hash(), which is salted per process."""
+    path, _, name = nodeid.partition("::")
+    return zlib.crc32(f"{os.path.basename(path)}::{name}".encode())
+
+
+@pytest.fixture
+def rng(request):
+    """A NumPy Generator of the test's own, seeded from its id: its data does not depend on
+    which tests ran before it in the same process (pytest-xdist's workers share tests in an
+    order that changes from run to run), as it did with a generator at module level."""
+    return np.random.default_rng(seed_of(request.node.nodeid))
 
 
 @pytest.fixture

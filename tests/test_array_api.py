@@ -83,8 +83,6 @@ def test_array_namespace():
 
 # --- helpers ---------------------------------------------------------------------------
 
-RNG = np.random.RandomState(0)
-
 
 def _both(fn, *args, **kw):
     """fn(*args) eagerly and under jit (array arguments traced)."""
@@ -120,8 +118,8 @@ UNARY = [
 
 @pytest.mark.parametrize("name,np_fn,domain", UNARY, ids=[u[0] for u in UNARY])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_unary_elementwise(name, np_fn, domain, dtype):
-    x = RNG.uniform(*domain, size=(3, 17)).astype(dtype)
+def test_unary_elementwise(name, np_fn, domain, dtype, rng):
+    x = rng.uniform(*domain, size=(3, 17)).astype(dtype)
     x[0, :3] = [0.0, -0.0, domain[0]]
     rtol = 2e-6 if dtype == np.float32 else 1e-6
     _check(getattr(fnp, name), lambda a: np_fn(a.astype(np.float32)), x, rtol=rtol, atol=1e-6)
@@ -144,9 +142,9 @@ BINARY = [("hypot", np.hypot), ("logaddexp", np.logaddexp), ("logaddexp2", np.lo
 
 
 @pytest.mark.parametrize("name,np_fn", BINARY, ids=[b[0] for b in BINARY])
-def test_binary_elementwise(name, np_fn):
-    x = RNG.uniform(-30, 30, size=(4, 6)).astype(np.float32)
-    y = RNG.uniform(-30, 30, size=(6,)).astype(np.float32)
+def test_binary_elementwise(name, np_fn, rng):
+    x = rng.uniform(-30, 30, size=(4, 6)).astype(np.float32)
+    y = rng.uniform(-30, 30, size=(6,)).astype(np.float32)
     x[0, :4] = [np.inf, -np.inf, np.nan, 0.0]
     y[:4] = [np.inf, 1.0, 2.0, -0.0]
     with np.errstate(all="ignore"):
@@ -188,8 +186,8 @@ def test_elementwise_errors_name_the_callers_line():
 @pytest.mark.parametrize("shape,axis", [((17,), None), ((5, 9), 1), ((5, 9), 0), ((2, 3, 33), -1),
                                         ((1,), 0), ((0, 3), 0)])
 @pytest.mark.parametrize("dtype", [np.float32, np.int32, np.bool_])
-def test_cumsum_cumprod(shape, axis, dtype):
-    x = RNG.uniform(0.5, 1.5, size=shape)
+def test_cumsum_cumprod(shape, axis, dtype, rng):
+    x = rng.uniform(0.5, 1.5, size=shape)
     x = (x > 1).astype(dtype) if dtype == np.bool_ else (x * 3).astype(dtype)
     want_dtype = np.int32 if dtype == np.bool_ else dtype
     _check(lambda a: fnp.cumsum(a, axis=axis), lambda a: np.cumsum(a, axis=axis,
@@ -202,12 +200,12 @@ def test_cumsum_cumprod(shape, axis, dtype):
 
 @pytest.mark.parametrize("shape,axis", [((5000,), 0), ((37, 300), 1), ((300, 37), 0),
                                         ((4, 600, 5), 1)])
-def test_running_reductions_are_numpys_bit_for_bit_and_compile_small(shape, axis):
+def test_running_reductions_are_numpys_bit_for_bit_and_compile_small(shape, axis, rng):
     """cumsum and friends add one element after another, as NumPy does (a scan along the
     axis, one kernel): the same bits as NumPy's, forwards and reversed. They were an
     associative scan, 2*log2(n) rounds of small kernels: 3.7 s to compile 1,024 elements,
     9.7 s and 2.2 ms a call for 65,536 (now 0.1 s and 0.1 ms)."""
-    x = RNG.normal(size=shape).astype(np.float32)
+    x = rng.normal(size=shape).astype(np.float32)
     f = fusionjit.jit(lambda x: (fnp.cumsum(x, axis=axis), lax.cumsum(x, axis, reverse=True),
                                  lax.cummax(x, axis), fnp.cumprod(x[..., :20], axis=axis)))
     got = [np.asarray(g) for g in f(x)]
@@ -271,8 +269,8 @@ def test_cumlogsumexp_gradient_with_infinite_terms_matches_jax():
 @needs_jax
 @pytest.mark.parametrize("descending", [False, True])
 @pytest.mark.parametrize("dtype", [np.float32, np.int32, np.uint32, np.bool_])
-def test_sort_argsort_against_jax(dtype, descending):
-    x = RNG.randint(0, 5, size=(4, 13)).astype(dtype)
+def test_sort_argsort_against_jax(dtype, descending, rng):
+    x = rng.integers(0, 5, size=(4, 13)).astype(dtype)
     if dtype == np.float32:
         x[0, :5] = [np.nan, -0.0, 0.0, np.inf, -np.inf]
     for axis in (-1, 0, None):
@@ -288,11 +286,11 @@ def test_sort_argsort_against_jax(dtype, descending):
 @pytest.mark.parametrize("descending", [False, True])
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int8, np.uint16, np.int32,
                                    np.uint32, np.bool_])
-def test_long_rows_sort_in_the_runtime_as_jax_orders_them(dtype, descending):
+def test_long_rows_sort_in_the_runtime_as_jax_orders_them(dtype, descending, rng):
     """Rows of 64 or more sort by one key in the runtime's stable sort (a custom call), not
     the bitonic network: 65,536 float32 in 3.8 ms instead of 50 ms (JAX: 15 ms). The same
     order: NaN last, -0.0 equal to 0.0, ties in their original order."""
-    x = RNG.randint(-6, 6, size=(3, 300)).astype(dtype)  # many ties
+    x = rng.integers(-6, 6, size=(3, 300)).astype(dtype)  # many ties
     if dtype in (np.float32, np.float16):
         x[0, :6] = [np.nan, -0.0, 0.0, np.inf, -np.inf, np.nan]
     for a, axis in ((x, -1), (np.ascontiguousarray(x.T), 0)):
@@ -325,13 +323,13 @@ def test_every_boundary_into_a_sort_has_a_reason(profile):
     assert into and all(b.rule not in ("", "no-decision") for b in into), [str(b) for b in into]
 
 
-def test_lax_sort_multiple_operands_and_top_k():
+def test_lax_sort_multiple_operands_and_top_k(rng):
     k = np.array([3, 1, 2, 1], np.int32)
     v = np.array([10.0, 20.0, 30.0, 40.0], np.float32)
     sk, sv = lax.sort_key_val(k, v)
     np.testing.assert_array_equal(sk, [1, 1, 2, 3])
     np.testing.assert_array_equal(sv, [20.0, 40.0, 30.0, 10.0])
-    x = RNG.randn(3, 10).astype(np.float32)
+    x = rng.standard_normal((3, 10)).astype(np.float32)
     out = fusionjit.jit(lambda a: lax.top_k(a, 4))(x)
     assert isinstance(out, list) and isinstance(lax.top_k(x, 2), list)   # as JAX's
     vals, idx = out
@@ -440,8 +438,8 @@ def test_nonzero_argwhere():
 # --- statistics ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("axis", [None, 0, 1, (0, 2)])
-def test_var_std_median(axis):
-    x = RNG.randn(3, 4, 5).astype(np.float32)
+def test_var_std_median(axis, rng):
+    x = rng.standard_normal((3, 4, 5)).astype(np.float32)
     for ddof in (0, 1):
         _check(lambda a: fnp.var(a, axis=axis, ddof=ddof), lambda a: np.var(a, axis=axis,
                                                                             ddof=ddof), x,
@@ -454,13 +452,12 @@ def test_var_std_median(axis):
 
 @needs_jax
 @pytest.mark.parametrize("method", ["linear", "lower", "higher", "midpoint", "nearest"])
-def test_quantile_against_jax(method):
-    x = RNG.randn(4, 7).astype(np.float32)
+def test_quantile_against_jax(method, rng):
+    x = rng.standard_normal((4, 7)).astype(np.float32)
     x[3, 2] = np.nan
     q = np.array([0.0, 0.25, 0.5, 0.9, 1.0], np.float32)
     want = jnp.quantile(x, q, axis=1, method=method)
-    # (atol: an interpolated float32 near 0 may differ from JAX's by an ulp of its operands;
-    # x comes from the module's RNG, so which values land near 0 depends on the test order.)
+    # (atol: an interpolated float32 near 0 may differ from JAX's by an ulp of its operands.)
     np.testing.assert_allclose(fnp.quantile(x, q, axis=1, method=method), want, rtol=1e-6,
                                atol=1e-6)
     traced_q = fusionjit.jit(lambda a, b: fnp.quantile(a, b, axis=1, method=method))(x, q)
@@ -470,14 +467,14 @@ def test_quantile_against_jax(method):
                                atol=1e-6)
 
 
-def test_nan_reductions_and_friends():
+def test_nan_reductions_and_friends(rng):
     x = np.array([[1.0, np.nan, 3.0], [np.nan, np.nan, np.nan]], np.float32)
     with np.errstate(all="ignore"), pytest.warns(RuntimeWarning):
         for name in ("nansum", "nanmean", "nanmax", "nanmin", "nanvar", "nanstd"):
             _check(lambda a: getattr(fnp, name)(a, axis=1),
                    lambda a: getattr(np, name)(a, axis=1), x)
-    y = RNG.randn(3, 4).astype(np.float32)
-    w = RNG.uniform(size=4).astype(np.float32)
+    y = rng.standard_normal((3, 4)).astype(np.float32)
+    w = rng.uniform(size=4).astype(np.float32)
     _check(lambda a, b: fnp.average(a, axis=1, weights=b),
            lambda a, b: np.average(a, axis=1, weights=b), y, w)
     _check(lambda a: fnp.ptp(a, axis=0), lambda a: np.ptp(a, axis=0), y)
@@ -495,8 +492,8 @@ EINSUM = [("ijk,kl->ijl", [(2, 3, 4), (4, 5)]), ("ijk->", [(2, 3, 4)]), ("ii->i"
 
 
 @pytest.mark.parametrize("spec,shapes", EINSUM, ids=[e[0] for e in EINSUM])
-def test_einsum(spec, shapes):
-    ops = [RNG.randn(*s).astype(np.float32) for s in shapes]
+def test_einsum(spec, shapes, rng):
+    ops = [rng.standard_normal(s).astype(np.float32) for s in shapes]
     _check(lambda *a: fnp.einsum(spec, *a), lambda *a: np.einsum(spec, *a), *ops, rtol=1e-4,
            atol=1e-5)
 
@@ -508,10 +505,10 @@ SUBLISTS = [((2, 3), [0, 1], (3, 4), [1, 2], [0, 2]), ((2, 3), [0, 1], (3, 4), [
 
 
 @pytest.mark.parametrize("case", SUBLISTS, ids=[str(c[1::2]) for c in SUBLISTS])
-def test_einsum_operand_list_form(case):
+def test_einsum_operand_list_form(case, rng):
     # einsum(op, labels, op, labels, ..., [out]); an implicit output is sorted by label.
     n = len(case) - len(case) % 2  # the operand entries (an output list aside)
-    args = [RNG.randn(*a).astype(np.float32) if i < n and i % 2 == 0 else a
+    args = [rng.standard_normal(a).astype(np.float32) if i < n and i % 2 == 0 else a
             for i, a in enumerate(case)]
     _check(lambda *ops: fnp.einsum(*_interleave(ops, args)),
            lambda *ops: np.einsum(*_interleave(ops, args)), *args[0:n:2], rtol=1e-4,
@@ -538,9 +535,9 @@ def test_einsum_operand_list_form_errors():
         fnp.einsum(a, [0, 1, 2])
 
 
-def test_tensordot_vecdot_kron_cross_transpose():
-    a = RNG.randn(2, 3, 4).astype(np.float32)
-    b = RNG.randn(4, 3, 5).astype(np.float32)
+def test_tensordot_vecdot_kron_cross_transpose(rng):
+    a = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    b = rng.standard_normal((4, 3, 5)).astype(np.float32)
     _check(lambda x, y: fnp.tensordot(x, y, 1), lambda x, y: np.tensordot(x, y, 1), a, b,
            rtol=1e-5, atol=1e-5)
     _check(lambda x, y: fnp.tensordot(x, y, ([1, 2], [1, 0])),
@@ -555,8 +552,8 @@ def test_tensordot_vecdot_kron_cross_transpose():
 
 
 @pytest.mark.parametrize("ord", [None, 1, -1, 2, np.inf, -np.inf, 0, 3, "fro"])
-def test_linalg_norms(ord):
-    x = RNG.randn(4, 5).astype(np.float32)
+def test_linalg_norms(ord, rng):
+    x = rng.standard_normal((4, 5)).astype(np.float32)
     if ord != "fro":
         _check(lambda a: fnp.linalg.norm(a, ord, axis=1), lambda a: np.linalg.norm(
             a, ord, axis=1), x, rtol=1e-5)
@@ -574,8 +571,8 @@ def test_linalg_norms(ord):
                lambda a: np.linalg.matrix_norm(a, ord=order), x[None], rtol=1e-5)
 
 
-def test_linalg_products_traces():
-    x = RNG.randn(2, 4, 4).astype(np.float32)
+def test_linalg_products_traces(rng):
+    x = rng.standard_normal((2, 4, 4)).astype(np.float32)
     _check(lambda a: fnp.linalg.trace(a, offset=1), lambda a: np.trace(a, 1, -2, -1), x)
     _check(lambda a: fnp.linalg.diagonal(a, offset=-1), lambda a: np.diagonal(a, -1, -2, -1), x)
     _check(fnp.linalg.outer, np.outer, x[0, 0], x[1, 1])
@@ -586,8 +583,8 @@ def test_linalg_products_traces():
 
 # --- manipulation and creation --------------------------------------------------------
 
-def test_manipulation():
-    x = RNG.randn(3, 4).astype(np.float32)
+def test_manipulation(rng):
+    x = rng.standard_normal((3, 4)).astype(np.float32)
     _check(lambda a: fnp.tile(a, (2, 1, 2)), lambda a: np.tile(a, (2, 1, 2)), x)
     _check(lambda a: fnp.repeat(a, 3, axis=1), lambda a: np.repeat(a, 3, axis=1), x)
     _check(lambda a: fnp.repeat(a, np.array([1, 0, 2]), axis=0),
@@ -612,8 +609,8 @@ def test_manipulation():
 
 @pytest.mark.parametrize("mode", ["constant", "edge", "wrap", "reflect", "symmetric",
                                   "linear_ramp", "maximum", "mean", "median", "minimum"])
-def test_pad_modes(mode):
-    x = RNG.randn(3, 4).astype(np.float32)
+def test_pad_modes(mode, rng):
+    x = rng.standard_normal((3, 4)).astype(np.float32)
     _check(lambda a: fnp.pad(a, ((2, 1), (3, 5)), mode=mode),
            lambda a: np.pad(a, ((2, 1), (3, 5)), mode=mode), x, rtol=1e-5)
     if mode in ("reflect", "symmetric"):
@@ -643,8 +640,8 @@ INDICES = [
 
 
 @pytest.mark.parametrize("index", INDICES, ids=range(len(INDICES)))
-def test_advanced_indexing(index):
-    x = RNG.randn(4, 5, 6).astype(np.float32)
+def test_advanced_indexing(index, rng):
+    x = rng.standard_normal((4, 5, 6)).astype(np.float32)
     want = x[index]
     np.testing.assert_array_equal(fnp.asarray(x)[index], want)
     arrays = [i for i, e in enumerate(index) if isinstance(e, np.ndarray)]
@@ -679,8 +676,8 @@ def test_take_modes_against_jax():
 
 
 @needs_jax
-def test_at_updates_against_jax():
-    x = RNG.randn(4, 5).astype(np.float32)
+def test_at_updates_against_jax(rng):
+    x = rng.standard_normal((4, 5)).astype(np.float32)
     j = jnp.asarray(x)
     idx = np.array([0, 2, 0, -1], np.int32)
     cases = [

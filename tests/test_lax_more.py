@@ -24,7 +24,6 @@ try:
 except ImportError:  # pragma: no cover
     ml_dtypes, BF16 = None, None
 
-RNG = np.random.default_rng(7)
 HERE = r"test_lax_more.py:\d+"
 
 
@@ -56,16 +55,16 @@ def _argmax_reduce(lx, x, axis):
 
 @requires_jax
 @pytest.mark.parametrize("shape,axis", [((7,), 0), ((3, 5), 1), ((4, 1, 6), 0)])
-def test_variadic_reduce_argmax_matches_jax(shape, axis):
-    x = RNG.integers(0, 4, size=shape).astype(np.float32)  # ties: the lower index wins
+def test_variadic_reduce_argmax_matches_jax(shape, axis, rng):
+    x = rng.integers(0, 4, size=shape).astype(np.float32)  # ties: the lower index wins
     got = _argmax_reduce(lax, x, axis)
     _same(got, _argmax_reduce(jlax, x, axis))
     np.testing.assert_array_equal(np.asarray(got[1]), np.argmax(x, axis))
     _same(fj.jit(lambda v: _argmax_reduce(lax, v, axis))(x), got)
 
 
-def test_variadic_reduce_vmap_and_empty():
-    x = RNG.normal(size=(4, 9)).astype(np.float32)
+def test_variadic_reduce_vmap_and_empty(rng):
+    x = rng.normal(size=(4, 9)).astype(np.float32)
     vals, idx = fj.vmap(lambda v: _argmax_reduce(lax, v, 0))(x)
     np.testing.assert_array_equal(np.asarray(idx), np.argmax(x, 1))
     np.testing.assert_array_equal(np.asarray(vals), x.max(1))
@@ -76,8 +75,8 @@ def test_variadic_reduce_vmap_and_empty():
 
 
 @requires_jax
-def test_reduce_general_computation_init_and_grad():
-    x = RNG.normal(size=(3, 4, 5)).astype(np.float32)
+def test_reduce_general_computation_init_and_grad(rng):
+    x = rng.normal(size=(3, 4, 5)).astype(np.float32)
     for dims in [(1,), (0, 2), ()]:  # (): each element as it is, as JAX's
         _same(lax.reduce(x, 1.5, lambda a, b: a + b, dims),
               jlax.reduce(x, 1.5, lambda a, b: a + b, dims), rtol=1e-5)
@@ -120,11 +119,11 @@ def test_reduce_errors():
 
 
 @requires_jax
-def test_reduce_xor():
-    x = RNG.integers(0, 2**16, size=(5, 6)).astype(np.int32)
+def test_reduce_xor(rng):
+    x = rng.integers(0, 2**16, size=(5, 6)).astype(np.int32)
     _same(lax.reduce_xor(x, (1,)), jlax.reduce_xor(x, (1,)))
     _same(lax.reduce_xor(x, (0, 1)), jlax.reduce_xor(x, (0, 1)))
-    b = RNG.integers(0, 2, size=(3, 7)).astype(bool)
+    b = rng.integers(0, 2, size=(3, 7)).astype(bool)
     np.testing.assert_array_equal(np.asarray(lax.reduce_xor(b, (1,))), b.sum(1) % 2 == 1)
     with pytest.raises(TypeError, match=HERE):
         lax.reduce_xor(np.ones(3, np.float32), (0,))
@@ -138,12 +137,12 @@ def _bits_of(d):
 
 @requires_jax
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
-def test_reduce_precision_bit_exact(dtype):
+def test_reduce_precision_bit_exact(dtype, rng):
     d = BF16 if dtype == "bfloat16" else np.dtype(dtype)
     if d is None:
         pytest.skip("ml_dtypes is not installed")
     u = _bits_of(d)
-    x = RNG.integers(0, np.iinfo(u).max, 2000, dtype=u, endpoint=True).view(d)
+    x = rng.integers(0, np.iinfo(u).max, 2000, dtype=u, endpoint=True).view(d)
     special = np.array([0, -0.0, np.inf, -np.inf, np.nan, 1, 3.14159, 65504, 1e-7], np.float32)
     x = np.concatenate([x, special.astype(d)])
     for e, m in [(5, 10), (8, 7), (4, 3), (5, 2), (1, 0), (3, 20)]:
@@ -159,8 +158,8 @@ def test_reduce_precision_bit_exact(dtype):
 
 
 @requires_jax
-def test_reduce_precision_transformations():
-    x = RNG.normal(size=(4, 3)).astype(np.float32) * 10
+def test_reduce_precision_transformations(rng):
+    x = rng.normal(size=(4, 3)).astype(np.float32) * 10
 
     def f(lx):
         return lambda t: lx.reduce_precision(t * 3.0, 5, 2)
@@ -183,8 +182,8 @@ def test_reduce_precision_errors():
 # --- smaller lax functions -------------------------------------------------------------------
 
 @requires_jax
-def test_shape_functions_match_jax():
-    x = RNG.normal(size=(3, 4, 5)).astype(np.float32)
+def test_shape_functions_match_jax(rng):
+    x = rng.normal(size=(3, 4, 5)).astype(np.float32)
     cases = [("split", (x, [1, 3], 1)), ("split", (x, [0, 5], -1)), ("tile", (x, (2, 1, 3))),
              ("broadcast_to_rank", (x, 5)), ("collapse", (x, 1)), ("collapse", (x, 0, 2)),
              ("stack", ([x, x + 1], 1)), ("unstack", (x, 2)), ("empty", ((2, 3), np.int32)),
@@ -216,10 +215,10 @@ def test_shape_function_errors():
 
 @requires_jax
 @pytest.mark.parametrize("dtype", [np.int32, np.uint32, np.int8, np.uint16])
-def test_mulhi_clz_match_jax(dtype):
+def test_mulhi_clz_match_jax(dtype, rng):
     info = np.iinfo(dtype)
-    a = RNG.integers(info.min, info.max, 200, endpoint=True).astype(dtype)
-    b = RNG.integers(info.min, info.max, 200, endpoint=True).astype(dtype)
+    a = rng.integers(info.min, info.max, 200, endpoint=True).astype(dtype)
+    b = rng.integers(info.min, info.max, 200, endpoint=True).astype(dtype)
     a[:4] = [0, info.max, info.min, 1]
     _same(lax.mulhi(a, b), jlax.mulhi(a, b))
     _same(fj.jit(lax.clz)(a), jlax.clz(a))
@@ -229,10 +228,10 @@ def test_mulhi_clz_match_jax(dtype):
 
 
 @requires_jax
-def test_nextafter_batch_matmul_index_take():
-    x = RNG.normal(size=(3, 4, 5)).astype(np.float32)
+def test_nextafter_batch_matmul_index_take(rng):
+    x = rng.normal(size=(3, 4, 5)).astype(np.float32)
     _same(lax.nextafter(x, np.zeros_like(x)), jlax.nextafter(x, np.zeros_like(x)))
-    y = RNG.normal(size=(3, 5, 2)).astype(np.float32)
+    y = rng.normal(size=(3, 5, 2)).astype(np.float32)
     _same(lax.batch_matmul(x, y), jlax.batch_matmul(x, y), rtol=1e-5)
     idxs = (np.array([0, 2, -1, 4]), np.array([1, 5, 3, -7]))
     _same(lax.index_take(x, idxs, (0, 2)), jlax.index_take(x, idxs, (0, 2)))
@@ -260,14 +259,14 @@ def test_scatter_sub_and_apply():
 
 
 @requires_jax
-def test_approx_k_and_patches():
-    x = RNG.normal(size=(3, 8, 5)).astype(np.float32)
+def test_approx_k_and_patches(rng):
+    x = rng.normal(size=(3, 8, 5)).astype(np.float32)
     for fn in ("approx_max_k", "approx_min_k"):
         for dim in (-1, 1):
             _same(getattr(lax, fn)(x, 3, dim), getattr(jlax, fn)(x, 3, dim))
     with pytest.raises(ValueError, match=HERE + ".*k=9"):
         lax.approx_max_k(x, 9, 1)
-    img = RNG.normal(size=(2, 3, 6, 5)).astype(np.float32)
+    img = rng.normal(size=(2, 3, 6, 5)).astype(np.float32)
     _same(lax.conv_general_dilated_patches(img, (2, 3), (1, 2), "SAME"),
           jlax.conv_general_dilated_patches(img, (2, 3), (1, 2), "SAME"))
     nhwc = img.transpose(0, 2, 3, 1)
@@ -311,9 +310,9 @@ def _linear_solve(lx, la):
 
 
 @requires_jax
-def test_custom_linear_solve_matches_jax():
-    a = RNG.normal(size=(3, 3)).astype(np.float32) + 3 * np.eye(3, dtype=np.float32)
-    b = RNG.normal(size=3).astype(np.float32)
+def test_custom_linear_solve_matches_jax(rng):
+    a = rng.normal(size=(3, 3)).astype(np.float32) + 3 * np.eye(3, dtype=np.float32)
+    b = rng.normal(size=3).astype(np.float32)
     f, g = _linear_solve(lax, fnp.linalg), _linear_solve(jlax, jnp.linalg)
     _same(f(a, b), g(a, b), rtol=1e-5)
     for got, want in zip(fj.grad(lambda *p: f(*p).sum(), (0, 1))(a, b),
@@ -351,8 +350,8 @@ def test_custom_root_matches_jax():
 # --- top-level API --------------------------------------------------------------------------
 
 @requires_jax
-def test_linear_transpose_matches_jax():
-    a = RNG.normal(size=(2, 3)).astype(np.float32)
+def test_linear_transpose_matches_jax(rng):
+    a = rng.normal(size=(2, 3)).astype(np.float32)
 
     def lin(x, y):
         return a @ x + 2 * y[:2]
@@ -477,14 +476,14 @@ _COMPUTATIONS = {
 
 @requires_jax
 @pytest.mark.parametrize("window", _WINDOWS, ids=lambda w: f"{w[0]}-{w[3]}")
-def test_reduce_window_any_computation_matches_jax(window):
+def test_reduce_window_any_computation_matches_jax(window, rng):
     shape, dims, strides, padding, base, dil = window
     for make, dtypes, init in _COMPUTATIONS.values():
         for d in dtypes:
             if np.dtype(d).kind in "biu":
-                x = RNG.integers(0, 2 if d == np.bool_ else 50, size=shape).astype(d)
+                x = rng.integers(0, 2 if d == np.bool_ else 50, size=shape).astype(d)
             else:
-                x = (RNG.normal(size=shape) * 0.3).astype(d)
+                x = (rng.normal(size=shape) * 0.3).astype(d)
             iv = np.asarray(init, d)
             got = fj.jit(lambda x: lax.reduce_window(x, iv, make(lax, fnp), dims, strides,
                                                      padding, base, dil))(x)
@@ -523,8 +522,8 @@ def test_reduce_window_string_padding_with_base_dilation_matches_jax():
 
 
 @requires_jax
-def test_variadic_reduce_window_argmax_under_jit_and_vmap():
-    x = RNG.integers(0, 4, size=(2, 6, 5)).astype(np.float32)  # ties: the lower index wins
+def test_variadic_reduce_window_argmax_under_jit_and_vmap(rng):
+    x = rng.integers(0, 4, size=(2, 6, 5)).astype(np.float32)  # ties: the lower index wins
     idx = np.arange(x.size, dtype=np.int32).reshape(x.shape)
     init = (np.float32(-np.inf), np.int32(0))
     args = ((1, 3, 2), (1, 2, 1), "SAME")
@@ -537,12 +536,12 @@ def test_variadic_reduce_window_argmax_under_jit_and_vmap():
 
 
 @requires_jax
-def test_reduce_window_any_computation_derivatives():
+def test_reduce_window_any_computation_derivatives(rng):
     def f(lx):
         return lambda v: lx.reduce_window(v, 0.0, lambda a, b: a + b + a * b, (2, 2), (1, 1),
                                           "SAME")
-    x = (RNG.normal(size=(4, 5)) * 0.3).astype(np.float32)
-    t = RNG.normal(size=(4, 5)).astype(np.float32)
+    x = (rng.normal(size=(4, 5)) * 0.3).astype(np.float32)
+    t = rng.normal(size=(4, 5)).astype(np.float32)
     _same(fj.jvp(f(lax), (x,), (t,)), jax.jvp(f(jlax), (x,), (t,)), rtol=1e-5)
     # JAX has no reverse mode here; the gradient of the sum is its forward derivatives'.
     g = fj.grad(lambda v: f(lax)(v).sum())(x)

@@ -11,21 +11,19 @@ import fusionjit.random as fr
 from fusionjit.scipy import linalg as fsl
 from conftest import requires_jax
 
-RNG = np.random.default_rng(0)
 
-
-def spd(n, batch=()):
-    m = RNG.normal(size=batch + (n, n))
+def spd(rng, n, batch=()):
+    m = rng.normal(size=batch + (n, n))
     return (m @ np.swapaxes(m, -1, -2) + n * np.eye(n)).astype(np.float32)
 
 
 # (Batches of 8 or more are factorised in lanes, the batch as the minor dimension.)
 @pytest.mark.parametrize("n,batch", [(1, ()), (3, ()), (8, (2,)), (24, ()), (5, (2, 3)),
                                      (6, (16,)), (1, (9,)), (4, (2, 5))])
-def test_against_numpy(n, batch):
-    a = RNG.normal(size=batch + (n, n)).astype(np.float32)
-    b = RNG.normal(size=batch + (n, 2)).astype(np.float32)
-    s = spd(n, batch)
+def test_against_numpy(n, batch, rng):
+    a = rng.normal(size=batch + (n, n)).astype(np.float32)
+    b = rng.normal(size=batch + (n, 2)).astype(np.float32)
+    s = spd(rng, n, batch)
     tol = dict(rtol=2e-4, atol=2e-5)
     np.testing.assert_allclose(np.asarray(fnp.linalg.cholesky(s)), np.linalg.cholesky(s), **tol)
     np.testing.assert_allclose(np.asarray(fnp.linalg.cholesky(s, upper=True)),
@@ -41,9 +39,9 @@ def test_against_numpy(n, batch):
     np.testing.assert_allclose(np.asarray(logdet), want[1], rtol=2e-4, atol=2e-5)
 
 
-def test_vectors_triangular_and_cholesky_solves():
-    a = RNG.normal(size=(4, 4)).astype(np.float32)
-    v = RNG.normal(size=4).astype(np.float32)
+def test_vectors_triangular_and_cholesky_solves(rng):
+    a = rng.normal(size=(4, 4)).astype(np.float32)
+    v = rng.normal(size=4).astype(np.float32)
     np.testing.assert_allclose(np.asarray(fnp.linalg.solve(a, v)), np.linalg.solve(a, v),
                                rtol=1e-4, atol=1e-5)
     low = np.tril(a) + 4 * np.eye(4, dtype=np.float32)
@@ -59,8 +57,8 @@ def test_vectors_triangular_and_cholesky_solves():
         np.asarray(fsl.solve_triangular(np.tril(a, -1) + 7 * np.eye(4, dtype=np.float32), v,
                                         lower=True, unit_diagonal=True)),
         np.linalg.solve(unit, v), rtol=1e-5, atol=1e-5)
-    s = spd(5)
-    b = RNG.normal(size=(5, 3)).astype(np.float32)
+    s = spd(rng, 5)
+    b = rng.normal(size=(5, 3)).astype(np.float32)
     for lower in (True, False):
         c = fsl.cho_factor(s, lower=lower)
         np.testing.assert_allclose(np.asarray(fsl.cho_solve(c, b)), np.linalg.solve(s, b),
@@ -85,11 +83,11 @@ def test_edge_cases_as_jax():
         fnp.linalg.solve(np.eye(3, dtype=np.float32), np.ones((4,), np.float32))
 
 
-def test_gaussian_log_likelihood_under_jit():
+def test_gaussian_log_likelihood_under_jit(rng):
     """A multivariate Gaussian's log-density, as a GP or a full-covariance policy computes
     it: Cholesky, a triangular solve and the log-determinant, in one jitted function."""
-    s = spd(6)
-    x = RNG.normal(size=(6,)).astype(np.float32)
+    s = spd(rng, 6)
+    x = rng.normal(size=(6,)).astype(np.float32)
 
     @fusionjit.jit
     def logpdf(x, cov):
@@ -103,9 +101,9 @@ def test_gaussian_log_likelihood_under_jit():
     np.testing.assert_allclose(float(logpdf(x, s)), want, rtol=1e-5)
 
 
-def test_multivariate_normal():
+def test_multivariate_normal(rng):
     mean = np.float32([1.0, -2.0, 0.5])
-    cov = spd(3)
+    cov = spd(rng, 3)
     x = np.asarray(fr.multivariate_normal(fr.key(2), mean, cov, (40000,)))
     assert x.shape == (40000, 3)
     np.testing.assert_allclose(x.mean(0), mean, atol=0.05)
@@ -119,35 +117,35 @@ def test_multivariate_normal():
 
 
 @requires_jax
-def test_agrees_with_jax():
+def test_agrees_with_jax(rng):
     import jax
     mean = np.float32([1.0, -2.0, 0.5])
-    cov = spd(3)
+    cov = spd(rng, 3)
     for shape in (None, (5,), (2, 4)):
         np.testing.assert_allclose(
             np.asarray(fr.multivariate_normal(fr.key(1), mean, cov, shape)),
             np.asarray(jax.random.multivariate_normal(jax.random.key(1), mean, cov, shape)),
             rtol=1e-5, atol=1e-5)
-    a = RNG.normal(size=(2, 5, 5)).astype(np.float32)
+    a = rng.normal(size=(2, 5, 5)).astype(np.float32)
     for name in ("det", "inv"):
         np.testing.assert_allclose(np.asarray(getattr(fnp.linalg, name)(a)),
                                    np.asarray(getattr(jax.numpy.linalg, name)(a)), rtol=1e-4,
                                    atol=1e-5)
 
 
-def test_matrix_power_multi_dot_tensorinv_tensorsolve():
-    a = RNG.normal(size=(2, 4, 4)).astype(np.float32) / 2
+def test_matrix_power_multi_dot_tensorinv_tensorsolve(rng):
+    a = rng.normal(size=(2, 4, 4)).astype(np.float32) / 2
     for n in (0, 1, 2, 5, -1, -3):
         np.testing.assert_allclose(np.asarray(fnp.linalg.matrix_power(a, n)),
                                    np.linalg.matrix_power(a, n), rtol=1e-3, atol=1e-4)
-    xs = [RNG.normal(size=s).astype(np.float32) for s in [(3,), (3, 4), (4, 5), (5,)]]
+    xs = [rng.normal(size=s).astype(np.float32) for s in [(3,), (3, 4), (4, 5), (5,)]]
     np.testing.assert_allclose(np.asarray(fnp.linalg.multi_dot(xs)), np.linalg.multi_dot(xs),
                                rtol=1e-5)
-    t = RNG.normal(size=(4, 6, 8, 3)).astype(np.float32)
+    t = rng.normal(size=(4, 6, 8, 3)).astype(np.float32)
     np.testing.assert_allclose(np.asarray(fnp.linalg.tensorinv(t, 2)), np.linalg.tensorinv(t, 2),
                                rtol=1e-3, atol=1e-4)
-    a = RNG.normal(size=(3, 8, 6, 4)).astype(np.float32)
-    b = RNG.normal(size=(6, 4)).astype(np.float32)
+    a = rng.normal(size=(3, 8, 6, 4)).astype(np.float32)
+    b = rng.normal(size=(6, 4)).astype(np.float32)
     np.testing.assert_allclose(np.asarray(fnp.linalg.tensorsolve(a, b, axes=(0, 1))),
                                np.linalg.tensorsolve(a, b, axes=(0, 1)), rtol=1e-3, atol=1e-4)
     with pytest.raises(ValueError, match="product of the first"):
@@ -156,9 +154,9 @@ def test_matrix_power_multi_dot_tensorinv_tensorsolve():
         fnp.linalg.multi_dot([np.ones(2, np.float32)])
 
 
-def test_review_fixes():
+def test_review_fixes(rng):
     # A batch of matrices against one vector.
-    a = RNG.normal(size=(2, 3, 4, 4)).astype(np.float32) + 4 * np.eye(4, dtype=np.float32)
+    a = rng.normal(size=(2, 3, 4, 4)).astype(np.float32) + 4 * np.eye(4, dtype=np.float32)
     v = np.ones(4, np.float32)
     got = np.asarray(fnp.linalg.solve(a, v))
     assert got.shape == (2, 3, 4)
@@ -182,18 +180,18 @@ def test_review_fixes():
     assert np.asarray(q).shape == (5, 3) and np.asarray(r).shape == (3, 3)
     (r,) = fsl.qr(np.ones((5, 3), np.float32), mode="r")
     assert np.asarray(r).shape == (5, 3)
-    s = spd(4)
+    s = spd(rng, 4)
     for assume in ("gen", "pos"):
         np.testing.assert_allclose(np.asarray(fsl.solve(s, v, assume_a=assume)),
                                    np.linalg.solve(s, v), rtol=1e-5, atol=1e-6)
 
 
-def test_factorisation_loops_are_not_unrolled_into_copies_of_their_kernels():
+def test_factorisation_loops_are_not_unrolled_into_copies_of_their_kernels(rng):
     # Each step of an LU factorisation is several kernels (pivot search, row swaps, update):
     # the cost model unrolled its 24 steps by 8 into 88 kernels that took 3 s to compile,
     # for no gain. Kept as loops, solve(24 x 24) is a few dozen kernels per step at most.
-    a = RNG.normal(size=(24, 24)).astype(np.float32)
-    b = RNG.normal(size=(24, 2)).astype(np.float32)
+    a = rng.normal(size=(24, 24)).astype(np.float32)
+    b = rng.normal(size=(24, 2)).astype(np.float32)
     counts = fusionjit.testing.launch_counts(fnp.linalg.solve)(a, b)
     assert len(counts["loops"]) == 3
     assert all(loop["iterations"] == 24 for loop in counts["loops"]), counts
@@ -203,15 +201,15 @@ def test_factorisation_loops_are_not_unrolled_into_copies_of_their_kernels():
                                np.linalg.solve(a, b), rtol=2e-3, atol=2e-4)
 
 
-def test_batches_in_lanes_keep_the_edge_cases_of_each_matrix():
+def test_batches_in_lanes_keep_the_edge_cases_of_each_matrix(rng):
     # A batch of 8 is factorised in lanes: each matrix's failure stays its own.
-    s = spd(3, (8,))
+    s = spd(rng, 3, (8,))
     s[2] = [[1, 2, 0], [2, 1, 0], [0, 0, 1]]          # not positive definite
     low = np.asarray(fnp.linalg.cholesky(s))
     assert np.isnan(low[2][np.tril_indices(3)]).all() and (np.triu(low[2], 1) == 0).all()
     others = [k for k in range(8) if k != 2]
     np.testing.assert_allclose(low[others], np.linalg.cholesky(s[others]), rtol=2e-5, atol=2e-5)
-    a = RNG.normal(size=(8, 4, 4)).astype(np.float32)
+    a = rng.normal(size=(8, 4, 4)).astype(np.float32)
     a[1] = 0.0                                         # singular: a zero pivot left alone
     a[5] = np.eye(4, dtype=np.float32)[[1, 0, 3, 2]]   # a permutation: det = its sign
     a[6, :, 2] = a[6, :, 0]                            # rank deficient
@@ -222,16 +220,16 @@ def test_batches_in_lanes_keep_the_edge_cases_of_each_matrix():
     want = np.linalg.slogdet(a)
     assert np.asarray(sign)[1] == 0.0 and np.asarray(logdet)[1] == -np.inf
     np.testing.assert_array_equal(np.asarray(sign)[[0, 2, 3, 4, 5, 7]], want[0][[0, 2, 3, 4, 5, 7]])
-    b = RNG.normal(size=(8, 4)).astype(np.float32)
+    b = rng.normal(size=(8, 4)).astype(np.float32)
     ok = [0, 2, 3, 4, 5, 7]
     x = np.asarray(fnp.linalg.solve(a, b[..., None]))[..., 0]
     np.testing.assert_allclose(x[ok], np.linalg.solve(a[ok], b[ok][..., None])[..., 0],
                                rtol=2e-3, atol=2e-4)
 
 
-def test_batches_in_lanes_under_vmap_jit_and_grad():
-    s = spd(5, (12,))
-    b = RNG.normal(size=(12, 5, 2)).astype(np.float32)
+def test_batches_in_lanes_under_vmap_jit_and_grad(rng):
+    s = spd(rng, 5, (12,))
+    b = rng.normal(size=(12, 5, 2)).astype(np.float32)
     want = np.linalg.cholesky(s)
     np.testing.assert_allclose(np.asarray(fusionjit.vmap(fnp.linalg.cholesky)(s)), want,
                                rtol=2e-5, atol=2e-5)

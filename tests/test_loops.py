@@ -15,8 +15,6 @@ from fusionjit import lax
 
 from conftest import HAVE_JAX, assert_close, requires_jax
 
-RNG = np.random.default_rng(0)
-
 
 def _leaves(tree):
     return fusionjit.tree_util.tree_leaves(tree)
@@ -64,8 +62,8 @@ def fj_step(carry, x):
 
 @pytest.mark.parametrize("reverse", [False, True])
 @pytest.mark.parametrize("length", [0, 1, 7])
-def test_scan_over_pytrees_matches_a_python_loop(length, reverse):
-    xs = {"x": RNG.random((length, 3), np.float32), "y": RNG.random(length).astype(np.float32)}
+def test_scan_over_pytrees_matches_a_python_loop(length, reverse, rng):
+    xs = {"x": rng.random((length, 3), np.float32), "y": rng.random(length).astype(np.float32)}
     init = (np.zeros(3, np.float32), np.float32(0.5))
     got = fusionjit.jit(lambda c, xs: lax.scan(fj_step, c, xs, reverse=reverse))(init, xs)
     want_carry, want_ys = np_scan(physics_step, init, xs, reverse=reverse)
@@ -77,8 +75,8 @@ def test_scan_over_pytrees_matches_a_python_loop(length, reverse):
 
 
 @pytest.mark.parametrize("unroll", [1, 2, 3, 5, 7, 8, True, 0])
-def test_scan_results_do_not_depend_on_unroll(unroll):
-    xs = RNG.random((7, 4), np.float32)
+def test_scan_results_do_not_depend_on_unroll(unroll, rng):
+    xs = rng.random((7, 4), np.float32)
 
     def f(c, x):
         c = fnp.sin(c) + x
@@ -95,14 +93,14 @@ def test_scan_without_xs_uses_length():
     assert_trees_close(got, (np.float32(5.5), np.array([1.5, 2.5, 3.5, 4.5], np.float32) ** 2))
 
 
-def test_scan_closes_over_traced_and_concrete_values():
+def test_scan_closes_over_traced_and_concrete_values(rng):
     w = np.arange(3, dtype=np.float32)
 
     @fusionjit.jit
     def f(xs, scale):
         return lax.scan(lambda c, x: (c + scale * x * w, c.sum()), fnp.zeros(3), xs)
 
-    xs = RNG.random((5, 3), np.float32)
+    xs = rng.random((5, 3), np.float32)
     carry, ys = f(xs, np.float32(2))
     want = np_scan(lambda c, x: (c + 2 * x * w, c.sum()), np.zeros(3, np.float32), xs)
     assert_trees_close((carry, ys), want)
@@ -168,14 +166,14 @@ def test_a_fully_unrolled_scan_with_key_splits_compiles_in_seconds(profile):
 # of compilation, 130k lines of LLVM IR for that kernel). A slice of such an update chain
 # now reads the one update it falls in, or what lies below the updates it misses.
 @pytest.mark.parametrize("profile", ["xla", "fusionjit"])
-def test_reading_one_step_of_an_unrolled_scan_computes_only_the_steps_it_needs(profile):
+def test_reading_one_step_of_an_unrolled_scan_computes_only_the_steps_it_needs(profile, rng):
     def program(x):
         def step(c, _):
             c = fnp.sin(c) * np.float32(1.5)
             return c, c
         return lax.scan(step, x, None, length=12, unroll=12)[1][3]
 
-    x = RNG.random(64, np.float32)
+    x = rng.random(64, np.float32)
     f = fusionjit.jit(program, fusion=profile)
     text = f.lower(x).as_text("optimized")
     assert len(re.findall(r" sine\(", text)) == 4, text   # steps 0 to 3
@@ -185,7 +183,7 @@ def test_reading_one_step_of_an_unrolled_scan_computes_only_the_steps_it_needs(p
     assert_close(f(x), want, rtol=1e-6)
 
 
-def test_slices_of_an_unrolled_scans_stacked_outputs_match_numpy():
+def test_slices_of_an_unrolled_scans_stacked_outputs_match_numpy(rng):
     # Slices that read one step, several, none of the last steps (strided past them) or
     # parts of steps: each simplifies or not, and gives NumPy's values.
     def stacked(x):
@@ -194,7 +192,7 @@ def test_slices_of_an_unrolled_scans_stacked_outputs_match_numpy():
             return c, c
         return lax.scan(step, x, None, length=9, unroll=9)[1]
 
-    x = RNG.random((3, 5), np.float32)
+    x = rng.random((3, 5), np.float32)
     want = []
     c = x.copy()
     for _ in range(9):
@@ -239,8 +237,8 @@ def test_scan_runs_eagerly_outside_jit_compiled_once():
     assert stats.compiles == 0
 
 
-def test_map_applies_a_function_to_each_slice():
-    xs = RNG.random((5, 3), np.float32)
+def test_map_applies_a_function_to_each_slice(rng):
+    xs = rng.random((5, 3), np.float32)
     got = fusionjit.jit(lambda xs: lax.map(lambda x: x.sum() * 2, xs))(xs)
     np.testing.assert_allclose(np.asarray(got), xs.sum(1) * 2, rtol=1e-6)
 
@@ -332,7 +330,7 @@ def test_nested_loops():
 
 @requires_jax
 @pytest.mark.parametrize("unroll", [1, 3])
-def test_loops_agree_with_jax(unroll):
+def test_loops_agree_with_jax(unroll, rng):
     import jax
     import jax.numpy as jnp
 
@@ -349,8 +347,8 @@ def test_loops_agree_with_jax(unroll):
             return a, b, ys, w, s
         return f
 
-    x = RNG.random((9, 3), np.float32)
-    y = RNG.random(9).astype(np.float32) * 3
+    x = rng.random((9, 3), np.float32)
+    y = rng.random(9).astype(np.float32) * 3
     for p in (0, 1, 2):
         got = fusionjit.jit(program(lax, fnp))(x, y, np.int32(p))
         want = jax.jit(program(jax.lax, jnp))(x, y, np.int32(p))
@@ -416,8 +414,8 @@ def _scan_program(unroll):
     return f
 
 
-def test_unroll_leaves_the_traced_program_unchanged_and_grows_the_ir():
-    xs = RNG.random((10, 4), np.float32)
+def test_unroll_leaves_the_traced_program_unchanged_and_grows_the_ir(rng):
+    xs = rng.random((10, 4), np.float32)
     programs = {u: str(fusionjit.make_ir(_scan_program(u))(xs)) for u in (1, 3, 10)}
     strip = [re.sub(r"unroll=\d+", "", p) for p in programs.values()]
     assert strip[0] == strip[1] == strip[2]
@@ -431,8 +429,8 @@ def test_unroll_leaves_the_traced_program_unchanged_and_grows_the_ir():
     assert sizes[1] < sizes[3]
 
 
-def test_launch_counts_per_call_and_per_iteration():
-    xs = RNG.random((10, 4), np.float32)
+def test_launch_counts_per_call_and_per_iteration(rng):
+    xs = rng.random((10, 4), np.float32)
     one = fusionjit.testing.launch_counts(_scan_program(1), fusion="xla")(xs)
     (loop,) = one["loops"]
     assert loop["iterations"] == 10 and loop["launches_per_iteration"] >= 1
@@ -553,14 +551,14 @@ def test_a_peeled_unrolled_scan_before_another_loop_under_profile_none():
 
 
 @pytest.mark.parametrize("profile", ["fusionjit", "xla"])
-def test_stacked_outputs_of_one_value_are_each_updated_in_place(profile):
+def test_stacked_outputs_of_one_value_are_each_updated_in_place(profile, rng):
     """A step that outputs one value twice (or a value and the carry, as a differentiated
     scan keeps them): each stacked output is updated in place by a kernel of its own. The
     sibling multi-output fusion of the two updates made one kernel that wrote both whole
     buffers at every step (5.4 ms for 32 steps of [256, 32] instead of 0.39 ms); XLA's
     LegalToFuse refuses a dynamic-update-slice root for this reason."""
-    w = (RNG.standard_normal((32, 32)) * 0.1).astype(np.float32)
-    x = RNG.standard_normal((32, 256, 32)).astype(np.float32)
+    w = (rng.standard_normal((32, 32)) * 0.1).astype(np.float32)
+    x = rng.standard_normal((32, 256, 32)).astype(np.float32)
 
     def f(x):
         def body(h, xt):
@@ -593,7 +591,7 @@ def test_stacked_outputs_of_one_value_are_each_updated_in_place(profile):
     np.testing.assert_allclose(np.asarray(prev), np.stack(hs), rtol=1e-4, atol=1e-5)
 
 
-def test_a_chain_of_row_updates_in_a_loop_is_written_in_place_in_order():
+def test_a_chain_of_row_updates_in_a_loop_is_written_in_place_in_order(rng):
     # Two updates of the loop's buffer in one kernel (an unrolled scan's rows are a chain of
     # ten): the kernel writes their rows into the buffer, one update after the other (the
     # second overlaps the first and the next row), not the whole buffer every step.
@@ -603,7 +601,7 @@ def test_a_chain_of_row_updates_in_a_loop_is_written_in_place_in_order():
             return lax.dynamic_update_slice(b, fnp.full((2, 2), -v * i), (i, 1))
         return lax.fori_loop(0, 7, body, buf)
 
-    buf = RNG.normal(0, 1, (8, 4)).astype(np.float32)
+    buf = rng.normal(0, 1, (8, 4)).astype(np.float32)
     compiled = fusionjit.jit(f).lower(buf, np.float32(1.5)).compile()
     want = buf.copy()
     for i in range(7):
@@ -614,12 +612,12 @@ def test_a_chain_of_row_updates_in_a_loop_is_written_in_place_in_order():
     assert [k["bytes_written"] for k in chain] == [(4 + 4) * 4], compiled.kernels
 
 
-def test_an_unrolled_scans_stacked_rows_go_in_place():
+def test_an_unrolled_scans_stacked_rows_go_in_place(rng):
     # A recurrent layer's scan, unrolled ten steps a trip: each trip's ten rows of its
     # stacked states ([500, 6, 1], a product's residual) were one kernel rewriting the whole
     # stack (19 us a trip); they are written in place (0.1 us).
-    w = RNG.normal(0, 0.3, (6, 6)).astype(np.float32)
-    xs = RNG.normal(0, 1, 500).astype(np.float32)
+    w = rng.normal(0, 0.3, (6, 6)).astype(np.float32)
+    xs = rng.normal(0, 1, 500).astype(np.float32)
 
     def f(w, xs):
         def step(h, x):
@@ -641,16 +639,16 @@ def test_an_unrolled_scans_stacked_rows_go_in_place():
     assert all(k["bytes_written"] < stacked for k in in_loop), in_loop
 
 
-def test_a_loop_steps_large_update_is_not_walked_element_by_element_beside_its_counter():
+def test_a_loop_steps_large_update_is_not_walked_element_by_element_beside_its_counter(rng):
     # An RNN gradient's loop step adds outer(dh, h) to the weights' [128, 128] gradient and
     # increments its counter; the two are independent small kernels, but as one horizontal
     # kernel the product would be walked element by element, its row and column derived
     # from the position each time (11.8 us a step, on its own 1.1).
     hidden = 128
-    params = (RNG.normal(0, 0.1, (hidden, hidden)).astype(np.float32),
-              RNG.normal(0, 1, hidden).astype(np.float32),
-              RNG.normal(0, 0.1, hidden).astype(np.float32))
-    xs = RNG.normal(0, 1, 8).astype(np.float32)
+    params = (rng.normal(0, 0.1, (hidden, hidden)).astype(np.float32),
+              rng.normal(0, 1, hidden).astype(np.float32),
+              rng.normal(0, 0.1, hidden).astype(np.float32))
+    xs = rng.normal(0, 1, 8).astype(np.float32)
 
     def loss(params, xs):
         w, u, b = params

@@ -19,8 +19,7 @@ try:
 except ImportError:  # pragma: no cover - JAX is an optional peer
     jnp = None
 
-RNG = np.random.RandomState(0)
-X = RNG.uniform(-3, 3, size=(3, 4, 5)).astype(np.float32)
+X = np.random.RandomState(0).uniform(-3, 3, size=(3, 4, 5)).astype(np.float32)
 V = np.array([3., 1., 4., 1., 5., 9., 2., 6.], np.float32)
 INTS1 = np.array([5, 1, 3, 3, 7, 1, 9, 0], np.int32)
 INTS2 = np.array([3, 4, 0, 0, 11, 9], np.int32)
@@ -280,8 +279,8 @@ def test_place_put():
         fnp.put(V, ind, vals, mode="raise", inplace=False)
 
 
-def test_packbits_unpackbits():
-    bits = RNG.randint(0, 2, size=(3, 11)).astype(np.int32)
+def test_packbits_unpackbits(rng):
+    bits = rng.integers(0, 2, size=(3, 11)).astype(np.int32)
     for axis in (None, 0, 1):
         for order in ("big", "little"):
             _check(lambda b: fnp.packbits(b, axis, order), np.packbits(bits, axis, bitorder=order),
@@ -314,9 +313,9 @@ def test_trim_zeros():
 # --- convolution, statistics, calculus -------------------------------------------------------
 
 @pytest.mark.parametrize("m", [3, 8, 11, 40])
-def test_convolve_correlate(m):
-    a = RNG.uniform(-1, 1, 9).astype(np.float32)
-    v = RNG.uniform(-1, 1, m).astype(np.float32)
+def test_convolve_correlate(m, rng):
+    a = rng.uniform(-1, 1, 9).astype(np.float32)
+    v = rng.uniform(-1, 1, m).astype(np.float32)
     for mode in ("full", "same", "valid"):
         _check(lambda x, y: (fnp.convolve(x, y, mode), fnp.correlate(x, y, mode)),
                (np.convolve(a, v, mode), np.correlate(a, v, mode)), a, v, rtol=1e-4, atol=1e-5)
@@ -338,11 +337,11 @@ def test_convolve_dtypes_and_errors():
         fnp.convolve(V, np.zeros(0, np.float32))
 
 
-def test_cov_corrcoef():
-    m = RNG.uniform(-1, 1, (3, 7)).astype(np.float32)
-    y = RNG.uniform(-1, 1, (2, 7)).astype(np.float32)
+def test_cov_corrcoef(rng):
+    m = rng.uniform(-1, 1, (3, 7)).astype(np.float32)
+    y = rng.uniform(-1, 1, (2, 7)).astype(np.float32)
     fw = np.array([1, 2, 1, 3, 1, 1, 2], np.int32)
-    aw = RNG.uniform(0.5, 1.5, 7).astype(np.float32)
+    aw = rng.uniform(0.5, 1.5, 7).astype(np.float32)
     tol = dict(rtol=1e-4, atol=1e-5)
     _check(fnp.cov, np.cov(m), m, **tol)
     _check(lambda a, b: fnp.cov(a, b), np.cov(m, y), m, y, **tol)
@@ -376,8 +375,8 @@ def test_gradient():
         fnp.gradient(V, edge_order=2)
 
 
-def test_unwrap_spacing():
-    phase = np.cumsum(RNG.uniform(-3, 3, 12)).astype(np.float32) % (2 * np.pi)
+def test_unwrap_spacing(rng):
+    phase = np.cumsum(rng.uniform(-3, 3, 12)).astype(np.float32) % (2 * np.pi)
     _check(fnp.unwrap, np.unwrap(phase), phase, rtol=1e-5, atol=1e-5)
     _check(lambda p: fnp.unwrap(p, discont=4.0), np.unwrap(phase, discont=4.0), phase,
            rtol=1e-5, atol=1e-5, eager=False)
@@ -425,8 +424,8 @@ def test_kaiser_and_constants():
 
 # --- histograms ------------------------------------------------------------------------
 
-SAMPLE = RNG.normal(size=200).astype(np.float32)
-WEIGHTS = RNG.uniform(0, 2, 200).astype(np.float32)
+SAMPLE = np.random.RandomState(1).normal(size=200).astype(np.float32)
+WEIGHTS = np.random.RandomState(2).uniform(0, 2, 200).astype(np.float32)
 
 
 def test_histogram():
@@ -653,7 +652,7 @@ def test_polynomial_arithmetic():
     np.testing.assert_array_equal(got, np.polyadd(ints, ints[:2]))
 
 
-def test_polynomial_calculus_and_eval():
+def test_polynomial_calculus_and_eval(rng):
     for m in (0, 1, 2, 4, 5):
         _check(lambda p: fnp.polyder(p, m), np.polyder(P, m), P)
     _check(lambda p: fnp.polyint(p), np.polyint(P), P)
@@ -663,7 +662,7 @@ def test_polynomial_calculus_and_eval():
     x = np.linspace(-2, 2, 7).astype(np.float32)
     _check(fnp.polyval, np.polyval(P, x), P, x, rtol=1e-5, atol=1e-5)
     _check(lambda p: fnp.polyval(p, 1.5), np.polyval(P, 1.5), P)
-    long = RNG.uniform(-1, 1, 40).astype(np.float32)
+    long = rng.uniform(-1, 1, 40).astype(np.float32)
     _check(lambda p, v: fnp.polyval(p, v, unroll=4), np.polyval(long, x[2:5]), long, x[2:5],
            rtol=1e-4, atol=1e-5)
     with pytest.raises(ValueError, match="non-negative"):
@@ -674,11 +673,11 @@ def test_polynomial_calculus_and_eval():
         fnp.poly(np.eye(2, dtype=np.float32))
 
 
-def test_polyfit():
+def test_polyfit(rng):
     x = np.linspace(-1, 2, 30).astype(np.float32)
-    y = (0.5 * x ** 3 - x + 2 + RNG.normal(scale=0.05, size=30)).astype(np.float32)
+    y = (0.5 * x ** 3 - x + 2 + rng.normal(scale=0.05, size=30)).astype(np.float32)
     _check(lambda a, b: fnp.polyfit(a, b, 3), np.polyfit(x, y, 3), x, y, rtol=1e-3, atol=1e-3)
-    w = RNG.uniform(0.5, 2, 30).astype(np.float32)
+    w = rng.uniform(0.5, 2, 30).astype(np.float32)
     _check(lambda a, b, c: fnp.polyfit(a, b, 2, w=c), np.polyfit(x, y, 2, w=w), x, y, w,
            rtol=1e-3, atol=1e-3, eager=False)
     ys = np.stack([y, 2 * y - x], axis=1)

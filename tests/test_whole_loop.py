@@ -17,8 +17,6 @@ from fusionjit import lax
 from test_multi_output import done_of, physics
 from test_reliability import run_script
 
-RNG = np.random.default_rng(7)
-
 
 def rollout(x, x_dot, theta, theta_dot, actions, resets):
     """CartPole with actions and reset states from pools, the reset count per step."""
@@ -31,11 +29,11 @@ def rollout(x, x_dot, theta, theta_dot, actions, resets):
     return lax.scan(step, (x, x_dot, theta, theta_dot), (actions, resets))
 
 
-def cartpole_inputs(n, t):
-    state = [RNG.uniform(-0.05, 0.05, n).astype(np.float32) for _ in range(4)]
+def cartpole_inputs(rng, n, t):
+    state = [rng.uniform(-0.05, 0.05, n).astype(np.float32) for _ in range(4)]
     state[0] *= 40   # carts near the edges: resets start early
-    actions = RNG.random((t, n)) < 0.5
-    resets = RNG.uniform(-0.05, 0.05, (t, 4, n)).astype(np.float32)
+    actions = rng.random((t, n)) < 0.5
+    resets = rng.uniform(-0.05, 0.05, (t, 4, n)).astype(np.float32)
     return (*state, actions, resets)
 
 
@@ -44,8 +42,8 @@ def decisions(f, *args, **kw):
 
 
 @pytest.mark.parametrize("n", [2048, 17, 5, 1])
-def test_cartpole_rollout_runs_as_one_kernel_and_matches_the_step_loop(n):
-    args = cartpole_inputs(n, 50)
+def test_cartpole_rollout_runs_as_one_kernel_and_matches_the_step_loop(n, rng):
+    args = cartpole_inputs(rng, n, 50)
     (d,) = decisions(rollout, *args)
     assert d["fuse"] and "50 steps run in one kernel" in d["reason"]
     counts = fusionjit.testing.launch_counts(rollout)(*args)
@@ -71,11 +69,11 @@ def rollout_with_a_step_counter(x, x_dot, theta, theta_dot, actions, resets):
 
 
 @pytest.mark.parametrize("n", [1, 3])
-def test_one_environment_beside_a_step_counter_runs_as_one_kernel(n):
+def test_one_environment_beside_a_step_counter_runs_as_one_kernel(n, rng):
     # With one environment the lanes are [1], and the scalar counter had their non-unit
     # dimensions (none) too: it counted as a lane, the pool's dynamic-slice at it "moved the
     # lanes' values", and the loop ran step by step, unrolled, ~12 launches a step.
-    *state, actions, resets = cartpole_inputs(n, 60)
+    *state, actions, resets = cartpole_inputs(rng, n, 60)
     args = (*state, actions, resets[:7])
     (d,) = decisions(rollout_with_a_step_counter, *args)
     assert d["fuse"] and "60 steps run in one kernel" in d["reason"], d["reason"]
@@ -88,8 +86,8 @@ def test_one_environment_beside_a_step_counter_runs_as_one_kernel(n):
     assert np.asarray(got[1]).sum() > 0   # resets happened
 
 
-def test_a_pytree_scan_with_outputs_in_reverse():
-    xs = RNG.random((9, 33), np.float32)
+def test_a_pytree_scan_with_outputs_in_reverse(rng):
+    xs = rng.random((9, 33), np.float32)
 
     def f(xs):
         def step(c, x):
@@ -186,8 +184,8 @@ print(np.asarray(s).tobytes().hex()[:64], np.asarray(c).sum())
     assert outs[0].stdout == outs[1].stdout == outs[2].stdout
 
 
-def test_loops_that_cannot_run_whole_say_why_and_stay_correct():
-    x = RNG.random(64).astype(np.float32)
+def test_loops_that_cannot_run_whole_say_why_and_stay_correct(rng):
+    x = rng.random(64).astype(np.float32)
 
     def normalised(x):   # each step reads every lane's value
         return lax.scan(lambda c, _: (c / c.sum(), c.sum()), x, None, length=5)
@@ -208,7 +206,8 @@ def test_loops_that_cannot_run_whole_say_why_and_stay_correct():
 
     (d,) = decisions(normalised, x, fusion="fusionjit")
     assert not d["fuse"]
-    assert decisions(rollout, *cartpole_inputs(16, 4), fusion="xla") == []   # XLA's rules: never
+    # XLA's rules: never
+    assert decisions(rollout, *cartpole_inputs(rng, 16, 4), fusion="xla") == []
 
 
 def packed_rollout(state, actions, resets):
@@ -222,10 +221,10 @@ def packed_rollout(state, actions, resets):
     return lax.scan(step, state, (actions, resets))
 
 
-def test_a_concat_packed_carry_is_split_and_runs_as_the_separate_one_does():
+def test_a_concat_packed_carry_is_split_and_runs_as_the_separate_one_does(rng):
     """Frontend repair of loop carries: the packed state is carried as four rows, so the
     paper's baseline form compiles to the same loop kernel as its no-concat refactoring."""
-    *rows, actions, resets = cartpole_inputs(256, 30)
+    *rows, actions, resets = cartpole_inputs(rng, 256, 30)
     state = np.stack(rows)
     (d,) = decisions(packed_rollout, state, actions, resets)
     assert d["fuse"] and "keeps its 4 carries" in d["reason"]
@@ -390,10 +389,10 @@ def per_lane_mlp(x, y, w1, w2, steps=7):
 # 1003 lanes on the CPU: groups of wide vectors, then a wide vector, a machine vector and the
 # 3 lanes left over as one more (its other lanes repeating the last); 37 lanes end with 5.
 @pytest.mark.parametrize("n", [37, 1003])
-def test_a_per_lane_mlp_runs_in_the_loop_kernel_and_keeps_its_hidden_rows(n):
-    x, y = (RNG.uniform(-1, 1, n).astype(np.float32) for _ in range(2))
-    w1 = RNG.normal(0, 1, (2, 16)).astype(np.float32)
-    w2 = RNG.normal(0, 1, (16, 3)).astype(np.float32)
+def test_a_per_lane_mlp_runs_in_the_loop_kernel_and_keeps_its_hidden_rows(n, rng):
+    x, y = (rng.uniform(-1, 1, n).astype(np.float32) for _ in range(2))
+    w1 = rng.normal(0, 1, (2, 16)).astype(np.float32)
+    w2 = rng.normal(0, 1, (16, 3)).astype(np.float32)
     (d,) = decisions(per_lane_mlp, x, y, w1, w2)
     assert d["fuse"], d["reason"]
     (fx, fy), counts = fusionjit.jit(per_lane_mlp)(x, y, w1, w2)
@@ -416,15 +415,15 @@ def test_a_per_lane_mlp_runs_in_the_loop_kernel_and_keeps_its_hidden_rows(n):
 
 
 @pytest.mark.cpu_only
-def test_a_loop_over_few_lanes_with_much_arithmetic_runs_on_the_threads():
+def test_a_loop_over_few_lanes_with_much_arithmetic_runs_on_the_threads(rng):
     """Whether a kernel runs on the thread pool counts its arithmetic, not only its elements:
     the CartPole policy (a 4-64-2 MLP) over 256 environments for 200 steps ran on one thread,
     1.6x slower than on two, as its 51,200 lane-steps were below the elements' threshold."""
-    w1 = RNG.normal(0, 1, (2, 64)).astype(np.float32)
-    w2 = RNG.normal(0, 1, (64, 3)).astype(np.float32)
+    w1 = rng.normal(0, 1, (2, 64)).astype(np.float32)
+    w2 = rng.normal(0, 1, (64, 3)).astype(np.float32)
     mlp = fusionjit.jit(per_lane_mlp, static_argnums=4)
     for n, steps, parallel in ((16, 2, False), (256, 200, True)):
-        x, y = (RNG.uniform(-1, 1, n).astype(np.float32) for _ in range(2))
+        x, y = (rng.uniform(-1, 1, n).astype(np.float32) for _ in range(2))
         kernels = mlp.lower(x, y, w1, w2, steps).compile().kernels
         (loop,) = [k for k in kernels if k["kind"] == "kWholeLoop"]
         assert loop["parallel"] == parallel, loop
@@ -435,9 +434,9 @@ def test_a_loop_over_few_lanes_with_much_arithmetic_runs_on_the_threads():
     np.testing.assert_allclose(np.asarray(fx), np.asarray(rx), rtol=1e-5, atol=1e-6)
 
 
-def test_a_step_that_contracts_across_lanes_runs_step_by_step():
+def test_a_step_that_contracts_across_lanes_runs_step_by_step(rng):
     n = 24
-    x, y = (RNG.uniform(-1, 1, n).astype(np.float32) for _ in range(2))
+    x, y = (rng.uniform(-1, 1, n).astype(np.float32) for _ in range(2))
 
     def gram(x, y):
         def step(carry, _):
@@ -460,13 +459,13 @@ def test_a_step_that_contracts_across_lanes_runs_step_by_step():
     np.testing.assert_allclose(np.asarray(fg), np.stack(wg), rtol=1e-4, atol=1e-5)
 
 @pytest.mark.parametrize("n, reduce", [(2, "max"), (17, "max"), (17, "sum"), (40, "sum")])
-def test_a_per_step_reduction_the_step_reads_again_runs_step_by_step(n, reduce):
+def test_a_per_step_reduction_the_step_reads_again_runs_step_by_step(n, reduce, rng):
     """A reduction over the lanes stacked as a step's output and read by the step itself
     (the next carry is computed from it, as a differentiated scan keeps a step's max): not
     one kernel, whose lanes would each see their own partial result. Fused, the carry came
     from one lane's values (a wrong gradient, seed 10166 of tests/test_grad_fuzz_loops.py)
     or from a scalar where a vector was expected (invalid LLVM IR, seed 97)."""
-    x = RNG.uniform(-1, 1, n).astype(np.float32)
+    x = rng.uniform(-1, 1, n).astype(np.float32)
     red = {"max": (fnp.max, np.max), "sum": (fnp.sum, np.sum)}[reduce]
 
     def roll(x, red):
@@ -575,11 +574,11 @@ def test_a_one_element_carry_that_reads_the_loop_index(shape):
 
 
 @pytest.mark.parametrize("reduce", ["sum", "max", "any"])
-def test_stacked_outputs_only_reduced_after_the_loop_are_reduced_in_it(reduce):
+def test_stacked_outputs_only_reduced_after_the_loop_are_reduced_in_it(reduce, rng):
     # A vmapped rollout's per-environment rewards [T, N], summed over environments after the
     # scan: the loop reduces each step's row instead, and runs as one kernel writing [T].
     n, t = 2048, 50
-    x = RNG.uniform(-1, 1, n).astype(np.float32)
+    x = rng.uniform(-1, 1, n).astype(np.float32)
 
     def f(x):
         def step(c, _):
@@ -601,9 +600,9 @@ def test_stacked_outputs_only_reduced_after_the_loop_are_reduced_in_it(reduce):
     assert t * n * 4 <= loop[0]["bytes_written"] < t * n * 4 + t * n
 
 
-def test_vmapped_cartpole_writes_no_per_environment_rows():
+def test_vmapped_cartpole_writes_no_per_environment_rows(rng):
     import fusionjit.random as fr
-    state, key = RNG.uniform(-0.05, 0.05, (4, 512)).astype(np.float32), fr.PRNGKey(0)
+    state, key = rng.uniform(-0.05, 0.05, (4, 512)).astype(np.float32), fr.PRNGKey(0)
 
     def one(s, k):
         def step(c, k):
@@ -624,14 +623,14 @@ def test_vmapped_cartpole_writes_no_per_environment_rows():
     np.testing.assert_array_equal(np.asarray(got[1]), np.asarray(want[1]))
 
 
-def test_a_vmapped_step_that_stacks_its_state_runs_as_one_kernel():
+def test_a_vmapped_step_that_stacks_its_state_runs_as_one_kernel(rng):
     # gymnax style: one environment's state is a [4] array, stacked again each step; vmapped
     # it is [N, 4], split into its columns (the carry split along the last axis) so that
     # the loop runs as one kernel, as the hand-batched [4, N] state does.
     n, t = 512, 30
-    state = RNG.uniform(-0.05, 0.05, (n, 4)).astype(np.float32)
+    state = rng.uniform(-0.05, 0.05, (n, 4)).astype(np.float32)
     state[:, 0] *= 40
-    actions = RNG.random((n, t)) < 0.5
+    actions = rng.random((n, t)) < 0.5
 
     def one(s, acts):
         def step(s, a):
@@ -671,8 +670,8 @@ def newton_sqrt_numpy(a):
 
 
 @pytest.mark.parametrize("n", [4099, 64, 17, 1])
-def test_a_vmapped_while_loop_runs_as_one_kernel_whose_lanes_stop_one_by_one(n):
-    a = RNG.uniform(0.01, 100, n).astype(np.float32)
+def test_a_vmapped_while_loop_runs_as_one_kernel_whose_lanes_stop_one_by_one(n, rng):
+    a = rng.uniform(0.01, 100, n).astype(np.float32)
     a[::5] = 1.0   # done before the first step
     a[1::7] = 9e4  # the longest
     f = fusionjit.vmap(newton_sqrt)
@@ -690,8 +689,8 @@ def test_a_vmapped_while_loop_runs_as_one_kernel_whose_lanes_stop_one_by_one(n):
         assert len(set(steps.tolist())) > 3
 
 
-def test_a_while_loop_over_lanes_runs_whole_only_where_done_lanes_stay_as_they_are():
-    x = RNG.uniform(0.1, 30, 1000).astype(np.float32)
+def test_a_while_loop_over_lanes_runs_whole_only_where_done_lanes_stay_as_they_are(rng):
+    x = rng.uniform(0.1, 30, 1000).astype(np.float32)
 
     def doubling(body):
         return lambda x: lax.while_loop(lambda c: fnp.any(c < 10.0), body, x)
@@ -715,11 +714,11 @@ def test_a_while_loop_over_lanes_runs_whole_only_where_done_lanes_stay_as_they_a
         np.testing.assert_array_equal(np.asarray(fusionjit.jit(f)(x)), reference(x, grow))
 
 
-def test_a_vmapped_while_loop_over_rows_runs_step_by_step_and_says_why():
+def test_a_vmapped_while_loop_over_rows_runs_step_by_step_and_says_why(rng):
     def halve_until_small(v):   # one example's state is a row: the lanes are not the examples
         return lax.while_loop(lambda c: fnp.sum(c * c) > 1.0, lambda c: c * 0.5, v)
 
-    x = RNG.uniform(-4, 4, (50, 3)).astype(np.float32)
+    x = rng.uniform(-4, 4, (50, 3)).astype(np.float32)
     f = fusionjit.vmap(halve_until_small)
     (d,) = decisions(f, x)
     assert not d["fuse"] and "holds a row for each lane" in d["reason"], d["reason"]
@@ -793,7 +792,7 @@ def test_a_fori_loop_to_a_bound_known_when_it_runs_is_one_kernel(seed):
     assert fusionjit.testing.launch_counts(f)(x, v, n)["loops"] == []
 
 
-def test_a_scalar_while_loop_runs_in_one_kernel_and_one_reading_across_lanes_does_not():
+def test_a_scalar_while_loop_runs_in_one_kernel_and_one_reading_across_lanes_does_not(rng):
     def grow(x):
         return lax.while_loop(lambda c: c[0] < 1000.0, lambda c: (c[0] * 1.5 + 1, c[1] + 1), (x, 0))
 
@@ -808,7 +807,7 @@ def test_a_scalar_while_loop_runs_in_one_kernel_and_one_reading_across_lanes_doe
     def first_lane(x):   # each block of lanes would test a different lane
         return lax.while_loop(lambda c: c[0] < 100.0, lambda c: c * 2.0, x)
 
-    x = RNG.uniform(1, 2, 64).astype(np.float32)
+    x = rng.uniform(1, 2, 64).astype(np.float32)
     (d,) = decisions(first_lane, x)
     assert not d["fuse"] and "in its condition" in d["reason"], d["reason"]
     got = np.asarray(fusionjit.jit(first_lane)(x))
