@@ -400,6 +400,25 @@ def test_row_values_are_not_fused_into_the_first_level_of_a_tree_reduction():
 
 
 @pytest.mark.cpu_only
+@pytest.mark.cpu_only
+@pytest.mark.parametrize("length", [40, 48, 80])
+def test_a_row_reduction_takes_every_whole_vector_of_its_rows_in_vectors(length):
+    # Rows whose whole vectors outnumber the unrolled steps' (48 on 16 lanes: two in the
+    # unrolled step, one left) reduce the rest in vectors too; only the last partial vector
+    # goes one element at a time. Regression: the rest went to the scalar loop, so a row sum
+    # after a tanh over rows of 48 took 5x as long as over rows of 64 (55 us against 9).
+    rng = np.random.default_rng(length)
+    a = rng.standard_normal((320, length)).astype(np.float32)
+    w = rng.standard_normal(length).astype(np.float32)
+    f = fusionjit.jit(lambda a, w: (fnp.tanh(a) * w).sum(-1))
+    want = (np.tanh(a.astype(np.float64)) * w).sum(-1)
+    np.testing.assert_allclose(np.asarray(f(a, w)), want, rtol=1e-5, atol=1e-5)
+    ir = f.lower(a, w).as_text("llvm")
+    lanes = 16 if "<16 x float>" in ir else 8
+    # The scalar loop (blocks named reduce.body) only where a partial vector is left.
+    assert ("\nreduce.body" in ir) == (length % lanes != 0), ir[-3000:]
+
+
 def test_row_fusion_is_refused_with_its_reason():
     few_rows = np.ones((4, 64), np.float32)
     ex = fusionjit.explain(_softmax)(few_rows)
