@@ -278,6 +278,12 @@ void AddLocalsUsedBy(const llvm::GlobalValue& root, std::unordered_set<const llv
 // uses them (they are internal: the copies cannot clash), and the rest are declarations the
 // JIT links. Everything here follows from the module alone, never from the thread count.
 std::vector<llvm::SmallVector<char, 0>> SplitIntoParts(const llvm::Module& module) {
+  // A local variable the code writes would be copied into each part that uses it, and the
+  // parts would no longer share it: such a module is compiled whole. (Fusionjit emits only
+  // constants; this keeps it so if that changes.)
+  for (const llvm::GlobalVariable& g : module.globals()) {
+    if (g.hasLocalLinkage() && !g.isConstant()) return {};
+  }
   std::vector<std::vector<const llvm::GlobalValue*>> groups;
   std::vector<std::unordered_set<const llvm::GlobalValue*>> locals;
   size_t in_group = kPartInstructions;
