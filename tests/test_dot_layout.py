@@ -112,8 +112,9 @@ def test_a_weighted_sum_over_a_middle_axis_is_summed_where_it_lies():
     # einsum('bkh,bk->bh') (a weighted sum over a few rows, as in a meta-gradient's
     # per-task products) is a matrix-vector product whose contracting axis lies before a
     # run of free elements: on a CPU with vector lanes, summed where it lies, a reduction
-    # over the middle axis vectorised along h (the GPU's layout is left as it was). Regression: transposed to rows of k first, rows of 10 after a
-    # tanh went one element at a time (107 us against 27).
+    # over the middle axis vectorised along h (the GPU's layout is left as it was).
+    # Regression: transposed to rows of k first, rows of 10 after a tanh went one element
+    # at a time (107 us against 27).
     import fusionjit
     import fusionjit.numpy as fnp
     rng = np.random.default_rng(5)
