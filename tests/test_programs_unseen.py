@@ -40,6 +40,9 @@ import fusionjit.scipy.stats
 import fusionjit.tree_util
 from conftest import HAVE_JAX
 from fusionjit.tree_util import tree_flatten, tree_leaves, tree_map
+# NumPy's loops and the comparisons, as test_rl_programs has them.
+from test_rl_programs import (_np_log_softmax, _np_logsumexp, _np_scan, _np_while_loop,
+                              assert_trees_close, f32, f64)
 
 
 @dataclass(frozen=True)
@@ -83,29 +86,6 @@ FJ = fj_lib()
 
 # --- NumPy as a library with lax's loops, run eagerly in float64: the reference -------------
 
-def _np_scan(f, init, xs=None, length=None, reverse=False, unroll=1):
-    n = length if xs is None else len(tree_leaves(xs)[0])
-    carry, ys = init, [None] * n
-    for i in (range(n - 1, -1, -1) if reverse else range(n)):
-        carry, ys[i] = f(carry, None if xs is None else tree_map(lambda a: a[i], xs))
-    return carry, tree_map(lambda *a: np.stack(a), *ys)
-
-
-def _np_while_loop(cond, body, init):
-    while cond(init):
-        init = body(init)
-    return init
-
-
-def _np_logsumexp(x, axis=-1, keepdims=False):
-    m = np.max(x, axis=axis, keepdims=True)
-    out = np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True)) + m
-    return out if keepdims else np.squeeze(out, axis)
-
-
-def _np_log_softmax(x, axis=-1):
-    return x - _np_logsumexp(x, axis, keepdims=True)
-
 
 def _np_sigmoid(x):
     return 1 / (1 + np.exp(-x))
@@ -143,29 +123,6 @@ def np_with(**random_fns):
 
 
 # --- helpers --------------------------------------------------------------------------------
-
-def f32(rng, *shape, scale=1.0):
-    return (rng.standard_normal(shape) * scale).astype(np.float32)
-
-
-def f64(tree):
-    return tree_map(lambda a: np.asarray(a, np.float64) if np.asarray(a).dtype.kind == "f"
-                    else np.asarray(a), tree)
-
-
-def assert_trees_close(actual, expected, rtol=1e-5, atol=1e-5, check_dtype=True):
-    a_leaves, a_def = tree_flatten(actual)
-    e_leaves, e_def = tree_flatten(expected)
-    assert a_def == e_def, f"{a_def} != {e_def}"
-    for i, (a, e) in enumerate(zip(a_leaves, e_leaves)):
-        a, e = np.asarray(a), np.asarray(e)
-        assert a.shape == e.shape, f"leaf {i}: shape {a.shape} != {e.shape}"
-        if check_dtype:
-            assert a.dtype == e.dtype, f"leaf {i}: dtype {a.dtype} != {e.dtype}"
-        if e.dtype.kind in "biu":
-            np.testing.assert_array_equal(a, e, err_msg=f"leaf {i}")
-        else:
-            np.testing.assert_allclose(a, e, rtol=rtol, atol=atol, err_msg=f"leaf {i}")
 
 
 def check_finite_differences(f, params, grads, seed=0, n_dirs=3, eps=1e-6, rtol=2e-3,
