@@ -42,7 +42,7 @@ from conftest import HAVE_JAX
 from fusionjit.tree_util import tree_flatten, tree_leaves, tree_map
 # NumPy's loops and the comparisons, as test_rl_programs has them.
 from test_rl_programs import (_np_log_softmax, _np_logsumexp, _np_scan, _np_while_loop,
-                              assert_trees_close, f32, f64)
+                              assert_trees_close, check_finite_differences, f32, f64)
 
 
 @dataclass(frozen=True)
@@ -123,23 +123,6 @@ def np_with(**random_fns):
 
 
 # --- helpers --------------------------------------------------------------------------------
-
-
-def check_finite_differences(f, params, grads, seed=0, n_dirs=3, eps=1e-6, rtol=2e-3,
-                             atol=1e-5):
-    """Directional derivatives of the float64 NumPy function `f(params)` along random
-    directions agree with the dot product of fusionjit's float32 gradients with them."""
-    rng = np.random.default_rng(seed)
-    leaves, treedef = tree_flatten(f64(params))
-    g = [np.asarray(x, np.float64) for x in tree_leaves(grads)]
-    assert len(g) == len(leaves)
-    for _ in range(n_dirs):
-        d = [rng.standard_normal(np.shape(x)) for x in leaves]
-        plus = treedef.unflatten([x + eps * di for x, di in zip(leaves, d)])
-        minus = treedef.unflatten([x - eps * di for x, di in zip(leaves, d)])
-        fd = (float(f(plus)) - float(f(minus))) / (2 * eps)
-        an = sum(float(np.sum(gi * di)) for gi, di in zip(g, d))
-        assert abs(fd - an) <= rtol * abs(an) + atol, (fd, an)
 
 
 def run_both(program, args, rtol=1e-5, atol=1e-6, wrap=None, **kw):

@@ -29,7 +29,7 @@ from fusionjit._src.lax import im2col
 from fusionjit._src.lax import shapes as sh
 from fusionjit._src.lax.common import asarray_operand
 from fusionjit._src.numpy.util import fail
-from fusionjit._src.tree_util import tree_flatten, tree_unflatten
+from fusionjit._src.tree_util import tree_unflatten
 
 
 class ConvDimensionNumbers(NamedTuple):
@@ -249,15 +249,9 @@ def reduce_window(operand, init_value, computation, window_dimensions: Sequence[
     are skipped, not combined, as XLA does. String padding is computed from the operand's
     shape (not base-dilated) and the dilated window, as JAX does."""
     name = "reduce_window"
-    flat_ops, op_tree = tree_flatten(operand)
-    flat_inits, init_tree = tree_flatten(init_value)
-    if op_tree != init_tree:
-        fail(f"{name}: operand must have the same tree structure as init_value: {op_tree} vs. "
-             f"{init_tree}", ValueError)
-    if not flat_ops:
-        fail(f"{name}: no operands to reduce", ValueError)
-    if not callable(computation):
-        fail(f"{name}: computation must be callable, got {type(computation).__name__}")
+    from fusionjit._src.lax.reduce_ops import flat_reduction_args
+    flat_ops, flat_inits, op_tree = flat_reduction_args(name, operand, init_value, computation,
+                                                        ("operand", "init_value"))
     xs = [asarray_operand(x) for x in flat_ops]
     avals = [core.get_aval(x) for x in xs]
     if any(a.shape != avals[0].shape for a in avals):

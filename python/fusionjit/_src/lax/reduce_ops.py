@@ -113,6 +113,23 @@ def _tree_reduce(combine, leaves: list, rows: int, n: int) -> list:
     return leaves
 
 
+def flat_reduction_args(what: str, operands, init_values, computation,
+                        names: tuple[str, str] = ("operands", "init_values")):
+    """The leaves of a reduction's ``operands`` and ``init_values`` (pytrees of one
+    structure, at least one operand) and the operands' tree, ``computation`` checked
+    callable: ``lax.reduce``'s and ``lax.reduce_window``'s arguments."""
+    flat_ops, op_tree = tree_flatten(operands)
+    flat_inits, init_tree = tree_flatten(init_values)
+    if op_tree != init_tree:
+        _fail(f"{what}: {names[0]} must have the same tree structure as {names[1]}: "
+              f"{op_tree} vs. {init_tree}", ValueError)
+    if not flat_ops:
+        _fail(f"{what}: no operands to reduce", ValueError)
+    if not callable(computation):
+        _fail(f"{what}: computation must be callable, got {type(computation).__name__}")
+    return flat_ops, flat_inits, op_tree
+
+
 def reduce(operands, init_values, computation: Callable, dimensions: Sequence[int]):  # noqa: A001
     """``jax.lax.reduce``: reduces ``operands`` (an array or a pytree of arrays of one shape)
     over ``dimensions`` with ``computation``, a function of two pytrees of scalars shaped
@@ -121,15 +138,8 @@ def reduce(operands, init_values, computation: Callable, dimensions: Sequence[in
     function picking the pair with the larger value. A known monoid (``lax.add`` with init
     0, ``mul`` 1, ``max`` -inf, ``min`` +inf, ``bitwise_and``, ``bitwise_or``) binds the
     matching reduce primitive, as JAX's does."""
-    flat_ops, op_tree = tree_flatten(operands)
-    flat_inits, init_tree = tree_flatten(init_values)
-    if op_tree != init_tree:
-        _fail(f"lax.reduce: operands must have the same tree structure as init_values: "
-              f"{op_tree} vs. {init_tree}", ValueError)
-    if not flat_ops:
-        _fail("lax.reduce: no operands to reduce", ValueError)
-    if not callable(computation):
-        _fail(f"lax.reduce: computation must be callable, got {type(computation).__name__}")
+    flat_ops, flat_inits, op_tree = flat_reduction_args("lax.reduce", operands, init_values,
+                                                        computation)
     flat_ops = [asarray_operand(x) for x in flat_ops]
     avals = [core.get_aval(x) for x in flat_ops]
     for a in avals[1:]:
