@@ -400,7 +400,6 @@ def test_row_values_are_not_fused_into_the_first_level_of_a_tree_reduction():
 
 
 @pytest.mark.cpu_only
-@pytest.mark.cpu_only
 @pytest.mark.parametrize("length", [40, 48, 80])
 def test_a_row_reduction_takes_every_whole_vector_of_its_rows_in_vectors(length):
     # Rows whose whole vectors outnumber the unrolled steps' (48 on 16 lanes: two in the
@@ -419,6 +418,7 @@ def test_a_row_reduction_takes_every_whole_vector_of_its_rows_in_vectors(length)
     assert ("\nreduce.body" in ir) == (length % lanes != 0), ir[-3000:]
 
 
+@pytest.mark.cpu_only
 def test_row_fusion_is_refused_with_its_reason():
     few_rows = np.ones((4, 64), np.float32)
     ex = fusionjit.explain(_softmax)(few_rows)

@@ -25,6 +25,9 @@ class InstructionFusionPass : public Pass {
   // The decision for fusing `producer` into `consumer` (exposed for tests).
   FusionDecision ShouldFuse(const Instruction* producer, const Instruction* consumer) const;
 
+  // How many producer-consumer pairs the last Run decided (for tests of its complexity).
+  int64_t questions() const { return questions_; }
+
   // Row fusion needs rows enough for the threads, each short enough to stay in cache.
   static constexpr int64_t kRowFusionMinRows = 8;
   static constexpr int64_t kRowFusionMaxRow = 1 << 16;
@@ -39,6 +42,7 @@ class InstructionFusionPass : public Pass {
   FusionLog* log_;
   bool may_duplicate_;
   CostModel cost_;
+  int64_t questions_ = 0;
 };
 
 // The cost model's view of fusing `producer` into `consumer` (`producer` stays if it has

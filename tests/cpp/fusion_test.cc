@@ -240,6 +240,47 @@ TEST(InstructionFusion, SizeBudgetLimitsOperands) {
   EXPECT_GE(CountKernels(*m), 2);
 }
 
+// A kernel that grows by a chain of fusible adds, each bringing in an exponential it must
+// refuse (the exponential is also an output, and XLA's first pass does not duplicate): each
+// refused producer is asked once per sweep over the kernel's producers, not again after
+// every fusion (that was quadratic: 260,000 questions for a 32-step unrolled scan).
+TEST(InstructionFusion, RefusedProducersAreNotAskedAgainAfterEveryFusion) {
+  constexpr int kTerms = 30;
+  std::string text = "module m\nENTRY %main (";
+  for (int i = 0; i < kTerms; ++i) text += (i ? ", " : "") + std::string("p") + std::to_string(i) + ": f32[8]";
+  text += ") -> (f32[8]";
+  for (int i = 0; i < kTerms; ++i) text += ", f32[8]";
+  text += ") {\n";
+  // Each exponential defined just before the add that reads it: later in the post order
+  // than the sum so far, so asked before it.
+  std::string outputs, prev;
+  for (int i = 0; i < kTerms; ++i) {
+    std::string n = std::to_string(i);
+    text += "  %p" + n + " = f32[8] parameter(" + n + ")\n  %e" + n + " = f32[8] exponential(%p" + n + ")\n";
+    outputs += ", %e" + n;
+    if (i > 0) text += "  %s" + n + " = f32[8] add(%" + prev + ", %e" + n + ")\n";
+    prev = i > 0 ? "s" + n : "e0";
+  }
+  text += "  ROOT %t = (f32[8]";
+  for (int i = 0; i < kTerms; ++i) text += ", f32[8]";
+  text += ") tuple(%" + prev + outputs + ")\n}\n";
+  std::unique_ptr<Module> m = Parse(text);
+  FusionLog log;
+  InstructionFusionPass pass(GetFusionProfile("xla"), &log, /*may_duplicate=*/false);
+  {
+    EmittedCountCache counts;
+    pass.Run(*m);
+  }
+  VerifyModule(*m);
+  // The adds are one kernel; each exponential stays outside it, refused with its reason.
+  EXPECT_EQ(CountKernels(*m), 1) << m->ToString();
+  EXPECT_EQ(m->entry()->root()->operand(0)->operand_count(), kTerms) << m->ToString();
+  EXPECT_NE(FindRefusal(log, "e5", "no-duplication"), nullptr) << log.ToString();
+  // Two sweeps over the sum's kernel (one that fuses, one that confirms), plus each
+  // exponential's own parameter: linear in the terms (asked after every fusion: ~kTerms^2/2).
+  EXPECT_LE(pass.questions(), 4 * kTerms) << pass.questions();
+}
+
 // (b) Fusion merger: a loop fusion merges into all its users when bytes do not grow.
 TEST(FusionMerger, MergesIntoAllUsersOrNone) {
   const char* text = R"(
