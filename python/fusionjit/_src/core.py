@@ -69,8 +69,18 @@ def _check_size(shape, dtype) -> None:
             f"an array of shape {shape} and dtype {dtype} is too large ({size} bytes)"))
 
 
+def _array_aval(x) -> ShapedArray:
+    """The abstract value of a fusionjit.Array, whose fields hold valid values already (the
+    eager path asks for it several times per operation)."""
+    a = ShapedArray.__new__(ShapedArray)
+    a.shape, a.dtype, a.weak_type = x.shape, x.dtype, x.weak_type
+    return a
+
+
 def get_aval(x) -> ShapedArray:
     """The abstract value of a concrete value or a tracer (raises TypeError otherwise)."""
+    if type(x) is _ARRAY_TYPE[0]:
+        return _array_aval(x)
     if isinstance(x, Tracer):
         return x.aval
     aval = getattr(x, "aval", None)  # fusionjit.Array has no aval attribute: use its fields

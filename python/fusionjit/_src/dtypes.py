@@ -250,9 +250,22 @@ def _node(d: np.dtype, weak: bool) -> str:
     return _NODE[d]
 
 
+_PROMOTED: dict = {}  # promote's results by its pairs and x64 (few: reset when large)
+_DTYPE_OF_NODE = {v: k for k, v in _NODE.items()}
+
+
 def promote(pairs) -> tuple[np.dtype, bool]:
     """The result (dtype, weak_type) of combining values given as (dtype, weak) pairs."""
-    pairs = list(pairs)
+    key = (tuple(pairs), x64_enabled())
+    found = _PROMOTED.get(key)
+    if found is None:
+        if len(_PROMOTED) > 4096:
+            _PROMOTED.clear()
+        found = _PROMOTED[key] = _promote(key[0])
+    return found
+
+
+def _promote(pairs) -> tuple[np.dtype, bool]:
     node = _node(*pairs[0])
     for d, w in pairs[1:]:
         node = _join(node, _node(d, w))
@@ -260,8 +273,7 @@ def promote(pairs) -> tuple[np.dtype, bool]:
         return default_int(), True
     if node == "f*":
         return default_float(), True
-    out = {v: k for k, v in _NODE.items()}[node]
-    return canonicalize(out), False
+    return canonicalize(_DTYPE_OF_NODE[node]), False
 
 
 def promote_dtypes(*dtypes) -> np.dtype:
