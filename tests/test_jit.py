@@ -375,6 +375,10 @@ def test_eager_ufuncs_run_as_one_program_each_with_eager_semantics(stats):
     t = fnp.tanh(np.arange(6, dtype=np.int32))
     assert delta.compiles == 2 and t.dtype == F32
     assert_close(t, np.tanh(np.arange(6, dtype=np.float32)))
+    # A function built of many primitives too (arcsinh: a dozen, 400 us eagerly for 64x64).
+    a = fnp.arcsinh(x)
+    assert delta.compiles == 3
+    assert_close(a, np.arcsinh(_x((4, 5))), rtol=1e-6)
     # The eager results, their types and errors, as before: weak scalars stay weak, int8
     # wraps as in JAX, a Python int beyond int32's range is refused at the user's line.
     w = fnp.add(2, 2.5)

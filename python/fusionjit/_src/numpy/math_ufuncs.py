@@ -11,7 +11,7 @@ from fusionjit._src import dtypes as dt
 from fusionjit._src.autodiff import with_jvp
 from fusionjit._src.lax import lax
 from fusionjit._src.numpy import reductions
-from fusionjit._src.numpy.util import (aval, check_arraylike, fail, promote_args,
+from fusionjit._src.numpy.util import (aval, check_arraylike, fail, one_program, promote_args,
                                        promote_args_inexact, promote_shapes, to_array)
 
 
@@ -49,6 +49,7 @@ def _copysign(x, y):
 
 
 def _unary_float(name, impl, doc):
+    @one_program
     def fn(x, /):
         check_arraylike(name, x)
         (x,) = _float_args(name, x)
@@ -92,6 +93,7 @@ arctan = _unary_float("arctan", _arctan, "Inverse tangent, elementwise.")
 asin, acos, atan = arcsin, arccos, arctan
 
 
+@one_program
 def atan2(x1, x2, /):
     """The array API's name for ``arctan2``."""
     from fusionjit._src.numpy.ufuncs import arctan2
@@ -175,12 +177,14 @@ arctanh = _unary_float("arctanh", with_jvp(_arctanh, _arctanh_derivative),
 asinh, acosh, atanh = arcsinh, arccosh, arctanh
 
 
+@one_program
 def deg2rad(x, /):
     """Degrees to radians."""
     (x,) = _float_args("deg2rad", x)
     return lax.mul(x, _c(np.pi / 180, x))
 
 
+@one_program
 def rad2deg(x, /):
     """Radians to degrees."""
     (x,) = _float_args("rad2deg", x)
@@ -190,6 +194,7 @@ def rad2deg(x, /):
 radians, degrees = deg2rad, rad2deg
 
 
+@one_program
 def sinc(x, /):
     """``sin(pi x) / (pi x)``, 1 at 0."""
     (x,) = _float_args("sinc", x)
@@ -200,6 +205,7 @@ def sinc(x, /):
 
 # --- two-argument functions ----------------------------------------------------------
 
+@one_program
 def hypot(x1, x2, /):
     """``sqrt(x1**2 + x2**2)`` without overflow or underflow; inf if either is infinite
     (even when the other is NaN), as IEEE 754. The slope by x1 is x1 / hypot: 1/2 at the
@@ -244,6 +250,7 @@ def _logaddexp_partials(exp):
     return by(0), by(1)
 
 
+@one_program
 def logaddexp(x1, x2, /):
     """``log(exp(x1) + exp(x2))`` without overflow."""
     x1, x2 = _float_args("logaddexp", x1, x2)
@@ -260,6 +267,7 @@ def _logaddexp_value(x1, x2):
 _logaddexp = with_jvp(_logaddexp_value, *_logaddexp_partials(lax.exp))
 
 
+@one_program
 def logaddexp2(x1, x2, /):
     """``log2(2**x1 + 2**x2)`` without overflow."""
     x1, x2 = _float_args("logaddexp2", x1, x2)
@@ -286,12 +294,14 @@ def _copysign_derivative(x1, x2, ans):
 _copysign_differentiable = with_jvp(_copysign, _copysign_derivative, None)
 
 
+@one_program
 def copysign(x1, x2, /):
     """The magnitude of ``x1`` with the sign bit of ``x2`` (-0.0 and NaN signs count)."""
     x1, x2 = _float_args("copysign", x1, x2)
     return _copysign_differentiable(x1, x2)
 
 
+@one_program
 def signbit(x, /):
     """True where the sign bit is set (also for -0.0 and negative NaNs)."""
     check_arraylike("signbit", x)
@@ -306,6 +316,7 @@ def signbit(x, /):
     return lax.ne(sign, to_array(np.zeros((), _uint_type(d))))
 
 
+@one_program
 def nextafter(x1, x2, /):
     """The next representable value after ``x1`` towards ``x2`` (subnormals included)."""
     x1, x2 = _float_args("nextafter", x1, x2)
@@ -324,6 +335,7 @@ def nextafter(x1, x2, /):
     return lax.convert_element_type(lax.select(nan, lax.add(x1, x2), out), d, aval(x1).weak_type)
 
 
+@one_program
 def fmax(x1, x2, /):
     """Elementwise maximum that ignores NaN (NaN only where both are NaN): x1 where x1 > x2
     or x2 is NaN, else x2, as JAX (ties, -0.0 against 0.0 included, and their slopes)."""
@@ -333,6 +345,7 @@ def fmax(x1, x2, /):
     return lax.select(lax.bitwise_or(lax.gt(x1, x2), lax.ne(x2, x2)), x1, x2)
 
 
+@one_program
 def fmin(x1, x2, /):
     """Elementwise minimum that ignores NaN (NaN only where both are NaN): x1 where x1 < x2
     or x2 is NaN, else x2, as JAX."""
@@ -342,6 +355,7 @@ def fmin(x1, x2, /):
     return lax.select(lax.bitwise_or(lax.lt(x1, x2), lax.ne(x2, x2)), x1, x2)
 
 
+@one_program
 def fmod(x1, x2, /):
     """C's fmod: the remainder with the sign of ``x1`` (integers: 0 where ``x2`` is 0)."""
     x1, x2 = promote_args("fmod", x1, x2)
@@ -353,6 +367,7 @@ def fmod(x1, x2, /):
     return lax.rem(x1, x2)
 
 
+@one_program
 def heaviside(x1, x2, /):
     """0 where ``x1 < 0``, 1 where ``x1 > 0``, ``x2`` where ``x1 == 0``, NaN where ``x1`` is
     NaN (as NumPy and ``jnp.heaviside``)."""
@@ -362,6 +377,7 @@ def heaviside(x1, x2, /):
     return lax.select(lax.ne(x1, x1), x1, out)
 
 
+@one_program
 def float_power(x1, x2, /):
     """``x1 ** x2`` in floating point (JAX: the promoted float type, not always float64)."""
     x1, x2 = _float_args("float_power", x1, x2)
@@ -380,6 +396,7 @@ def _cbrt(x):
 _cbrt_differentiable = with_jvp(_cbrt, lambda x, ans: lax.div(_c(1 / 3, x), lax.mul(ans, ans)))
 
 
+@one_program
 def cbrt(x, /):
     """The real cube root (negative for negative ``x``)."""
     (x,) = _float_args("cbrt", x)
@@ -388,6 +405,7 @@ def cbrt(x, /):
 
 # --- rounding, classification --------------------------------------------------------
 
+@one_program
 def trunc(x, /):
     """Rounds toward zero (integers and booleans are returned unchanged, as JAX)."""
     check_arraylike("trunc", x)
@@ -400,6 +418,7 @@ def trunc(x, /):
 fix = trunc
 
 
+@one_program
 def rint(x, /):
     """Rounds to the nearest integer, halves to even; integers become floats (as JAX)."""
     (x,) = _float_args("rint", x)
@@ -421,6 +440,7 @@ def modf(x, /):
     return _fraction_differentiable(x), trunc(x)
 
 
+@one_program
 def fabs(x, /):
     """Absolute value as a float."""
     (x,) = _float_args("fabs", x)
@@ -555,6 +575,7 @@ _mantissa = with_jvp(lambda x: _frexp(x)[0], lambda x, ans: _exact_power_of_two(
     lax.neg(_frexp(x)[1]), aval(x).dtype))
 
 
+@one_program
 def ldexp(x1, x2, /):
     """``x1 * 2**x2`` rounded once (``x2`` integer), with overflow to inf and gradual
     underflow."""
@@ -605,6 +626,7 @@ def _gcd_loop(a, b):
     return while_loop(cond, body, (a, b))[0]
 
 
+@one_program
 def gcd(x1, x2, /):
     """The greatest common divisor of ``|x1|`` and ``|x2|`` (Euclid's algorithm in a loop)."""
     x1, x2 = promote_args("gcd", x1, x2)
@@ -614,6 +636,7 @@ def gcd(x1, x2, /):
                      lax.abs(x2) if dt.is_signed(aval(x2).dtype) else x2)
 
 
+@one_program
 def lcm(x1, x2, /):
     """The least common multiple of ``|x1|`` and ``|x2|`` (0 if either is 0)."""
     x1, x2 = promote_args("lcm", x1, x2)
@@ -627,6 +650,7 @@ def lcm(x1, x2, /):
     return lax.select(zero, _full(0, out), out)
 
 
+@one_program
 def bitwise_count(x, /):
     """The number of set bits of ``|x|`` (NumPy's and JAX's definition), as uint8 (as
     NumPy and JAX return it)."""

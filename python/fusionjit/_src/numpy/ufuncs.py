@@ -8,7 +8,8 @@ from fusionjit._src import core
 from fusionjit._src import dtypes as dt
 from fusionjit._src.lax import lax
 from fusionjit._src.numpy.util import (as_one_program, aval, check_arraylike, fail,
-                                       promote_args, promote_args_inexact, to_array)
+                                       one_program, promote_args, promote_args_inexact,
+                                       to_array)
 
 
 def _binary(name: str, lax_fn, kinds=None):
@@ -56,6 +57,7 @@ greater_equal = _binary("greater_equal", lax.ge)
 
 
 def _shift(name, signed_fn):
+    @one_program
     def fn(x1, x2, /):
         x1, x2 = promote_args(name, x1, x2)
         d = aval(x1).dtype
@@ -74,11 +76,13 @@ left_shift = _shift("left_shift", None)
 right_shift = _shift("right_shift", None)
 
 
+@one_program
 def arctan2(x1, x2, /):
     x1, x2 = promote_args_inexact("arctan2", x1, x2)
     return lax.atan2(x1, x2)
 
 
+@one_program
 def true_divide(x1, x2, /):
     x1, x2 = promote_args_inexact("true_divide", x1, x2)
     return lax.div(x1, x2)
@@ -93,6 +97,7 @@ def _sign_differs(a, b):
     return lax.ne(zero_a, zero_b)
 
 
+@one_program
 def floor_divide(x1, x2, /):
     x1, x2 = promote_args("floor_divide", x1, x2)
     d = aval(x1).dtype
@@ -124,6 +129,7 @@ def _float_divmod(x1, x2):
     return lax.round(div), mod
 
 
+@one_program
 def remainder(x1, x2, /):
     x1, x2 = promote_args("remainder", x1, x2)
     d = aval(x1).dtype
@@ -149,6 +155,7 @@ def divmod(x1, x2, /):  # noqa: A001
     return floor_divide(x1, x2), remainder(x1, x2)
 
 
+@one_program
 def power(x1, x2, /):
     check_arraylike("power", x1, x2)
     # x ** n for a Python int n is a chain of multiplications, as in JAX.
@@ -190,22 +197,26 @@ tan = _unary_inexact("tan", lax.tan)
 tanh = _unary_inexact("tanh", lax.tanh)
 
 
+@one_program
 def exp2(x, /):
     (x,) = promote_args_inexact("exp2", x)
     return lax.exp(lax.mul(x, to_array(np.log(2.0), aval(x).dtype, aval(x).weak_type)))
 
 
+@one_program
 def log2(x, /):
     (x,) = promote_args_inexact("log2", x)
     return lax.div(lax.log(x), to_array(np.log(2.0), aval(x).dtype, aval(x).weak_type))
 
 
+@one_program
 def log10(x, /):
     (x,) = promote_args_inexact("log10", x)
     return lax.div(lax.log(x), to_array(np.log(10.0), aval(x).dtype, aval(x).weak_type))
 
 
 def _unary_same(name, lax_fn, allow_bool=False, int_identity=False):
+    @one_program
     def fn(x, /):
         check_arraylike(name, x)
         x = to_array(x)
@@ -228,6 +239,7 @@ floor = _unary_same("floor", lax.floor, allow_bool=True, int_identity=True)
 ceil = _unary_same("ceil", lax.ceil, allow_bool=True, int_identity=True)
 
 
+@one_program
 def positive(x, /):
     check_arraylike("positive", x)
     return to_array(x)
@@ -265,6 +277,7 @@ def _round_int(a, digits: int):
     return lax.mul(lax.add(q, lax.convert_element_type(up, d)), f)
 
 
+@one_program
 def square(x, /):
     check_arraylike("square", x)
     x = to_array(x)
@@ -273,11 +286,13 @@ def square(x, /):
     return lax.integer_pow(x, 2)
 
 
+@one_program
 def reciprocal(x, /):
     (x,) = promote_args_inexact("reciprocal", x)
     return lax.div(to_array(1, aval(x).dtype, aval(x).weak_type), x)
 
 
+@one_program
 def invert(x, /):
     check_arraylike("invert", x)
     x = to_array(x)
@@ -296,26 +311,31 @@ def _truthy(x):
     return lax.ne(x, to_array(0, aval(x).dtype))
 
 
+@one_program
 def logical_and(x1, x2, /):
     x1, x2 = promote_args("logical_and", x1, x2)
     return lax.bitwise_and(_truthy(x1), _truthy(x2))
 
 
+@one_program
 def logical_or(x1, x2, /):
     x1, x2 = promote_args("logical_or", x1, x2)
     return lax.bitwise_or(_truthy(x1), _truthy(x2))
 
 
+@one_program
 def logical_xor(x1, x2, /):
     x1, x2 = promote_args("logical_xor", x1, x2)
     return lax.bitwise_xor(_truthy(x1), _truthy(x2))
 
 
+@one_program
 def logical_not(x, /):
     check_arraylike("logical_not", x)
     return lax.bitwise_not(_truthy(x))
 
 
+@one_program
 def isfinite(x, /):
     check_arraylike("isfinite", x)
     x = to_array(x)
@@ -324,6 +344,7 @@ def isfinite(x, /):
     return lax.is_finite(x)
 
 
+@one_program
 def isnan(x, /):
     check_arraylike("isnan", x)
     x = to_array(x)
@@ -332,6 +353,7 @@ def isnan(x, /):
     return lax.ne(x, x)
 
 
+@one_program
 def isinf(x, /):
     check_arraylike("isinf", x)
     x = to_array(x)
