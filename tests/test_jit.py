@@ -379,6 +379,14 @@ def test_eager_ufuncs_run_as_one_program_each_with_eager_semantics(stats):
     a = fnp.arcsinh(x)
     assert delta.compiles == 3
     assert_close(a, np.arcsinh(_x((4, 5))), rtol=1e-6)
+    # And statistics and softmax, their axes and ddof static (one program per value).
+    v = fnp.var(x, axis=0, ddof=1)
+    assert delta.compiles == 4
+    assert_close(v, np.var(_x((4, 5)), axis=0, ddof=1), rtol=1e-5)
+    sm = fusionjit.nn.softmax(x, axis=0)
+    assert delta.compiles == 5
+    e = np.exp(_x((4, 5)) - _x((4, 5)).max(0))
+    assert_close(sm, e / e.sum(0), rtol=1e-5)
     # The eager results, their types and errors, as before: weak scalars stay weak, int8
     # wraps as in JAX, a Python int beyond int32's range is refused at the user's line.
     w = fnp.add(2, 2.5)

@@ -11,6 +11,7 @@ import numpy as np
 from fusionjit._src import dtypes as dt
 from fusionjit._src import special
 from fusionjit._src.autodiff import custom_jvp, with_jvp
+from fusionjit._src.random_eager import eager_jit
 from fusionjit._src.numpy import math_ufuncs, reductions, shapes, ufuncs
 from fusionjit._src.numpy.util import (aval, canonical_axes, canonical_axis, check_arraylike, fail,
                                        to_array)
@@ -156,6 +157,7 @@ def logsumexp(a, axis=None, b=None, keepdims: bool = False, return_sign: bool = 
     return out
 
 
+@eager_jit("axis")
 def softmax(x, axis=-1, where=None):
     """exp(x - max) / sum(exp(x - max)) along ``axis``; ``where`` masks entries out (0)."""
     x = _float(x, "softmax")
@@ -167,6 +169,7 @@ def softmax(x, axis=-1, where=None):
     return e / reductions.sum(e, axis=axis, keepdims=True)
 
 
+@eager_jit("axis")
 def log_softmax(x, axis=-1, where=None):
     """x - max - log(sum(exp(x - max))) along ``axis``."""
     x = _float(x, "log_softmax")

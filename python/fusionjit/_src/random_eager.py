@@ -50,7 +50,8 @@ def _jitted(fn, static_names: tuple):
 
 
 def eager_jit(*static: str, static_if_int: tuple = (), uint32: tuple = ()):
-    """Decorates a random function: called outside any trace it runs jitted, with the
+    """Decorates a random function (or a numpy one with static options: ``mean``, ``var``,
+    ``std``, ``nn.softmax``): called outside any trace it runs jitted, with the
     arguments named in ``static`` static, those in ``static_if_int`` static where they are
     Python integers (``permutation(key, 10)``, ``choice(key, 5)``) and traced where they are
     arrays, and those in ``uint32`` (``fold_in``'s data) passed as uint32 where they are

@@ -8,6 +8,7 @@ import numpy as np
 
 from fusionjit._src import dtypes as dt
 from fusionjit._src.lax import lax
+from fusionjit._src.random_eager import eager_jit
 from fusionjit._src.numpy.util import (aval, broadcast_to_shape, canonical_axes, canonical_axis,
                                        check_arraylike, fail, to_array)
 
@@ -124,6 +125,7 @@ any = _logical("any", lax.reduce_or)  # noqa: A001
 all = _logical("all", lax.reduce_and)  # noqa: A001
 
 
+@eager_jit("axis", "dtype", "out", "keepdims")
 def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
     """The arithmetic mean; integers are averaged in the default float type."""
     check_arraylike("mean", a)

@@ -15,6 +15,7 @@ from fusionjit._src.lax import lax
 from fusionjit._src.lax.slicing import take_along
 from fusionjit._src.lax import scans
 from fusionjit._src.numpy import reductions, shapes
+from fusionjit._src.random_eager import eager_jit
 from fusionjit._src.numpy.util import (aval, canonical_axes, canonical_axis, check_arraylike,
                                        fail, promote_dtypes_inexact, to_array)
 
@@ -100,6 +101,7 @@ def _count(shape, axes) -> int:
     return n
 
 
+@eager_jit("axis", "dtype", "out", "ddof", "keepdims", "correction")
 def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims: bool = False, *, where=None,
         correction=None):
     """The variance ``sum(|a - mean|^2) / (N - ddof)`` (``correction`` is the array API's
@@ -140,6 +142,7 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims: bool = False, *, w
     return lax.div(total, to_array(np.array(count, d), d, aval(total).weak_type))
 
 
+@eager_jit("axis", "dtype", "out", "ddof", "keepdims", "correction")
 def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims: bool = False, *, where=None,
         correction=None):
     """The standard deviation, ``sqrt(var(...))``."""
