@@ -1,5 +1,6 @@
 """Dispatch cost of a cached jit call on tiny arrays: fusionjit vs NumPy (the op itself)
-and jax.jit (when installed), in one run.
+and jax.jit (when installed), in one run; then eager calls (no jit) of numpy functions on
+a float32[64, 64] array against JAX's eager calls.
 
     python benchmarks/dispatch.py
 """
@@ -52,6 +53,37 @@ def main(argv=None):
         rows.append({"case": "ratio jax / fusionjit (pytree)", "x": t_jax_tree / t_fj_tree})
     rows.append({"case": "ratio numpy / fusionjit", "x": t_np / t_fj})
     report("cached jit call on float32[4]", rows, args.json)
+    report("eager calls (no jit) on float32[64, 64], microseconds, medians",
+           eager_rows(found), args.json and args.json.replace(".json", "_eager.json"))
+
+
+EAGER = {
+    "tanh(x)": lambda np_, nn, x: np_.tanh(x),
+    "x + 1.0": lambda np_, nn, x: x + 1.0,
+    "arcsinh(x)": lambda np_, nn, x: np_.arcsinh(x),
+    "hypot(x, x)": lambda np_, nn, x: np_.hypot(x, x),
+    "var(x, axis=0)": lambda np_, nn, x: np_.var(x, axis=0),
+    "softmax(x)": lambda np_, nn, x: nn.softmax(x),
+}
+
+
+def eager_rows(found) -> list:
+    """Each numpy function of EAGER called outside jit, fusionjit against JAX (each of them
+    runs it as one compiled program per signature)."""
+    x = np.random.default_rng(0).uniform(0.1, 0.9, (64, 64)).astype(np.float32)
+    xa = fnp.asarray(x)
+    rows = []
+    for name, call in EAGER.items():
+        row = {"case": name,
+               "fusionjit_us": median_seconds(lambda: call(fnp, fusionjit.nn, xa)) * 1e6}
+        if "jax" in found:
+            jax, jnp = found["jax"]
+            xj = jnp.asarray(x)
+            row["jax_us"] = median_seconds(
+                lambda: call(jnp, jax.nn, xj).block_until_ready()) * 1e6
+            row["jax/fusionjit"] = row["jax_us"] / row["fusionjit_us"]
+        rows.append(row)
+    return rows
 
 
 def _tree_fn(tree):
