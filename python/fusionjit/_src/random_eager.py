@@ -43,6 +43,13 @@ def _is_int(v) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
+def outside_traces() -> bool:
+    """Whether a call now runs eagerly: no trace, no ``ensure_compile_time_eval``, and jit
+    not disabled (the condition for running a function as one jitted program)."""
+    return not (core.current_trace() is not None or core.in_compile_time_eval()
+                or config.fusionjit_disable_jit)
+
+
 @functools.lru_cache(maxsize=None)
 def _jitted(fn, static_names: tuple):
     from fusionjit._src.api import jit
@@ -61,8 +68,7 @@ def eager_jit(*static: str, static_if_int: tuple = (), uint32: tuple = ()):
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            if (core.current_trace() is not None or core.in_compile_time_eval()
-                    or config.fusionjit_disable_jit):
+            if not outside_traces():
                 return fn(*args, **kwargs)
             try:
                 bound = signature.bind(*args, **kwargs)

@@ -7,16 +7,13 @@ import numpy as np
 from fusionjit._src import core
 from fusionjit._src import dtypes as dt
 from fusionjit._src.lax import lax
-from fusionjit._src.numpy.util import (as_one_program, aval, check_arraylike, fail,
-                                       one_program, promote_args, promote_args_inexact,
-                                       to_array)
+from fusionjit._src.numpy.util import (aval, check_arraylike, fail, one_program, promote_args,
+                                       promote_args_inexact, to_array)
 
 
 def _binary(name: str, lax_fn, kinds=None):
+    @one_program
     def fn(x1, x2, /):
-        out = as_one_program(fn, x1, x2)
-        if out is not None:
-            return out
         x1, x2 = promote_args(name, x1, x2)
         if kinds is not None:
             d = aval(x1).dtype
@@ -174,10 +171,8 @@ def power(x1, x2, /):
 
 
 def _unary_inexact(name, lax_fn):
+    @one_program
     def fn(x, /):
-        out = as_one_program(fn, x)
-        if out is not None:
-            return out
         check_arraylike(name, x)
         (x,) = promote_args_inexact(name, x)
         return lax_fn(x)

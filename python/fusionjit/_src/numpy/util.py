@@ -11,8 +11,8 @@ import numpy as np
 from fusionjit._src import core
 from fusionjit._src import dtypes as dt
 from fusionjit._src import errors
-from fusionjit._src.config import config
 from fusionjit._src.lax import lax
+from fusionjit._src.random_eager import outside_traces
 
 
 def fail(message: str, exc_type=TypeError):
@@ -144,8 +144,7 @@ def as_one_program(fn, *args):
     broadcast then an add, 40 us, and ``fnp.tanh(x)`` 32 us against 3 us jitted. Where the
     program cannot be built or run (an integer out of int32's range, a misuse), None as
     well: ``fn`` then runs eagerly and raises its own error."""
-    if (core.current_trace() is not None or core.in_compile_time_eval()
-            or config.fusionjit_disable_jit or not all(map(is_arraylike, args))):
+    if not outside_traces() or not all(map(is_arraylike, args)):
         return None
     try:
         return _program(fn)(*args)
