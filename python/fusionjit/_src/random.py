@@ -33,7 +33,7 @@ from fusionjit._src.lax.sorting import top_k
 from fusionjit._src.lowering import register
 from fusionjit._src.numpy import reductions, shapes, ufuncs
 from fusionjit._src.numpy.util import aval, fail, shape_arg, to_array
-from fusionjit._src.random_eager import eager_jit
+from fusionjit._src.eager import eager_jit
 from fusionjit._src.special import erf_inv as _erf_inv
 
 U32 = np.dtype(np.uint32)

@@ -14,7 +14,7 @@ from fusionjit._src import special
 from fusionjit._src.lax import lax
 from fusionjit._src.numpy import linalg, math_ufuncs, reductions, shapes, ufuncs
 from fusionjit._src.numpy.util import aval, fail, shape_arg, to_array
-from fusionjit._src.random_eager import eager_jit
+from fusionjit._src.eager import eager_jit
 from fusionjit._src.random import (_float_dtype, _is_value, batched_keys, exponential, normal,
                                    rademacher, split, uniform)
 

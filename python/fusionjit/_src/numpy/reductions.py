@@ -8,7 +8,7 @@ import numpy as np
 
 from fusionjit._src import dtypes as dt
 from fusionjit._src.lax import lax
-from fusionjit._src.random_eager import eager_jit
+from fusionjit._src.eager import eager_jit
 from fusionjit._src.numpy.util import (aval, broadcast_to_shape, canonical_axes, canonical_axis,
                                        check_arraylike, fail, to_array)
 

@@ -12,7 +12,7 @@ from fusionjit._src import core
 from fusionjit._src import dtypes as dt
 from fusionjit._src import errors
 from fusionjit._src.lax import lax
-from fusionjit._src.random_eager import outside_traces
+from fusionjit._src.eager import outside_traces
 
 
 def fail(message: str, exc_type=TypeError):
