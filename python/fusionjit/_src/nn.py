@@ -11,7 +11,7 @@ import numpy as np
 from fusionjit._src import dtypes as dt
 from fusionjit._src import special
 from fusionjit._src.autodiff import custom_jvp, with_jvp
-from fusionjit._src.random_eager import eager_jit
+from fusionjit._src.eager import eager_jit
 from fusionjit._src.numpy import math_ufuncs, reductions, shapes, ufuncs
 from fusionjit._src.numpy.util import (aval, canonical_axes, canonical_axis, check_arraylike, fail,
                                        to_array)
@@ -39,12 +39,14 @@ _relu6.defjvps(lambda g, ans, x: _passes(g, ufuncs.logical_and(ufuncs.greater(x,
                                                                ufuncs.less(x, 6))))
 
 
+@eager_jit()
 def relu(x):
     """max(x, 0), with slope 0 at 0 (JAX's)."""
     check_arraylike("relu", x)
     return _relu(to_array(x))
 
 
+@eager_jit()
 def relu6(x):
     """min(max(x, 0), 6), with slope 0 at 0 and 6 (JAX's)."""
     check_arraylike("relu6", x)
@@ -55,22 +57,26 @@ def relu6(x):
 _sigmoid = with_jvp(lambda x: 1 / (1 + ufuncs.exp(-x)), lambda x, ans: ans * (1 - ans))
 
 
+@eager_jit()
 def sigmoid(x):
     """1 / (1 + exp(-x)), as JAX's logistic."""
     return _sigmoid(_float(x, "sigmoid"))
 
 
+@eager_jit()
 def log_sigmoid(x):
     """log(sigmoid(x)) = -softplus(-x)."""
     return -softplus(-_float(x, "log_sigmoid"))
 
 
+@eager_jit()
 def softplus(x):
     """log(1 + exp(x)), as JAX's logaddexp(x, 0) (and its slope, 1/2 at 0)."""
     x = _float(x, "softplus")
     return math_ufuncs.logaddexp(x, shapes.zeros_like(x))
 
 
+@eager_jit()
 def silu(x):
     """x * sigmoid(x) (swish)."""
     x = _float(x, "silu")
@@ -80,6 +86,7 @@ def silu(x):
 swish = silu
 
 
+@eager_jit("approximate")
 def gelu(x, approximate: bool = True):
     """The Gaussian error linear unit: the tanh approximation by default (as JAX), or exact
     with ``approximate=False``."""
@@ -90,30 +97,35 @@ def gelu(x, approximate: bool = True):
     return x * (1 + special.erf(x / np.sqrt(2).astype(aval(x).dtype))) / 2
 
 
+@eager_jit()
 def elu(x, alpha=1.0):
     """x where x > 0, else alpha * (exp(x) - 1)."""
     x = _float(x, "elu")
     return ufuncs.where(x > 0, x, alpha * ufuncs.expm1(ufuncs.where(x > 0, 0, x)))
 
 
+@eager_jit()
 def celu(x, alpha=1.0):
     """max(x, 0) + alpha * (exp(min(x, 0) / alpha) - 1)."""
     x = _float(x, "celu")
     return ufuncs.maximum(x, 0) + alpha * ufuncs.expm1(ufuncs.minimum(x, 0) / alpha)
 
 
+@eager_jit()
 def selu(x):
     """The scaled ELU of Klambauer et al. (JAX's constants)."""
     alpha, scale = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
     return scale * elu(x, alpha)
 
 
+@eager_jit()
 def leaky_relu(x, negative_slope=1e-2):
     """x where x >= 0, else negative_slope * x."""
     x = _float(x, "leaky_relu")
     return ufuncs.where(x >= 0, x, negative_slope * x)
 
 
+@eager_jit()
 def hard_tanh(x):
     """x clipped to [-1, 1] (slope 1 at -1 and 1, as JAX's)."""
     x = _float(x, "hard_tanh")
@@ -128,6 +140,7 @@ def _max_kept(x, axis):
     return reductions.max(x, axis=axis, keepdims=True, initial=-np.inf if empty else None)
 
 
+@eager_jit("axis", "keepdims", "return_sign")
 def logsumexp(a, axis=None, b=None, keepdims: bool = False, return_sign: bool = False,
               where=None):
     """log(sum(b * exp(a))) along ``axis``, computed stably (the maximum taken out first;
@@ -182,6 +195,7 @@ def log_softmax(x, axis=-1, where=None):
     return shifted - ufuncs.log(reductions.sum(e, axis=axis, keepdims=True))
 
 
+@eager_jit("axis")
 def standardize(x, axis=-1, mean=None, variance=None, epsilon=1e-5, where=None):
     """(x - mean) / sqrt(variance + epsilon) along ``axis`` (JAX's normalize)."""
     x = _float(x, "standardize")
@@ -193,6 +207,7 @@ def standardize(x, axis=-1, mean=None, variance=None, epsilon=1e-5, where=None):
     return (x - mean) / ufuncs.sqrt(variance + epsilon)
 
 
+@eager_jit("num_classes", "dtype", "axis")
 def one_hot(x, num_classes: int, *, dtype=None, axis=-1):
     """x's integers as one-hot vectors of ``num_classes`` along a new ``axis`` (entries
     outside [0, num_classes) give all zeros)."""
@@ -223,11 +238,13 @@ def tanh(x):
     return ufuncs.tanh(x)
 
 
+@eager_jit()
 def hard_sigmoid(x):
     """relu6(x + 3) / 6."""
     return relu6(_float(x, "hard_sigmoid") + 3.0) / 6.0
 
 
+@eager_jit()
 def hard_silu(x):
     """x * hard_sigmoid(x)."""
     x = _float(x, "hard_silu")
@@ -237,30 +254,35 @@ def hard_silu(x):
 hard_swish = hard_silu
 
 
+@eager_jit()
 def mish(x):
     """x * tanh(softplus(x))."""
     x = _float(x, "mish")
     return x * ufuncs.tanh(softplus(x))
 
 
+@eager_jit()
 def soft_sign(x):
     """x / (|x| + 1)."""
     x = _float(x, "soft_sign")
     return x / (ufuncs.absolute(x) + 1)
 
 
+@eager_jit()
 def squareplus(x, b=4):
     """(x + sqrt(x**2 + b)) / 2."""
     x = _float(x, "squareplus")
     return (x + ufuncs.sqrt(ufuncs.square(x) + b)) / 2
 
 
+@eager_jit()
 def sparse_plus(x):
     """0 below -1, x above 1, (x + 1)**2 / 4 between."""
     x = _float(x, "sparse_plus")
     return ufuncs.where(x <= -1.0, 0.0, ufuncs.where(x >= 1.0, x, (x + 1.0) ** 2 / 4))
 
 
+@eager_jit()
 def sparse_sigmoid(x):
     """clip(x + 1, 0, 2) / 2."""
     return 0.5 * ufuncs.clip(_float(x, "sparse_sigmoid") + 1.0, 0.0, 2.0)
@@ -271,11 +293,13 @@ _log1mexp = with_jvp(lambda x: ufuncs.where(x < np.log(2.0), ufuncs.log(-ufuncs.
                      lambda x, ans: 1 / ufuncs.expm1(x))
 
 
+@eager_jit()
 def log1mexp(x):
     """log(1 - exp(-x)) for x > 0, accurate on both sides of log(2); slope 1 / expm1(x)."""
     return _log1mexp(_float(x, "log1mexp"))
 
 
+@eager_jit("axis", "keepdims")
 def logmeanexp(x, axis=None, where=None, keepdims: bool = False):
     """logsumexp minus the log of the number of terms (those ``where`` keeps)."""
     x = _float(x, "logmeanexp")
@@ -287,6 +311,7 @@ def logmeanexp(x, axis=None, where=None, keepdims: bool = False):
     return lse - ufuncs.log(count)
 
 
+@eager_jit("axis")
 def glu(x, axis: int = -1):
     """The gated linear unit: the first half of ``axis`` times the sigmoid of the second."""
     check_arraylike("glu", x)

@@ -12,6 +12,7 @@ import numpy as np
 from fusionjit._src import core
 from fusionjit._src import dtypes as dt
 from fusionjit._src import errors
+from fusionjit._src.eager import eager_jit
 from fusionjit._src.numpy import reductions, shapes, sorting, ufuncs
 from fusionjit._src.numpy.gather import take
 from fusionjit._src.numpy.util import (aval, canonical_axis, check_arraylike, fail,
@@ -84,6 +85,7 @@ def bincount(x, weights=None, minlength: int = 0, *, length=None):
     return shapes.zeros(length, d).at[ufuncs.clip(x, 0)].add(weights, mode="drop")
 
 
+@eager_jit("n", "axis")
 def diff(a, n: int = 1, axis: int = -1, prepend=None, append=None):
     """The n-th discrete difference along ``axis`` (booleans: not_equal)."""
     a = to_array(a)
@@ -167,6 +169,7 @@ def interp(x, xp, fp, left=None, right=None, period=None):
     return ufuncs.where(ufuncs.greater(x, xp[-1]), fp[-1] if right is None else right, f)
 
 
+@eager_jit("num", "endpoint", "dtype", "axis")
 def logspace(start, stop, num: int = 50, endpoint: bool = True, base=10.0, dtype=None,
              axis: int = 0):
     """``base ** linspace(start, stop, num)``."""
@@ -174,6 +177,7 @@ def logspace(start, stop, num: int = 50, endpoint: bool = True, base=10.0, dtype
     return out if dtype is None else out.astype(dtype)
 
 
+@eager_jit("num", "endpoint", "dtype", "axis")
 def geomspace(start, stop, num: int = 50, endpoint: bool = True, dtype=None, axis: int = 0):
     """Numbers evenly spaced on a log scale from ``start`` to ``stop`` (of one sign)."""
     start, stop = to_array(start), to_array(stop)

@@ -14,6 +14,7 @@ import numpy as np
 from fusionjit._src import core
 from fusionjit._src import dtypes as dt
 from fusionjit._src import errors
+from fusionjit._src.eager import eager_jit
 from fusionjit._src.lax import lax
 from fusionjit._src.numpy import shapes
 from fusionjit._src.lax.slicing import default_fill, take_along
@@ -120,6 +121,7 @@ def take(a, indices, axis=None, out=None, mode=None, unique_indices: bool = Fals
                       normalize=mode != "clip")
 
 
+@eager_jit("axis", "mode")
 def take_along_axis(arr, indices, axis=-1, mode=None, fill_value=None):
     """``arr`` indexed along ``axis`` by ``indices`` of the same rank, broadcast against
     ``arr`` in the other dimensions (as ``jnp.take_along_axis``; default mode 'fill')."""

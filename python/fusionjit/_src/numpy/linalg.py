@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from fusionjit._src.eager import eager_jit
 from fusionjit._src.lax import lax
 from fusionjit._src.numpy import contractions, manipulation, products, reductions
 from fusionjit._src.numpy.util import (aval, canonical_axes, check_arraylike, fail,
@@ -140,6 +141,7 @@ def matrix_norm(x, /, *, keepdims: bool = False, ord="fro"):
     return _matrix_norm(x, (nd - 2, nd - 1), keepdims, ord)
 
 
+@eager_jit("ord", "axis", "keepdims")
 def norm(x, ord=None, axis=None, keepdims: bool = False):
     """NumPy's ``linalg.norm``: the 2-norm of the flattened array by default; a vector norm
     over one axis, or a matrix norm over two."""

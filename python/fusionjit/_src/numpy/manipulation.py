@@ -14,6 +14,7 @@ import numpy as np
 
 from fusionjit._src import core
 from fusionjit._src import dtypes as dt
+from fusionjit._src.eager import eager_jit
 from fusionjit._src.lax import lax
 from fusionjit._src.lax.slicing import take_along
 from fusionjit._src.numpy import reductions, shapes
@@ -125,7 +126,7 @@ def _triangle(name, lower: bool):
     fn.__name__ = name
     fn.__doc__ = (f"Zeros {'above' if lower else 'below'} the ``k``-th diagonal of the last "
                   f"two axes.")
-    return fn
+    return eager_jit("k")(fn)
 
 
 tril = _triangle("tril", True)
@@ -394,6 +395,7 @@ def _fit_length(x, length, axis):
     return take_static(x, idx, axis)
 
 
+@eager_jit("axis")
 def roll(a, shift, axis=None):
     """Elements shifted by ``shift`` along ``axis`` (all axes of the flat array if None),
     wrapping around; ``shift`` may be traced."""

@@ -9,6 +9,7 @@ import numpy as np
 
 from fusionjit._src import dtypes as dt
 from fusionjit._src.autodiff import with_jvp
+from fusionjit._src.eager import eager_jit
 from fusionjit._src.lax import lax
 from fusionjit._src.numpy import reductions
 from fusionjit._src.numpy.util import (aval, check_arraylike, fail, one_program, promote_args,
@@ -463,6 +464,7 @@ isposinf = _inf_test("isposinf", 1)
 isneginf = _inf_test("isneginf", -1)
 
 
+@eager_jit("equal_nan")
 def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan: bool = False):
     """``|a - b| <= atol + rtol * |b|`` elementwise; equal infinities are close; NaNs are
     close to each other only with ``equal_nan``. Integers compare exactly, as in JAX."""
@@ -481,11 +483,13 @@ def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan: bool = False):
     return close
 
 
+@eager_jit("equal_nan")
 def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan: bool = False):
     """Whether every element of ``a`` is close to ``b`` (a boolean array scalar)."""
     return reductions.all(isclose(a, b, rtol, atol, equal_nan))
 
 
+@eager_jit("copy")
 def nan_to_num(x, copy: bool = True, nan=0.0, posinf=None, neginf=None):
     """Replaces NaN by ``nan`` and infinities by ``posinf``/``neginf`` (default: the
     largest finite values); integers and booleans are returned unchanged."""

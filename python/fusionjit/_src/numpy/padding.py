@@ -12,6 +12,7 @@ import numpy as np
 from fusionjit._src import core
 from fusionjit._src import dtypes as dt
 from fusionjit._src import errors
+from fusionjit._src.eager import eager_jit
 from fusionjit._src.lax import lax
 from fusionjit._src.numpy import reductions
 from fusionjit._src.numpy.manipulation import take_static
@@ -39,6 +40,7 @@ def _pairs(value, ndim: int, what: str, integer: bool = True) -> np.ndarray:
         fail(f"pad: {what} of shape {arr.shape} cannot be broadcast to ({ndim}, 2)", ValueError)
 
 
+@eager_jit("pad_width", "mode", "reflect_type", "stat_length", "end_values")
 def pad(array, pad_width, mode="constant", **kwargs):
     """``array`` padded by ``pad_width`` (an int, a (before, after) pair, or one pair per
     axis) in NumPy's ``mode``: 'constant' (``constant_values``), 'empty', 'edge', 'wrap',

@@ -10,6 +10,7 @@ import numpy as np
 
 from fusionjit._src import core
 from fusionjit._src import dtypes as dt
+from fusionjit._src.eager import eager_jit
 from fusionjit._src.lax import lax
 from fusionjit._src.numpy.util import (aval, broadcast_shapes, broadcast_to_shape,
                                        canonical_axes, canonical_axis, check_arraylike, fail,
@@ -177,6 +178,7 @@ def arange(start, stop=None, step=None, dtype=None):
     return idx
 
 
+@eager_jit("num", "endpoint", "retstep", "dtype", "axis")
 def linspace(start, stop, num: int = 50, endpoint: bool = True, retstep: bool = False,
              dtype=None, axis: int = 0):
     """``num`` evenly spaced samples from start to stop; array endpoints broadcast, and

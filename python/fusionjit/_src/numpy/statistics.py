@@ -15,7 +15,7 @@ from fusionjit._src.lax import lax
 from fusionjit._src.lax.slicing import take_along
 from fusionjit._src.lax import scans
 from fusionjit._src.numpy import reductions, shapes
-from fusionjit._src.random_eager import eager_jit
+from fusionjit._src.eager import eager_jit
 from fusionjit._src.numpy.util import (aval, canonical_axes, canonical_axis, check_arraylike,
                                        fail, promote_dtypes_inexact, to_array)
 
@@ -52,7 +52,7 @@ def _cumulative(name, scan_fn, nan_fill=None):
     nan = "" if nan_fill is None else f", NaN counted as {nan_fill}"
     fn.__doc__ = (f"``jnp.{name}``: the running {what} along ``axis`` (the flattened array if "
                   f"None){nan}. A log-depth scan of vectorised elementwise steps.")
-    return fn
+    return eager_jit("axis", "dtype", "out")(fn)
 
 
 cumsum = _cumulative("cumsum", scans.cumsum)
@@ -85,7 +85,7 @@ def _cumulative_api(name, fn):
     api_fn.__doc__ = (f"The array API's ``{name}``: ``{fn.__name__}`` along ``axis`` "
                       f"(required above 1-D), with the initial value first if "
                       f"``include_initial``.")
-    return api_fn
+    return eager_jit("axis", "dtype", "include_initial")(api_fn)
 
 
 cumulative_sum = _cumulative_api("cumulative_sum", cumsum)

@@ -7,8 +7,8 @@ import numpy as np
 from fusionjit._src import core
 from fusionjit._src import dtypes as dt
 from fusionjit._src.lax import lax
-from fusionjit._src.numpy.util import (aval, check_arraylike, fail, one_program, promote_args,
-                                       promote_args_inexact, to_array)
+from fusionjit._src.numpy.util import (as_one_program, aval, check_arraylike, fail, one_program,
+                                       promote_args, promote_args_inexact, to_array)
 
 
 def _binary(name: str, lax_fn, kinds=None):
@@ -367,6 +367,11 @@ def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
         fail("where() takes the condition alone, or the condition, x and y", ValueError)
     if size is not None or fill_value is not None:
         fail("where(): size and fill_value go with the condition alone", ValueError)
+    out = as_one_program(_where3, condition, x, y)
+    return _where3(condition, x, y) if out is None else out
+
+
+def _where3(condition, x, y):
     from fusionjit._src import random as _random
     if _random.any_key(x, y):
         return _random.map_key_data(
