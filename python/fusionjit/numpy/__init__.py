@@ -77,6 +77,24 @@ from fusionjit._src.numpy.ufuncs import (  # noqa: F401
 from fusionjit._src.numpy.windows import (  # noqa: F401
     bartlett, blackman, hamming, hanning, i0, kaiser)
 
+# Called eagerly, these run as one compiled program each (eager.py; cumsum, var, pad and
+# the like are so where they are defined, the ufuncs through one_program). Not those whose
+# result's shape depends on values (unique, nonzero, the set operations), nor the
+# constructors, nor those that take functions.
+from fusionjit._src.eager import eager_namespace as _eager_namespace  # noqa: E402
+
+_eager_namespace(globals(), [
+    "angle", "append", "argpartition", "array_split", "average", "choose", "column_stack",
+    "concat", "concatenate", "convolve", "corrcoef", "correlate", "count_nonzero", "cov",
+    "cross", "diagflat", "digitize", "dstack", "ediff1d", "frexp", "gradient", "heaviside",
+    "histogram", "histogram2d", "histogram_bin_edges", "hstack", "i0", "interp", "isin",
+    "kaiser", "kron", "lexsort", "matvec", "median", "modf", "nanargmax", "nanargmin",
+    "nanmax", "nanmean", "nanmedian", "nanmin", "nanpercentile", "nanprod", "nanquantile",
+    "nanstd", "nansum", "nanvar", "outer", "packbits", "partition", "percentile", "polyadd",
+    "polyder", "polyfit", "polyint", "polymul", "polysub", "polyval", "ptp", "quantile",
+    "searchsorted", "sinc", "spacing", "split", "stack", "tensordot", "trace", "trapezoid",
+    "unpackbits", "unstack", "unwrap", "vander", "vdot", "vecdot", "vecmat", "vstack"])
+
 # The array API's names for NumPy's functions.
 bitwise_left_shift = left_shift
 bitwise_right_shift = right_shift

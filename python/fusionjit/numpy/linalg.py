@@ -11,3 +11,8 @@ from fusionjit._src.numpy.linalg import (  # noqa: F401
     vecdot, vector_norm)
 from fusionjit._src.numpy.eigen import (  # noqa: F401
     EighResult, SVDResult, cond, eigh, eigvalsh, lstsq, matrix_rank, pinv, svd, svdvals)
+
+# Called eagerly, each function runs as one compiled program (eager.py).
+from fusionjit._src.eager import eager_namespace as _eager_namespace  # noqa: E402
+
+_eager_namespace(globals(), [_n for _n in dir() if not _n.startswith("_")])

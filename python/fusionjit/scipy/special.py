@@ -11,3 +11,8 @@ from fusionjit._src.special_zeta import polygamma, zeta  # noqa: F401
 from fusionjit._src.special_igamma import betainc, gammainc, gammaincc  # noqa: F401
 from fusionjit._src.special_gamma_family import (  # noqa: F401
     bernoulli, beta, boxcox, boxcox1p, comb, factorial, gammasgn, loggamma, multigammaln, poch)
+
+# Called eagerly, each function runs as one compiled program (eager.py).
+from fusionjit._src.eager import eager_namespace as _eager_namespace  # noqa: E402
+
+_eager_namespace(globals(), [_n for _n in dir() if not _n.startswith("_")])

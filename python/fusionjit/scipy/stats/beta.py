@@ -4,3 +4,8 @@ from fusionjit._src.scipy import beta as _d
 
 logpdf = _d.logpdf
 pdf = _d.pdf
+
+# Called eagerly, each function runs as one compiled program (eager.py).
+from fusionjit._src.eager import eager_namespace as _eager_namespace  # noqa: E402
+
+_eager_namespace(globals(), [_n for _n in dir() if not _n.startswith("_")])

@@ -10,3 +10,8 @@ logsf = _d.logsf
 pdf = _d.pdf
 ppf = _d.ppf
 sf = _d.sf
+
+# Called eagerly, each function runs as one compiled program (eager.py).
+from fusionjit._src.eager import eager_namespace as _eager_namespace  # noqa: E402
+
+_eager_namespace(globals(), [_n for _n in dir() if not _n.startswith("_")])
