@@ -103,11 +103,18 @@ FusionDecision FusionMergerPass::ShouldMerge(const Instruction* producer) const 
     }
   }
   if (profile_.cost_model) {
-    // XLA's own rules first: what they merge, the fusionjit profile merges too.
+    // XLA's own rules first: what they merge, the fusionjit profile merges too. Not a
+    // kernel with a reduction in it (a row fusion): XLA's merger takes loop fusions only,
+    // and merged into a consumer whose rows are laid out otherwise (a reshape to [B*T, D]
+    // after a layer norm's gradient over [B, T, D]), its row reductions are computed again
+    // for every element (a transformer block's gradient: 3.9 s estimated for that kernel,
+    // and the whole plan refused for XLA's).
     FusionProfile xla = profile_;
     xla.cost_model = false;
     FusionDecision rules = FusionMergerPass(xla, nullptr).ShouldMerge(producer);
-    if (rules.fuse) return rules;
+    const std::vector<Instruction*> ops = producer->fused_computation()->MakePostOrder();
+    bool reduces = std::any_of(ops.begin(), ops.end(), [](const Instruction* i) { return IsReduction(i); });
+    if (rules.fuse && !reduces) return rules;
     double unfused = cost_.TimeUs(EstimateKernel(producer));
     double fused = 0;
     KernelCost cp = EstimateKernel(producer);
