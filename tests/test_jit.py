@@ -472,8 +472,17 @@ def test_eager_numpy_and_nn_functions_run_as_one_program_each(stats):
             assert_close(got, expected, rtol=1e-4, atol=1e-6, check_dtype=False)
         call()
         assert delta.compiles == 1
-    # A function whose result's shape depends on values runs as it is.
-    assert np.asarray(fnp.unique(fnp.asarray([3, 1, 3]))).tolist() == [1, 3]
+    # A function whose result's size depends on values: its count, then the result of that
+    # size, one program each (an eager unique of 64x64 took 4 ms, primitive by primitive).
+    v = fnp.asarray([3, 1, 3, 7])
+    delta = Delta(stats)
+    assert np.asarray(fnp.unique(v)).tolist() == [1, 3, 7]
+    assert delta.compiles == 2
+    w = fnp.asarray([5, 5, 0, 2])
+    delta = Delta(stats)
+    assert np.asarray(fnp.unique(w)).tolist() == [0, 2, 5]
+    assert delta.compiles == 0  # as many unique values: the same two programs
+    assert [np.asarray(c).tolist() for c in fnp.nonzero(w)] == [[0, 1, 3]]
     # The errors are the eager ones, at the caller's line.
     with pytest.raises(ValueError, match=r"test_jit.py:\d+.*axis 3 is out of bounds"):
         fnp.cumsum(x, axis=3)
