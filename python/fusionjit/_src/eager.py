@@ -127,12 +127,14 @@ def eager_jit(*static: str, static_if_int: tuple = (), uint32: tuple = (),
     return deco
 
 
-def eager_namespace(namespace: dict, names) -> None:
-    """Makes the functions ``names`` of a public module's ``namespace`` run as one program
-    each when called eagerly (eager_jit with ``static_ints``), as JAX's jit-wrapped
-    ``jax.scipy.special`` and ``jnp.linalg`` functions: an eager ``erf`` of 8x8 took 1.3 ms
-    and ``linalg.inv`` 37 ms, their primitives dispatched one by one. Functions that are
-    so already (or classes) are left as they are."""
+def eager_namespace(namespace: dict, names=None) -> None:
+    """Makes the functions ``names`` of a public module's ``namespace`` (None: its public
+    names) run as one program each when called eagerly (eager_jit with ``static_ints``), as
+    JAX's jit-wrapped ``jax.scipy.special`` and ``jnp.linalg`` functions: an eager ``erf``
+    of 8x8 took 1.3 ms and ``linalg.inv`` 37 ms, their primitives dispatched one by one.
+    Functions that are so already (or classes) are left as they are."""
+    if names is None:
+        names = [n for n in namespace if not n.startswith("_")]
     for name in names:
         fn = namespace[name]
         if (inspect.isfunction(fn) and not getattr(fn, "eager_jit", False) and all(

@@ -6,4 +6,4 @@ from fusionjit._src.scipy import cho_factor, cho_solve, cholesky, qr, solve  # n
 # Called eagerly, each function runs as one compiled program (eager.py).
 from fusionjit._src.eager import eager_namespace as _eager_namespace  # noqa: E402
 
-_eager_namespace(globals(), [_n for _n in dir() if not _n.startswith("_")])
+_eager_namespace(globals())

@@ -8,4 +8,4 @@ pdf = _d.pdf
 # Called eagerly, each function runs as one compiled program (eager.py).
 from fusionjit._src.eager import eager_namespace as _eager_namespace  # noqa: E402
 
-_eager_namespace(globals(), [_n for _n in dir() if not _n.startswith("_")])
+_eager_namespace(globals())

@@ -10,4 +10,4 @@ ppf = _d.ppf
 # Called eagerly, each function runs as one compiled program (eager.py).
 from fusionjit._src.eager import eager_namespace as _eager_namespace  # noqa: E402
 
-_eager_namespace(globals(), [_n for _n in dir() if not _n.startswith("_")])
+_eager_namespace(globals())
