@@ -64,7 +64,8 @@ def outside_traces() -> bool:
 
 
 @functools.lru_cache(maxsize=None)
-def _jitted(fn, static_names: tuple):
+def jitted(fn, static_names: tuple):
+    """``jit(fn, static_argnames=static_names)``, made once."""
     from fusionjit._src.api import jit
     return jit(fn, static_argnames=static_names)
 
@@ -119,7 +120,7 @@ def eager_jit(*static: str, static_if_int: tuple = (), uint32: tuple = (),
             positional = [arguments.pop(n) for n, k in kinds.items()
                           if k == inspect.Parameter.POSITIONAL_ONLY and n in arguments]
             try:
-                return _jitted(fn, tuple(names))(*positional, **arguments)
+                return jitted(fn, tuple(names))(*positional, **arguments)
             except Exception:
                 return fn(*args, **kwargs)
         wrapper.eager_jit = True

@@ -12,7 +12,7 @@ from fusionjit._src import core
 from fusionjit._src import dtypes as dt
 from fusionjit._src import errors
 from fusionjit._src.lax import lax
-from fusionjit._src.eager import outside_traces
+from fusionjit._src.eager import jitted, outside_traces
 
 
 def fail(message: str, exc_type=TypeError):
@@ -131,12 +131,6 @@ def _as_promoted(args, inexact: bool):
     return list(args) if d == first.dtype and weak == first.weak_type else None
 
 
-@functools.lru_cache(maxsize=None)
-def _program(fn):
-    from fusionjit._src.api import jit
-    return jit(fn)
-
-
 def as_one_program(fn, *args):
     """``fn(*args)`` run as one jitted program where it is called outside any trace (JAX's
     jnp functions are jit-wrapped), else None. Run eagerly, each step is a primitive
@@ -147,7 +141,7 @@ def as_one_program(fn, *args):
     if not outside_traces() or not all(map(is_arraylike, args)):
         return None
     try:
-        return _program(fn)(*args)
+        return jitted(fn, ())(*args)
     except Exception:
         return None
 
@@ -160,6 +154,7 @@ def one_program(fn):
     def wrapper(*args):
         out = as_one_program(fn, *args)
         return fn(*args) if out is None else out
+    wrapper.eager_jit = True  # (eager_namespace leaves it as it is)
     return wrapper
 
 
